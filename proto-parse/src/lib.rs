@@ -1,0 +1,15 @@
+//! `proto-parse`: the one parser (and emitter) of the MetaRoCE wire format,
+//! RoCEv2, the outer Ethernet/IP/UDP layers and capture files. Every other
+//! crate of the workspace decodes bytes through this crate and nowhere else.
+//!
+//! # Panics and checks
+//! When parsing untrusted input, construct views with `new_checked` (or go
+//! through [`frame::decode`]); getters of a checked view never panic. When
+//! emitting, build a `Repr` and call `emit` on a buffer of `buffer_len()`
+//! bytes.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod metaroce;
+
+pub use error::{Error, ErrorKind, Layer, LenSource, Warning};

@@ -1,0 +1,824 @@
+//! Zero-copy views over a MetaRoCE packet (one UDP payload).
+
+use core::ops::Range;
+
+use super::field::{self, Field};
+use super::tlv::TlvIter;
+use super::{
+    CcAlgo, CnpReason, CtrlOp, DataOp, FbFlags, Features, Flags, NackCode, PacketType, VERSION,
+};
+use crate::error::{Error, Layer, LenSource, Warning};
+
+#[inline]
+pub(super) fn be16(buf: &[u8], f: Field) -> u16 {
+    u16::from_be_bytes([buf[f.start], buf[f.start + 1]])
+}
+
+#[inline]
+pub(super) fn be32(buf: &[u8], f: Field) -> u32 {
+    u32::from_be_bytes([buf[f.start], buf[f.start + 1], buf[f.start + 2], buf[f.start + 3]])
+}
+
+#[inline]
+pub(super) fn be64(buf: &[u8], f: Field) -> u64 {
+    (u64::from(be32(buf, f.start..f.start + 4)) << 32) | u64::from(be32(buf, f.start + 4..f.end))
+}
+
+#[inline]
+pub(super) fn put16(buf: &mut [u8], f: Field, value: u16) {
+    buf[f].copy_from_slice(&value.to_be_bytes());
+}
+
+#[inline]
+pub(super) fn put32(buf: &mut [u8], f: Field, value: u32) {
+    buf[f].copy_from_slice(&value.to_be_bytes());
+}
+
+/// A view over one MetaRoCE packet: the UDP payload, base header first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+/// Where the parts of a valid packet lie, as on the wire (the captured bytes
+/// may end earlier; [`Packet::payload`] clips to them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// `hlen * 4`: base header, type header and TLVs.
+    pub header_len: usize,
+    /// The fixed part of the type header (base included).
+    pub fixed_len: usize,
+    /// The payload actually carried (shorter than `payload_len` if trimmed).
+    pub payload: Range<usize>,
+    /// The CRC32C trailer, when present on the wire.
+    pub trailer: Option<Range<usize>>,
+    /// A switch cut the payload (spec 11.1).
+    pub trimmed: bool,
+    /// The UDP payload length on the wire.
+    pub wire_len: usize,
+}
+
+/// Result of checking the CRC32C trailer (spec section 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrcStatus {
+    Good,
+    Bad { stored: u32, computed: u32 },
+    /// No trailer: flags.CRC is clear, or the packet was trimmed.
+    NotPresent,
+    /// A trailer exists on the wire but the capture does not hold it (or the
+    /// check was not asked for).
+    NotChecked,
+}
+
+impl CrcStatus {
+    /// The name used in JSON output and by the dissector.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CrcStatus::Good => "good",
+            CrcStatus::Bad { .. } => "bad",
+            CrcStatus::NotPresent => "not_present",
+            CrcStatus::NotChecked => "not_checked",
+        }
+    }
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps a buffer without checks; getters may panic on short buffers.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+
+    /// Wraps a complete UDP payload and validates every rule of spec
+    /// section 8 and 11.1. Getters of the result never panic.
+    pub fn new_checked(buffer: T) -> Result<Self, Error> {
+        let packet = Packet { buffer };
+        let len = packet.buffer.as_ref().len();
+        packet.layout(len)?;
+        Ok(packet)
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    #[inline]
+    fn buf(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    #[inline]
+    pub fn version(&self) -> u8 {
+        self.buf()[field::VER_TYPE] >> 4
+    }
+
+    #[inline]
+    pub fn packet_type(&self) -> PacketType {
+        PacketType::from(self.buf()[field::VER_TYPE] & 0x0F)
+    }
+
+    #[inline]
+    pub fn flags(&self) -> Flags {
+        Flags::from_bits_retain(self.buf()[field::FLAGS])
+    }
+
+    /// Header length in 4-byte words.
+    #[inline]
+    pub fn hlen(&self) -> u8 {
+        self.buf()[field::HLEN]
+    }
+
+    /// Header length in bytes: where the payload starts.
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        usize::from(self.hlen()) * field::TLV_WORD
+    }
+
+    #[inline]
+    pub fn tx_attempt(&self) -> u8 {
+        self.buf()[field::TX_ATTEMPT] >> 4
+    }
+
+    #[inline]
+    pub fn ev(&self) -> u16 {
+        be16(self.buf(), field::EV)
+    }
+
+    #[inline]
+    pub fn path_seq(&self) -> u16 {
+        be16(self.buf(), field::PATH_SEQ)
+    }
+
+    #[inline]
+    pub fn dst_conn(&self) -> u32 {
+        be32(self.buf(), field::DST_CONN)
+    }
+
+    #[inline]
+    pub fn src_conn(&self) -> u32 {
+        be32(self.buf(), field::SRC_CONN)
+    }
+
+    /// DATA: this packet's PSN; feedback: the cumulative ack; PROBE: the
+    /// probe sequence number; CTRL: 0.
+    #[inline]
+    pub fn psn(&self) -> u32 {
+        be32(self.buf(), field::PSN)
+    }
+
+    #[inline]
+    pub fn tx_ts(&self) -> u32 {
+        be32(self.buf(), field::TX_TS)
+    }
+
+    /// The DATA header, if this is a DATA packet whose header is present.
+    pub fn data(&self) -> Option<Data<'_>> {
+        let buf = self.buf();
+        if self.packet_type() != PacketType::Data || buf.len() <= field::DATA_OP {
+            return None;
+        }
+        let op = DataOp::from(buf[field::DATA_OP]);
+        (buf.len() >= op.header_len()).then_some(Data { buf, op })
+    }
+
+    /// The feedback block of ACK, NACK, CNP and PROBE_REPLY.
+    pub fn feedback(&self) -> Option<Feedback<'_>> {
+        let buf = self.buf();
+        (self.packet_type().has_feedback() && buf.len() >= field::FEEDBACK_LEN)
+            .then_some(Feedback { buf })
+    }
+
+    pub fn ack(&self) -> Option<Ack<'_>> {
+        let feedback = self.feedback()?;
+        let words = feedback.sack_words();
+        (self.packet_type() == PacketType::Ack
+            && words <= field::MAX_SACK_WORDS
+            && self.buf().len() >= field::SACK_BITMAP(words).end)
+            .then_some(Ack { feedback, words })
+    }
+
+    pub fn nack(&self) -> Option<Nack<'_>> {
+        let feedback = self.feedback()?;
+        (self.packet_type() == PacketType::Nack && self.buf().len() >= field::NACK_LEN)
+            .then_some(Nack { feedback })
+    }
+
+    pub fn cnp_reason(&self) -> Option<CnpReason> {
+        let buf = self.buf();
+        (self.packet_type() == PacketType::Cnp && buf.len() >= field::CNP_LEN)
+            .then(|| CnpReason::from(buf[field::CNP_REASON]))
+    }
+
+    pub fn ctrl(&self) -> Option<Ctrl<'_>> {
+        let buf = self.buf();
+        (self.packet_type() == PacketType::Ctrl && buf.len() >= field::CTRL_LEN)
+            .then_some(Ctrl { buf })
+    }
+
+    /// TLVs between the fixed header and `hlen * 4`, when flags.EXT is set.
+    /// Clipped to the captured bytes; a TLV that runs past them is reported
+    /// by the iterator as a capture truncation.
+    pub fn tlvs(&self) -> TlvIter<'_> {
+        let buf = self.buf();
+        if !self.flags().contains(Flags::EXT) {
+            return TlvIter::empty();
+        }
+        let Ok(fixed) = fixed_len(buf, buf.len()) else {
+            return TlvIter::empty();
+        };
+        let end = self.header_len();
+        TlvIter::new(buf, fixed, end)
+    }
+
+    /// Computes where header, payload and trailer lie for a packet whose
+    /// UDP payload is `wire_len` bytes long on the wire (the buffer may hold
+    /// fewer: a snaplen cut). Checks every rule of spec sections 8 and 11.
+    pub fn layout(&self, wire_len: usize) -> Result<Layout, Error> {
+        inspect(self.buf(), wire_len)
+    }
+
+    /// The payload bytes the buffer holds (clipped to the capture).
+    pub fn payload(&self, layout: &Layout) -> &[u8] {
+        let buf = self.buf();
+        let end = layout.payload.end.min(buf.len());
+        buf.get(layout.payload.start..end).unwrap_or(&[])
+    }
+
+    /// Checks the CRC32C trailer: over every byte from the base header to
+    /// the end of the payload (spec section 7).
+    pub fn crc_status(&self, layout: &Layout) -> CrcStatus {
+        let Some(trailer) = layout.trailer.clone() else {
+            return CrcStatus::NotPresent;
+        };
+        let buf = self.buf();
+        if buf.len() < trailer.end {
+            return CrcStatus::NotChecked;
+        }
+        let stored = be32(buf, trailer.clone());
+        let computed = crc32c::crc32c(&buf[..trailer.start]);
+        if stored == computed {
+            CrcStatus::Good
+        } else {
+            CrcStatus::Bad { stored, computed }
+        }
+    }
+
+    /// Legal but suspicious things: non-zero reserved bits, sack_words on a
+    /// type other than ACK, header padding without flags.EXT.
+    pub fn warnings(&self) -> Vec<Warning> {
+        let buf = self.buf();
+        let mut warnings = Vec::new();
+        let mut warn = |layer, offset, message| {
+            warnings.push(Warning {
+                layer,
+                offset,
+                message,
+            });
+        };
+        if buf.len() < field::BASE_LEN {
+            return warnings;
+        }
+        if buf[field::FLAGS] & Flags::RESERVED != 0 {
+            warn(Layer::MetaRoceBase, field::FLAGS, "reserved flag bits are set");
+        }
+        if buf[field::TX_ATTEMPT] & 0x0F != 0 {
+            warn(Layer::MetaRoceBase, field::TX_ATTEMPT, "reserved bits after tx_attempt are set");
+        }
+        if let Some(data) = self.data()
+            && data.reserved() != 0
+        {
+            warn(Layer::MetaRoceData, field::DATA_RESERVED, "reserved byte is not zero");
+        }
+        if let Some(feedback) = self.feedback() {
+            if feedback.flags().bits() & FbFlags::RESERVED != 0 {
+                warn(Layer::MetaRoceFeedback, field::FB_FLAGS, "reserved fb_flags bits are set");
+            }
+            if self.packet_type() != PacketType::Ack && feedback.sack_words() != 0 {
+                warn(Layer::MetaRoceFeedback, field::SACK_WORDS, "sack_words is not 0 on a type other than ACK");
+            }
+        }
+        if let Some(ack) = self.ack()
+            && ack.sack_words() > 0
+            && ack.sack_base() != self.psn()
+        {
+            warn(Layer::MetaRoceAck, field::SACK_BASE.start, "sack_base differs from the cumulative ack");
+        }
+        if let Some(nack) = self.nack()
+            && nack.reserved() != 0
+        {
+            warn(Layer::MetaRoceNack, field::NACK_RESERVED.start, "reserved bytes are not zero");
+        }
+        if self.packet_type() == PacketType::Cnp
+            && buf.len() >= field::CNP_LEN
+            && buf[field::CNP_RESERVED].iter().any(|&b| b != 0)
+        {
+            warn(Layer::MetaRoceCnp, field::CNP_RESERVED.start, "reserved bytes are not zero");
+        }
+        if !self.flags().contains(Flags::EXT)
+            && let Ok(fixed) = fixed_len(buf, buf.len())
+            && self.header_len() > fixed
+        {
+            warn(Layer::MetaRoceBase, fixed, "header padding after the fixed header without flags.EXT");
+        }
+        warnings
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    #[inline]
+    fn buf_mut(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Sets tx_attempt (saturating at 15), keeping the reserved bits.
+    pub fn set_tx_attempt(&mut self, attempt: u8) {
+        let byte = &mut self.buf_mut()[field::TX_ATTEMPT];
+        *byte = (attempt.min(15) << 4) | (*byte & 0x0F);
+    }
+
+    pub fn set_ev(&mut self, ev: u16) {
+        put16(self.buf_mut(), field::EV, ev);
+    }
+
+    pub fn set_path_seq(&mut self, path_seq: u16) {
+        put16(self.buf_mut(), field::PATH_SEQ, path_seq);
+    }
+
+    pub fn set_tx_ts(&mut self, tx_ts: u32) {
+        put32(self.buf_mut(), field::TX_TS, tx_ts);
+    }
+
+    pub fn set_flags(&mut self, flags: Flags) {
+        self.buf_mut()[field::FLAGS] = flags.bits();
+    }
+
+    /// Rewrites the CRC32C trailer after header fields changed (a
+    /// retransmission on another ev, say).
+    pub fn fill_crc(&mut self, layout: &Layout) {
+        if let Some(trailer) = layout.trailer.clone() {
+            let crc = crc32c::crc32c(&self.buf()[..trailer.start]);
+            put32(self.buf_mut(), trailer, crc);
+        }
+    }
+}
+
+/// What a snaplen-cut capture gave: the view (when at least the base header
+/// is there), the layout (when the headers could be checked) and where
+/// decoding stopped, with offsets relative to the UDP payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lax<'a> {
+    pub packet: Option<Packet<&'a [u8]>>,
+    pub layout: Option<Layout>,
+    pub stop: Option<Error>,
+}
+
+/// Decodes as much as `captured` holds of a packet that is `wire_len` bytes
+/// long on the wire (from the UDP length). Never panics.
+pub fn parse_lax(captured: &[u8], wire_len: usize) -> Lax<'_> {
+    if captured.len() < field::BASE_LEN {
+        return Lax {
+            packet: None,
+            layout: None,
+            stop: Some(short(Layer::MetaRoceBase, field::BASE_LEN, captured.len(), wire_len)),
+        };
+    }
+    let packet = Packet::new_unchecked(captured);
+    match inspect(captured, wire_len) {
+        Ok(layout) => {
+            let needed = layout.trailer.as_ref().map_or(layout.payload.end, |t| t.end);
+            let stop = (captured.len() < needed).then(|| {
+                Error::truncated(
+                    Layer::MetaRocePayload,
+                    captured.len(),
+                    needed,
+                    captured.len(),
+                    LenSource::Captured,
+                )
+            });
+            Lax {
+                packet: Some(packet),
+                layout: Some(layout),
+                stop,
+            }
+        }
+        Err(err) => Lax {
+            packet: Some(packet),
+            layout: None,
+            stop: Some(err),
+        },
+    }
+}
+
+/// The heuristic test for MetaRoCE on a port that is not configured: only a
+/// complete, fully valid packet of a defined type and op, with no reserved
+/// bits set and a good CRC when it has one, is taken.
+pub fn looks_like(udp_payload: &[u8]) -> bool {
+    let Ok(packet) = Packet::new_checked(udp_payload) else {
+        return false;
+    };
+    let Ok(layout) = packet.layout(udp_payload.len()) else {
+        return false;
+    };
+    let known_subtype = match packet.packet_type() {
+        PacketType::Data => packet.data().is_some_and(|d| d.op().is_known()),
+        PacketType::Ctrl => packet.ctrl().is_some_and(|c| c.op().is_known()),
+        PacketType::Nack => packet.nack().is_some_and(|n| n.code().is_known()),
+        PacketType::Cnp => packet.cnp_reason().is_some_and(CnpReason::is_known),
+        PacketType::Experimental | PacketType::Unknown(_) => false,
+        _ => true,
+    };
+    known_subtype
+        && packet.warnings().is_empty()
+        && !matches!(packet.crc_status(&layout), CrcStatus::Bad { .. })
+}
+
+/// A length error: malformed when the wire itself is too short, a capture
+/// truncation when only the captured bytes are.
+fn short(layer: Layer, required: usize, captured: usize, wire_len: usize) -> Error {
+    if wire_len < required {
+        Error::truncated(layer, wire_len.min(captured), required, wire_len, LenSource::Header)
+    } else {
+        Error::truncated(layer, captured, required, captured, LenSource::Captured)
+    }
+}
+
+/// The fixed size of the base plus type header (section 2 to 5), reading
+/// op / sack_words where the size depends on them.
+fn fixed_len(buf: &[u8], wire_len: usize) -> Result<usize, Error> {
+    let ty = PacketType::from(buf[field::VER_TYPE] & 0x0F);
+    let need = |layer, at: usize| -> Result<(), Error> {
+        if buf.len() > at {
+            Ok(())
+        } else {
+            Err(short(layer, at + 1, buf.len(), wire_len))
+        }
+    };
+    Ok(match ty {
+        PacketType::Data => {
+            need(Layer::MetaRoceData, field::DATA_OP)?;
+            DataOp::from(buf[field::DATA_OP]).header_len()
+        }
+        PacketType::Ack => {
+            need(Layer::MetaRoceFeedback, field::SACK_WORDS)?;
+            let words = buf[field::SACK_WORDS];
+            if words > field::MAX_SACK_WORDS {
+                return Err(Error::bad_value(
+                    Layer::MetaRoceFeedback,
+                    field::SACK_WORDS,
+                    "sack_words",
+                    words.into(),
+                    "0 to 4",
+                ));
+            }
+            field::SACK_BITMAP(words).end
+        }
+        PacketType::Nack => field::NACK_LEN,
+        PacketType::Cnp => field::CNP_LEN,
+        PacketType::ProbeReply => field::FEEDBACK_LEN,
+        PacketType::Ctrl => field::CTRL_LEN,
+        PacketType::Probe | PacketType::Experimental | PacketType::Unknown(_) => field::BASE_LEN,
+    })
+}
+
+fn type_layer(ty: PacketType) -> Layer {
+    match ty {
+        PacketType::Data => Layer::MetaRoceData,
+        PacketType::Ack => Layer::MetaRoceAck,
+        PacketType::Nack => Layer::MetaRoceNack,
+        PacketType::Cnp => Layer::MetaRoceCnp,
+        PacketType::ProbeReply => Layer::MetaRoceFeedback,
+        PacketType::Ctrl => Layer::MetaRoceCtrl,
+        _ => Layer::MetaRoceBase,
+    }
+}
+
+/// The validation of spec sections 8 and 11, shared by the strict and lax
+/// constructors. `buf` holds the captured bytes (at least the base header);
+/// `wire_len` is the UDP payload length on the wire.
+fn inspect(buf: &[u8], wire_len: usize) -> Result<Layout, Error> {
+    if buf.len() < field::BASE_LEN || wire_len < field::BASE_LEN {
+        return Err(short(Layer::MetaRoceBase, field::BASE_LEN, buf.len(), wire_len));
+    }
+    let packet = Packet::new_unchecked(buf);
+    let version = packet.version();
+    if version != VERSION {
+        return Err(Error::bad_value(
+            Layer::MetaRoceBase,
+            field::VER_TYPE,
+            "version",
+            version.into(),
+            "1",
+        ));
+    }
+    let ty = packet.packet_type();
+    let fixed_len = fixed_len(buf, wire_len)?;
+    let header_len = packet.header_len();
+    if header_len < fixed_len {
+        return Err(Error::bad_value(
+            Layer::MetaRoceBase,
+            field::HLEN,
+            "hlen",
+            packet.hlen().into(),
+            "hlen*4 at least the fixed size of the type and op",
+        ));
+    }
+    if header_len > wire_len {
+        return Err(Error::bad_value(
+            Layer::MetaRoceBase,
+            field::HLEN,
+            "hlen",
+            packet.hlen().into(),
+            "hlen*4 at most the UDP payload length",
+        ));
+    }
+    if fixed_len > buf.len() {
+        return Err(short(type_layer(ty), fixed_len, buf.len(), wire_len));
+    }
+    if packet.flags().contains(Flags::EXT) {
+        for tlv in TlvIter::new(buf, fixed_len, header_len) {
+            tlv?;
+        }
+    }
+
+    let crc_len = if packet.flags().contains(Flags::CRC) {
+        field::CRC_LEN
+    } else {
+        0
+    };
+    let avail = wire_len - header_len;
+    let (payload_len, trailer, trimmed) = match ty {
+        PacketType::Data => {
+            let declared = usize::from(be16(buf, field::PAYLOAD_LEN));
+            if avail == declared + crc_len {
+                (declared, crc_len > 0, false)
+            } else if avail < declared + crc_len {
+                (avail.min(declared), false, true)
+            } else {
+                return Err(Error::bad_value(
+                    Layer::MetaRoceData,
+                    field::PAYLOAD_LEN.start,
+                    "payload_len",
+                    declared as u64,
+                    "the UDP payload minus hlen*4 and the trailer (a longer payload is malformed)",
+                ));
+            }
+        }
+        // Unknown types: everything after the header is payload (docs/spec-decisions.md).
+        PacketType::Experimental | PacketType::Unknown(_) => {
+            let trailer = crc_len > 0 && avail >= crc_len;
+            (avail - if trailer { crc_len } else { 0 }, trailer, false)
+        }
+        _ => {
+            if avail != crc_len {
+                return Err(Error::bad_value(
+                    Layer::MetaRocePayload,
+                    header_len,
+                    "bytes after the header",
+                    avail as u64,
+                    if crc_len > 0 {
+                        "exactly the 4-byte trailer (this type has no payload)"
+                    } else {
+                        "none (this type has no payload)"
+                    },
+                ));
+            }
+            (0, crc_len > 0, false)
+        }
+    };
+    let payload = header_len..header_len + payload_len;
+    let trailer = trailer.then(|| payload.end..payload.end + field::CRC_LEN);
+    Ok(Layout {
+        header_len,
+        fixed_len,
+        payload,
+        trailer,
+        trimmed,
+        wire_len,
+    })
+}
+
+/// The DATA header (section 3).
+#[derive(Debug, Clone, Copy)]
+pub struct Data<'a> {
+    buf: &'a [u8],
+    op: DataOp,
+}
+
+impl Data<'_> {
+    pub fn op(&self) -> DataOp {
+        self.op
+    }
+
+    pub fn reserved(&self) -> u8 {
+        self.buf[field::DATA_RESERVED]
+    }
+
+    /// Payload bytes as sent (before any trimming).
+    pub fn payload_len(&self) -> u16 {
+        be16(self.buf, field::PAYLOAD_LEN)
+    }
+
+    pub fn msg_id(&self) -> u32 {
+        be32(self.buf, field::MSG_ID)
+    }
+
+    pub fn msg_offset(&self) -> u32 {
+        be32(self.buf, field::MSG_OFFSET)
+    }
+
+    pub fn msg_len(&self) -> u32 {
+        be32(self.buf, field::MSG_LEN)
+    }
+
+    /// WRITE, WRITE_IMM and READ_REQ only.
+    pub fn remote_va(&self) -> Option<u64> {
+        self.op
+            .has_remote_address()
+            .then(|| be64(self.buf, field::REMOTE_VA))
+    }
+
+    /// WRITE, WRITE_IMM and READ_REQ only.
+    pub fn rkey(&self) -> Option<u32> {
+        self.op
+            .has_remote_address()
+            .then(|| be32(self.buf, field::RKEY))
+    }
+
+    /// SEND_IMM and WRITE_IMM only.
+    pub fn imm_data(&self) -> Option<u32> {
+        self.op.imm_data_field().map(|f| be32(self.buf, f))
+    }
+}
+
+/// The feedback block (section 4) of ACK, NACK, CNP and PROBE_REPLY.
+#[derive(Debug, Clone, Copy)]
+pub struct Feedback<'a> {
+    buf: &'a [u8],
+}
+
+impl Feedback<'_> {
+    pub fn flags(&self) -> FbFlags {
+        FbFlags::from_bits_retain(self.buf[field::FB_FLAGS])
+    }
+
+    pub fn sack_words(&self) -> u8 {
+        self.buf[field::SACK_WORDS]
+    }
+
+    pub fn echo_ev(&self) -> u16 {
+        be16(self.buf, field::ECHO_EV)
+    }
+
+    /// PSN of the triggering packet (PROBE_REPLY: the probe sequence number).
+    pub fn echo_psn(&self) -> u32 {
+        be32(self.buf, field::ECHO_PSN)
+    }
+
+    /// T1: tx_ts of the triggering packet.
+    pub fn echo_tx_ts(&self) -> u32 {
+        be32(self.buf, field::ECHO_TX_TS)
+    }
+
+    /// T2: receiver clock when the triggering packet arrived.
+    pub fn rx_ts(&self) -> u32 {
+        be32(self.buf, field::RX_TS)
+    }
+
+    pub fn ce_count(&self) -> u16 {
+        be16(self.buf, field::CE_COUNT)
+    }
+
+    pub fn rx_buf_level(&self) -> u8 {
+        self.buf[field::RX_BUF_LEVEL]
+    }
+
+    pub fn fwd_hops(&self) -> u8 {
+        self.buf[field::FWD_HOPS]
+    }
+
+    /// Bytes beyond the cumulative ack the sender may send; `u32::MAX` =
+    /// not credit-limited.
+    pub fn credit(&self) -> u32 {
+        be32(self.buf, field::CREDIT)
+    }
+}
+
+/// An ACK: feedback block, sack_base and 0 to 4 SACK words.
+#[derive(Debug, Clone, Copy)]
+pub struct Ack<'a> {
+    feedback: Feedback<'a>,
+    words: u8,
+}
+
+impl<'a> Ack<'a> {
+    pub fn feedback(&self) -> Feedback<'a> {
+        self.feedback
+    }
+
+    pub fn sack_words(&self) -> u8 {
+        self.words
+    }
+
+    pub fn sack_base(&self) -> u32 {
+        be32(self.feedback.buf, field::SACK_BASE)
+    }
+
+    pub fn sack_bitmap(&self) -> &'a [u8] {
+        &self.feedback.buf[field::SACK_BITMAP(self.words)]
+    }
+
+    /// Whether bit `i` (counted from the most significant bit of the first
+    /// bitmap byte) is set.
+    pub fn sack_bit(&self, i: usize) -> bool {
+        self.sack_bitmap()
+            .get(i / 8)
+            .is_some_and(|byte| byte & (0x80 >> (i % 8)) != 0)
+    }
+
+    /// PSNs the bitmap reports received, in increasing order.
+    pub fn sacked_psns(&self) -> impl Iterator<Item = u32> + 'a {
+        let base = self.sack_base();
+        let bitmap = self.sack_bitmap();
+        (0..bitmap.len() * 8)
+            .filter(move |&i| bitmap[i / 8] & (0x80 >> (i % 8)) != 0)
+            .map(move |i| base.wrapping_add(i as u32))
+    }
+
+    /// Received PSN ranges `[start, end)` of the bitmap, for display.
+    pub fn sack_ranges(&self) -> Vec<Range<u32>> {
+        let mut ranges: Vec<Range<u32>> = Vec::new();
+        for psn in self.sacked_psns() {
+            match ranges.last_mut() {
+                Some(last) if last.end == psn => last.end = psn.wrapping_add(1),
+                _ => ranges.push(psn..psn.wrapping_add(1)),
+            }
+        }
+        ranges
+    }
+}
+
+/// A NACK.
+#[derive(Debug, Clone, Copy)]
+pub struct Nack<'a> {
+    feedback: Feedback<'a>,
+}
+
+impl<'a> Nack<'a> {
+    pub fn feedback(&self) -> Feedback<'a> {
+        self.feedback
+    }
+
+    pub fn code(&self) -> NackCode {
+        NackCode::from(self.feedback.buf[field::NACK_CODE])
+    }
+
+    /// RNR back-off in units of 10 us.
+    pub fn rnr_timer(&self) -> u8 {
+        self.feedback.buf[field::RNR_TIMER]
+    }
+
+    pub fn reserved(&self) -> u16 {
+        be16(self.feedback.buf, field::NACK_RESERVED)
+    }
+
+    /// The PSN to retransmit (GAP/TRIMMED) or the PSN refused.
+    pub fn nack_psn(&self) -> u32 {
+        be32(self.feedback.buf, field::NACK_PSN)
+    }
+}
+
+/// The CTRL header (section 5).
+#[derive(Debug, Clone, Copy)]
+pub struct Ctrl<'a> {
+    buf: &'a [u8],
+}
+
+impl Ctrl<'_> {
+    pub fn op(&self) -> CtrlOp {
+        CtrlOp::from(self.buf[field::CTRL_OP])
+    }
+
+    pub fn cc_algo(&self) -> CcAlgo {
+        CcAlgo::from(self.buf[field::CC_ALGO])
+    }
+
+    /// Largest payload the sender puts in one DATA packet (11.13).
+    pub fn mtu(&self) -> u16 {
+        be16(self.buf, field::MTU)
+    }
+
+    pub fn init_psn(&self) -> u32 {
+        be32(self.buf, field::INIT_PSN)
+    }
+
+    pub fn features(&self) -> Features {
+        Features::from_bits_retain(be32(self.buf, field::FEATURES))
+    }
+
+    pub fn ts_unit_ps(&self) -> u32 {
+        be32(self.buf, field::TS_UNIT_PS)
+    }
+}
