@@ -9,6 +9,7 @@
 //! bytes.
 #![forbid(unsafe_code)]
 
+pub mod build;
 pub mod error;
 pub mod metaroce;
 

@@ -22,7 +22,7 @@ mod repr;
 mod tlv;
 
 pub use packet::{
-    Ack, CrcStatus, Ctrl, Data, Feedback, Layout, Lax, Nack, Packet, looks_like, parse_lax,
+    Ack, CrcStatus, Ctrl, Data, Feedback, Lax, Layout, Nack, Packet, looks_like, parse_lax,
 };
 pub use repr::{
     AckRepr, Body, CnpRepr, CtrlRepr, DataRepr, FeedbackRepr, NackRepr, Op, Repr, SackBitmap,

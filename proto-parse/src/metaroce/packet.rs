@@ -16,7 +16,12 @@ pub(super) fn be16(buf: &[u8], f: Field) -> u16 {
 
 #[inline]
 pub(super) fn be32(buf: &[u8], f: Field) -> u32 {
-    u32::from_be_bytes([buf[f.start], buf[f.start + 1], buf[f.start + 2], buf[f.start + 3]])
+    u32::from_be_bytes([
+        buf[f.start],
+        buf[f.start + 1],
+        buf[f.start + 2],
+        buf[f.start + 3],
+    ])
 }
 
 #[inline]
@@ -62,7 +67,10 @@ pub struct Layout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrcStatus {
     Good,
-    Bad { stored: u32, computed: u32 },
+    Bad {
+        stored: u32,
+        computed: u32,
+    },
     /// No trailer: flags.CRC is clear, or the packet was trimmed.
     NotPresent,
     /// A trailer exists on the wire but the capture does not hold it (or the
@@ -282,46 +290,82 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return warnings;
         }
         if buf[field::FLAGS] & Flags::RESERVED != 0 {
-            warn(Layer::MetaRoceBase, field::FLAGS, "reserved flag bits are set");
+            warn(
+                Layer::MetaRoceBase,
+                field::FLAGS,
+                "reserved flag bits are set",
+            );
         }
         if buf[field::TX_ATTEMPT] & 0x0F != 0 {
-            warn(Layer::MetaRoceBase, field::TX_ATTEMPT, "reserved bits after tx_attempt are set");
+            warn(
+                Layer::MetaRoceBase,
+                field::TX_ATTEMPT,
+                "reserved bits after tx_attempt are set",
+            );
         }
         if let Some(data) = self.data()
             && data.reserved() != 0
         {
-            warn(Layer::MetaRoceData, field::DATA_RESERVED, "reserved byte is not zero");
+            warn(
+                Layer::MetaRoceData,
+                field::DATA_RESERVED,
+                "reserved byte is not zero",
+            );
         }
         if let Some(feedback) = self.feedback() {
             if feedback.flags().bits() & FbFlags::RESERVED != 0 {
-                warn(Layer::MetaRoceFeedback, field::FB_FLAGS, "reserved fb_flags bits are set");
+                warn(
+                    Layer::MetaRoceFeedback,
+                    field::FB_FLAGS,
+                    "reserved fb_flags bits are set",
+                );
             }
             if self.packet_type() != PacketType::Ack && feedback.sack_words() != 0 {
-                warn(Layer::MetaRoceFeedback, field::SACK_WORDS, "sack_words is not 0 on a type other than ACK");
+                warn(
+                    Layer::MetaRoceFeedback,
+                    field::SACK_WORDS,
+                    "sack_words is not 0 on a type other than ACK",
+                );
             }
         }
         if let Some(ack) = self.ack()
             && ack.sack_words() > 0
             && ack.sack_base() != self.psn()
         {
-            warn(Layer::MetaRoceAck, field::SACK_BASE.start, "sack_base differs from the cumulative ack");
+            warn(
+                Layer::MetaRoceAck,
+                field::SACK_BASE.start,
+                "sack_base differs from the cumulative ack",
+            );
         }
         if let Some(nack) = self.nack()
             && nack.reserved() != 0
         {
-            warn(Layer::MetaRoceNack, field::NACK_RESERVED.start, "reserved bytes are not zero");
+            warn(
+                Layer::MetaRoceNack,
+                field::NACK_RESERVED.start,
+                "reserved bytes are not zero",
+            );
         }
         if self.packet_type() == PacketType::Cnp
             && buf.len() >= field::CNP_LEN
             && buf[field::CNP_RESERVED].iter().any(|&b| b != 0)
         {
-            warn(Layer::MetaRoceCnp, field::CNP_RESERVED.start, "reserved bytes are not zero");
+            warn(
+                Layer::MetaRoceCnp,
+                field::CNP_RESERVED.start,
+                "reserved bytes are not zero",
+            );
         }
         if !self.flags().contains(Flags::EXT)
             && let Ok(fixed) = fixed_len(buf, buf.len())
             && self.header_len() > fixed
         {
-            warn(Layer::MetaRoceBase, fixed, "header padding after the fixed header without flags.EXT");
+            warn(
+                Layer::MetaRoceBase,
+                fixed,
+                "header padding after the fixed header without flags.EXT",
+            );
         }
         warnings
     }
@@ -382,13 +426,21 @@ pub fn parse_lax(captured: &[u8], wire_len: usize) -> Lax<'_> {
         return Lax {
             packet: None,
             layout: None,
-            stop: Some(short(Layer::MetaRoceBase, field::BASE_LEN, captured.len(), wire_len)),
+            stop: Some(short(
+                Layer::MetaRoceBase,
+                field::BASE_LEN,
+                captured.len(),
+                wire_len,
+            )),
         };
     }
     let packet = Packet::new_unchecked(captured);
     match inspect(captured, wire_len) {
         Ok(layout) => {
-            let needed = layout.trailer.as_ref().map_or(layout.payload.end, |t| t.end);
+            let needed = layout
+                .trailer
+                .as_ref()
+                .map_or(layout.payload.end, |t| t.end);
             let stop = (captured.len() < needed).then(|| {
                 Error::truncated(
                     Layer::MetaRocePayload,
@@ -439,7 +491,13 @@ pub fn looks_like(udp_payload: &[u8]) -> bool {
 /// truncation when only the captured bytes are.
 fn short(layer: Layer, required: usize, captured: usize, wire_len: usize) -> Error {
     if wire_len < required {
-        Error::truncated(layer, wire_len.min(captured), required, wire_len, LenSource::Header)
+        Error::truncated(
+            layer,
+            wire_len.min(captured),
+            required,
+            wire_len,
+            LenSource::Header,
+        )
     } else {
         Error::truncated(layer, captured, required, captured, LenSource::Captured)
     }
@@ -500,7 +558,12 @@ fn type_layer(ty: PacketType) -> Layer {
 /// `wire_len` is the UDP payload length on the wire.
 fn inspect(buf: &[u8], wire_len: usize) -> Result<Layout, Error> {
     if buf.len() < field::BASE_LEN || wire_len < field::BASE_LEN {
-        return Err(short(Layer::MetaRoceBase, field::BASE_LEN, buf.len(), wire_len));
+        return Err(short(
+            Layer::MetaRoceBase,
+            field::BASE_LEN,
+            buf.len(),
+            wire_len,
+        ));
     }
     let packet = Packet::new_unchecked(buf);
     let version = packet.version();

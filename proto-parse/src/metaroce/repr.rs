@@ -45,10 +45,22 @@ pub enum Body {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
     Send,
-    SendImm { imm_data: u32 },
-    Write { remote_va: u64, rkey: u32 },
-    WriteImm { remote_va: u64, rkey: u32, imm_data: u32 },
-    ReadReq { remote_va: u64, rkey: u32 },
+    SendImm {
+        imm_data: u32,
+    },
+    Write {
+        remote_va: u64,
+        rkey: u32,
+    },
+    WriteImm {
+        remote_va: u64,
+        rkey: u32,
+        imm_data: u32,
+    },
+    ReadReq {
+        remote_va: u64,
+        rkey: u32,
+    },
     ReadResp,
 }
 
@@ -283,7 +295,12 @@ impl<'a> Repr<'a> {
                     }
                     DataOp::ReadResp => Op::ReadResp,
                     DataOp::Unknown(op) => {
-                        return Err(unsupported(Layer::MetaRoceData, field::DATA_OP, "DATA op", op));
+                        return Err(unsupported(
+                            Layer::MetaRoceData,
+                            field::DATA_OP,
+                            "DATA op",
+                            op,
+                        ));
                     }
                 };
                 Body::Data(DataRepr {
@@ -382,7 +399,13 @@ impl<'a> Repr<'a> {
 
     /// Bytes `emit` writes: the whole UDP payload.
     pub fn buffer_len(&self) -> usize {
-        self.header_len() + self.payload.len() + if self.has_trailer() { field::CRC_LEN } else { 0 }
+        self.header_len()
+            + self.payload.len()
+            + if self.has_trailer() {
+                field::CRC_LEN
+            } else {
+                0
+            }
     }
 
     /// Writes the packet at the start of `buf` and returns its length.
@@ -392,7 +415,10 @@ impl<'a> Repr<'a> {
     /// emitting is trusted, as in smoltcp.
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         let header_len = self.header_len();
-        assert!(header_len <= 255 * 4, "MetaRoCE headers are at most 1020 bytes");
+        assert!(
+            header_len <= 255 * 4,
+            "MetaRoCE headers are at most 1020 bytes"
+        );
         let len = self.buffer_len();
         let buf = &mut buf[..len];
         buf[..header_len].fill(0);

@@ -1,0 +1,155 @@
+//! Whole Ethernet / IP / UDP frames around a payload, for the fixture
+//! generator, the reference stack's `--pcap` and tests. Built with
+//! etherparse's `PacketBuilder` so checksums and lengths are right.
+
+use std::net::{IpAddr, SocketAddr};
+
+use etherparse::{
+    IpEcn, IpHeaders, IpNumber, Ipv4Extensions, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel,
+    Ipv6Header, PacketBuilder, VlanId,
+};
+
+/// How to frame a UDP payload. MAC addresses are derived from the IP
+/// addresses (locally administered, `02:..`) so frames are reproducible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpFrameBuilder {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    /// The two ECN bits: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
+    pub ecn: u8,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// IPv6 flow label (20 bits); the spec says it SHOULD equal the ev.
+    pub flow_label: u32,
+    /// One 802.1Q tag.
+    pub vlan: Option<u16>,
+}
+
+pub const ECN_NOT_ECT: u8 = 0;
+pub const ECN_ECT0: u8 = 2;
+pub const ECN_CE: u8 = 3;
+
+fn mac_for(ip: IpAddr) -> [u8; 6] {
+    let low = match ip {
+        IpAddr::V4(v4) => v4.octets(),
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
+    [0x02, 0x00, low[0], low[1], low[2], low[3]]
+}
+
+fn ecn(bits: u8) -> IpEcn {
+    IpEcn::try_new(bits & 0b11).expect("two bits are always a valid ECN value")
+}
+
+impl UdpFrameBuilder {
+    /// ECT(0), TTL 64, no VLAN: what a MetaRoCE sender puts on the wire.
+    pub fn new(src: SocketAddr, dst: SocketAddr) -> Self {
+        UdpFrameBuilder {
+            src,
+            dst,
+            ecn: ECN_ECT0,
+            ttl: 64,
+            flow_label: 0,
+            vlan: None,
+        }
+    }
+
+    #[must_use]
+    pub fn with_ecn(mut self, ecn_bits: u8) -> Self {
+        self.ecn = ecn_bits & 0b11;
+        self
+    }
+
+    #[must_use]
+    pub fn with_vlan(mut self, vlan: u16) -> Self {
+        self.vlan = Some(vlan);
+        self
+    }
+
+    #[must_use]
+    pub fn with_flow_label(mut self, flow_label: u32) -> Self {
+        self.flow_label = flow_label & 0xF_FFFF;
+        self
+    }
+
+    /// The frame, Ethernet header first. Panics when source and destination
+    /// are of different address families or the payload does not fit in
+    /// one IP packet (emitting is trusted).
+    pub fn build(&self, payload: &[u8]) -> Vec<u8> {
+        let ip = match (self.src.ip(), self.dst.ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                let mut header =
+                    Ipv4Header::new(0, self.ttl, IpNumber::UDP, src.octets(), dst.octets())
+                        .expect("a zero payload length fits");
+                header.ecn = ecn(self.ecn);
+                IpHeaders::Ipv4(header, Ipv4Extensions::default())
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => IpHeaders::Ipv6(
+                Ipv6Header {
+                    traffic_class: self.ecn & 0b11,
+                    flow_label: Ipv6FlowLabel::try_new(self.flow_label & 0xF_FFFF)
+                        .expect("masked to 20 bits"),
+                    payload_length: 0,
+                    next_header: IpNumber::UDP,
+                    hop_limit: self.ttl,
+                    source: src.octets(),
+                    destination: dst.octets(),
+                },
+                Ipv6Extensions::default(),
+            ),
+            _ => panic!("source and destination must be of one address family"),
+        };
+        let eth = PacketBuilder::ethernet2(mac_for(self.src.ip()), mac_for(self.dst.ip()));
+        let builder = match self.vlan {
+            Some(vlan) => eth
+                .single_vlan(VlanId::try_new(vlan & 0x0FFF).expect("masked to 12 bits"))
+                .ip(ip),
+            None => eth.ip(ip),
+        }
+        .udp(self.src.port(), self.dst.port());
+        let mut frame = Vec::with_capacity(builder.size(payload.len()));
+        builder
+            .write(&mut frame, payload)
+            .expect("a payload that fits one IP packet");
+        frame
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn ipv4_frame_carries_ecn_ports_and_payload() {
+        let frame = UdpFrameBuilder::new(
+            "10.0.0.1:49153".parse().unwrap(),
+            "10.0.0.2:4794".parse().unwrap(),
+        )
+        .with_ecn(ECN_CE)
+        .build(&[1, 2, 3, 4]);
+        assert_eq!(frame.len(), 14 + 20 + 8 + 4);
+        assert_eq!(&frame[12..14], &[0x08, 0x00]);
+        assert_eq!(frame[15] & 0b11, ECN_CE);
+        assert_eq!(&frame[34..38], &[0xC0, 0x01, 0x12, 0xBA]);
+        assert_eq!(&frame[42..], &[1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn ipv6_frame_with_vlan_and_flow_label() {
+        let frame = UdpFrameBuilder::new(
+            "[fd00::1]:1".parse().unwrap(),
+            "[fd00::2]:4794".parse().unwrap(),
+        )
+        .with_vlan(7)
+        .with_flow_label(0x1234)
+        .build(&[9]);
+        assert_eq!(&frame[12..14], &[0x81, 0x00]);
+        assert_eq!(&frame[16..18], &[0x86, 0xDD]);
+        let flow = u32::from_be_bytes([0, frame[19] & 0x0F, frame[20], frame[21]]);
+        assert_eq!(flow, 0x1234);
+        assert_eq!(frame.len(), 18 + 40 + 8 + 1);
+    }
+}
