@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
+pub mod capture;
 pub mod error;
 pub mod metaroce;
 

@@ -1,0 +1,358 @@
+//! The buffered reader: one large buffer refilled from any `Read`, records
+//! lent out of it.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use pcap_parser::pcapng::{BOM_MAGIC, SHB_MAGIC};
+use pcap_parser::{PcapHeader, parse_pcap_header};
+
+use super::pcap::PcapState;
+use super::pcapng::NgState;
+use super::{Format, Interface, MAX_RECORD_LEN, OpenError, Record, Stats};
+use crate::{Error, Layer, LenSource};
+
+/// Default size of the read buffer (8 MiB): one `read` call per 8 MiB of
+/// file, and a record is moved only when it straddles the buffer's end.
+pub const DEFAULT_BUFFER_SIZE: usize = 8 * 1024 * 1024;
+
+/// Smallest buffer (it grows when one record needs more).
+const MIN_BUFFER_SIZE: usize = 64;
+
+pub(super) enum State {
+    Pcap(PcapState),
+    PcapNg(NgState),
+}
+
+/// What one step of the parser produced; plain data (positions in the
+/// buffer), so that the borrow of the buffer starts only when the
+/// [`Record`] is built.
+pub(super) enum Step {
+    Record(RecordMeta),
+    Error(Error),
+    End,
+}
+
+pub(super) struct RecordMeta {
+    pub(super) data_start: usize,
+    pub(super) data_len: usize,
+    pub(super) ts_ns: u64,
+    pub(super) linktype: u16,
+    pub(super) orig_len: u32,
+    pub(super) interface: Option<u32>,
+    pub(super) offset: u64,
+}
+
+/// A streaming capture reader (pcap or pcapng) over any [`Read`].
+///
+/// See the [module documentation](super) for the error and resync rules.
+pub struct Reader<R = File> {
+    src: R,
+    /// `buf[start..end]` holds unread bytes; `buf.len()` is the capacity.
+    pub(super) buf: Vec<u8>,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    io_error: Option<io::Error>,
+    pub(super) state: State,
+    format: Format,
+    /// Set after an error that ends the stream.
+    pub(super) done: bool,
+    /// File offset from which to resynchronise before the next record.
+    pub(super) resync_from: Option<u64>,
+    pub(super) stats: Stats,
+}
+
+impl Reader<File> {
+    /// Opens a capture file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        let file = File::open(path)?;
+        // Small files get a small buffer.
+        let cap = match file.metadata() {
+            Ok(m) if m.len() < DEFAULT_BUFFER_SIZE as u64 => (m.len() as usize + 1).max(4096),
+            _ => DEFAULT_BUFFER_SIZE,
+        };
+        Reader::with_capacity(file, cap)
+    }
+}
+
+impl<R: Read> Reader<R> {
+    /// Reads a capture from any byte stream (a pipe, stdin, a slice).
+    pub fn from_reader(src: R) -> Result<Self, OpenError> {
+        Reader::with_capacity(src, DEFAULT_BUFFER_SIZE)
+    }
+
+    /// Like [`Reader::from_reader`] with a buffer of `capacity` bytes (it
+    /// grows when a single record needs more).
+    pub fn with_capacity(src: R, capacity: usize) -> Result<Self, OpenError> {
+        let mut reader = Reader {
+            src,
+            buf: vec![0; capacity.clamp(MIN_BUFFER_SIZE, MAX_RECORD_LEN + 64)],
+            start: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            io_error: None,
+            state: State::Pcap(PcapState::placeholder()),
+            format: Format::PcapNg { big_endian: false },
+            done: false,
+            resync_from: None,
+            stats: Stats::default(),
+        };
+        reader.read_file_header()?;
+        Ok(reader)
+    }
+
+    fn read_file_header(&mut self) -> Result<(), OpenError> {
+        let avail = self.fill(4);
+        if let Some(e) = self.io_error.take() {
+            return Err(OpenError::Io(e));
+        }
+        if avail < 4 {
+            return Err(OpenError::TooShort { len: avail });
+        }
+        let head = self.window();
+        let magic_le = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        match magic_le {
+            0xa1b2_c3d4 | 0xa1b2_3c4d | 0xa1b2_cd34 | 0xd4c3_b2a1 | 0x4d3c_b2a1 => {
+                let avail = self.fill(24);
+                if avail < 24 {
+                    return Err(OpenError::BadHeader(Error::truncated(
+                        Layer::Capture,
+                        avail,
+                        24,
+                        avail,
+                        LenSource::Captured,
+                    )));
+                }
+                let header: PcapHeader = match parse_pcap_header(&self.window()[..24]) {
+                    Ok((_, h)) => h,
+                    Err(_) => {
+                        return Err(OpenError::BadHeader(Error::bad_value(
+                            Layer::Capture,
+                            0,
+                            "pcap magic",
+                            u64::from(magic_le),
+                            "a pcap magic",
+                        )));
+                    }
+                };
+                let state = PcapState::new(&header);
+                self.format = state.format();
+                self.state = State::Pcap(state);
+                self.consume(24);
+                Ok(())
+            }
+            SHB_MAGIC => {
+                let avail = self.fill(28);
+                if avail < 28 {
+                    return Err(OpenError::BadHeader(Error::truncated(
+                        Layer::Capture,
+                        avail,
+                        28,
+                        avail,
+                        LenSource::Captured,
+                    )));
+                }
+                let w = self.window();
+                let bom = u32::from_le_bytes([w[8], w[9], w[10], w[11]]);
+                let big_endian = if bom == BOM_MAGIC {
+                    false
+                } else if bom == BOM_MAGIC.swap_bytes() {
+                    true
+                } else {
+                    return Err(OpenError::BadHeader(Error::bad_value(
+                        Layer::Capture,
+                        8,
+                        "pcapng byte-order magic",
+                        u64::from(bom),
+                        "0x1a2b3c4d in either byte order",
+                    )));
+                };
+                self.format = Format::PcapNg { big_endian };
+                // The section header block itself is read as the first block.
+                self.state = State::PcapNg(NgState::new(big_endian));
+                Ok(())
+            }
+            _ => {
+                // The magic as written (a text file shows its first letters).
+                let magic = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+                Err(OpenError::NotCapture { magic })
+            }
+        }
+    }
+
+    /// The next record, an error, or `None` at the end.
+    ///
+    /// After an `Err` the reader either resynchronises (the next call goes
+    /// on after the corrupt bytes) or ends (the next call returns `None`).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next_record(&mut self) -> Option<Result<Record<'_>, Error>> {
+        if self.done {
+            return None;
+        }
+        if let Some(from) = self.resync_from.take() {
+            let found = match self.state {
+                State::Pcap(_) => self.resync_pcap(from),
+                State::PcapNg(_) => self.resync_pcapng(from),
+            };
+            if !found {
+                self.stats.skipped_bytes += self.avail() as u64;
+                let n = self.avail();
+                self.consume(n);
+                self.done = true;
+                return None;
+            }
+            self.stats.resyncs += 1;
+        }
+        let step = match self.state {
+            State::Pcap(_) => self.step_pcap(),
+            State::PcapNg(_) => self.step_pcapng(),
+        };
+        match step {
+            Step::Record(m) => {
+                self.stats.records += 1;
+                self.stats.bytes += m.data_len as u64;
+                Some(Ok(Record {
+                    index: self.stats.records,
+                    ts_ns: m.ts_ns,
+                    linktype: m.linktype,
+                    data: &self.buf[m.data_start..m.data_start + m.data_len],
+                    orig_len: m.orig_len,
+                    interface: m.interface,
+                    offset: m.offset,
+                }))
+            }
+            Step::Error(e) => {
+                self.stats.errors += 1;
+                if self.resync_from.is_none() && self.at_end() {
+                    self.done = true;
+                }
+                Some(Err(e))
+            }
+            Step::End => {
+                self.done = true;
+                None
+            }
+        }
+    }
+
+    /// Calls `f` for every record and error until the end; returns the
+    /// final [`Stats`].
+    pub fn for_each<F>(&mut self, mut f: F) -> Stats
+    where
+        F: FnMut(Result<Record<'_>, Error>),
+    {
+        while let Some(rec) = self.next_record() {
+            f(rec);
+        }
+        self.stats
+    }
+
+    /// Counters so far.
+    pub const fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The container format (for pcapng, the byte order of the first section).
+    pub const fn format(&self) -> Format {
+        self.format
+    }
+
+    /// pcapng: the interfaces of the current section (empty for pcap).
+    pub fn interfaces(&self) -> &[Interface] {
+        match &self.state {
+            State::Pcap(_) => &[],
+            State::PcapNg(ng) => &ng.interfaces,
+        }
+    }
+
+    /// The I/O error that ended reading early, if any (the stream is then
+    /// treated as ending where the error happened).
+    pub const fn io_error(&self) -> Option<&io::Error> {
+        self.io_error.as_ref()
+    }
+
+    /// File offset of the next unread byte.
+    pub const fn position(&self) -> u64 {
+        self.base + self.start as u64
+    }
+
+    /// Gives back the underlying reader.
+    pub fn into_inner(self) -> R {
+        self.src
+    }
+
+    // ---- buffer -------------------------------------------------------
+
+    /// Unread buffered bytes.
+    pub(super) fn window(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    pub(super) const fn avail(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub(super) fn consume(&mut self, n: usize) {
+        let n = n.min(self.avail());
+        self.start += n;
+        self.stats.file_bytes += n as u64;
+    }
+
+    /// True when every byte of the input has been consumed.
+    fn at_end(&mut self) -> bool {
+        self.fill(1) == 0
+    }
+
+    /// Makes at least `need` bytes available if the input holds them;
+    /// returns how many are available (fewer only at the end of input).
+    pub(super) fn fill(&mut self, need: usize) -> usize {
+        if self.avail() >= need || self.eof {
+            return self.avail();
+        }
+        if self.buf.len() < need {
+            let new_len = need.next_power_of_two().max(self.buf.len());
+            self.buf.copy_within(self.start..self.end, 0);
+            self.base += self.start as u64;
+            self.end -= self.start;
+            self.start = 0;
+            self.buf.resize(new_len, 0);
+        } else if self.buf.len() - self.start < need {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.base += self.start as u64;
+            self.end -= self.start;
+            self.start = 0;
+        }
+        while self.avail() < need {
+            match self.src.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => self.end += n.min(self.buf.len() - self.end),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.io_error = Some(e);
+                    self.eof = true;
+                    break;
+                }
+            }
+        }
+        self.avail()
+    }
+}
+
+impl<R: Read> std::fmt::Debug for Reader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("format", &self.format)
+            .field("position", &self.position())
+            .field("stats", &self.stats)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
