@@ -62,7 +62,7 @@ fn main() {
         )
         .allowlist_var(
             "WIRESHARK_VERSION_.*|ENC_.*|COL_.*|PI_.*|BASE_.*|FT_.*|FI_.*|HF_REF_.*|HEURISTIC_.*|\
-             PROTO_CHECKSUM_.*|FIELD_DISPLAY_E_MASK|BASE_DISPLAY_E_MASK",
+             PROTO_CHECKSUM_.*|FIELD_DISPLAY_E_MASK|BASE_DISPLAY_E_MASK|proto_checksum_vals",
         )
         .default_enum_style(bindgen::EnumVariation::Consts)
         .prepend_enum_name(false)

@@ -1,1 +1,15 @@
-//! Filled by its issue; see ARCHITECTURE.md.
+//! `metaroce-dissector`: a Wireshark 4.0 plugin (cdylib) that dissects
+//! MetaRoCE v1 (spec `metaroce-wire-v1.md`) on UDP port 4794, through Decode
+//! As, and with a heuristic on UDP.
+//!
+//! - [`decode`]: Wireshark-free; turns captured bytes into items, Info line
+//!   and expert notes, reading every byte through `proto_parse::metaroce`.
+//! - [`fields`]: the registered fields (spec section 10 names), subtrees and
+//!   expert infos, as plain tables.
+//! - `ffi`: the only `unsafe` code: the four plugin symbols, registration,
+//!   and callbacks wrapped in `catch_unwind`.
+
+pub mod decode;
+mod ffi;
+pub mod fields;
+pub mod state;

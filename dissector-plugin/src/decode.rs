@@ -1,0 +1,870 @@
+//! The Wireshark-free half of the dissector: turns the captured bytes of one
+//! UDP payload into a tree of items, an Info line and expert notes, using
+//! `proto_parse::metaroce` for every byte read. `ffi` only replays the
+//! result into Wireshark's tree, so this module is tested without Wireshark.
+//!
+//! Every item range lies within the captured bytes (the views of
+//! `proto_parse` exist only when the bytes are there); `ffi` checks it again
+//! before handing a range to Wireshark, whose tvb accessors throw otherwise.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use proto_parse::Error;
+use proto_parse::metaroce::{
+    self, CrcStatus, FbFlags, Flags, Layout, Packet, PacketType, Tlv, TlvType, field,
+};
+
+use crate::fields::{Ei, Ett, Hf};
+
+/// Preferences that change the decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Verify the CRC32C trailer (else its status is "unverified").
+    pub check_crc: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { check_crc: true }
+    }
+}
+
+/// An item's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Uint(u64),
+    /// The parent field's whole value; Wireshark applies the bit mask.
+    Bits(u32),
+    /// The bytes of the item's range.
+    Bytes,
+    Text(String),
+    /// `FT_NONE` marker.
+    Marker,
+}
+
+/// What a tree node shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Label {
+    /// A registered field.
+    Field(Hf, Value),
+    /// A text-only node that heads a subtree ("TLV: HOP_TELEMETRY").
+    Text(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub label: Label,
+    /// Byte range within the UDP payload (always within the captured bytes).
+    pub range: Range<usize>,
+    /// Replaces Wireshark's rendering of the value (`*_format_value`).
+    pub shown: Option<String>,
+    /// Computed, not on the wire (`proto_item_set_generated`).
+    pub generated: bool,
+    pub subtree: Option<Ett>,
+    pub children: Vec<Node>,
+}
+
+impl Node {
+    fn field(hf: Hf, range: Range<usize>, value: Value) -> Self {
+        Node {
+            label: Label::Field(hf, value),
+            range,
+            shown: None,
+            generated: false,
+            subtree: None,
+            children: Vec::new(),
+        }
+    }
+
+    fn uint(hf: Hf, range: Range<usize>, value: impl Into<u64>) -> Self {
+        Node::field(hf, range, Value::Uint(value.into()))
+    }
+
+    fn at(hf: Hf, offset: usize, value: impl Into<u64>) -> Self {
+        Node::uint(hf, offset..offset + 1, value)
+    }
+
+    fn text(text: String, range: Range<usize>, ett: Ett) -> Self {
+        Node {
+            label: Label::Text(text),
+            range,
+            shown: None,
+            generated: false,
+            subtree: Some(ett),
+            children: Vec::new(),
+        }
+    }
+
+    fn shown(mut self, text: String) -> Self {
+        self.shown = Some(text);
+        self
+    }
+
+    fn generated(mut self) -> Self {
+        self.generated = true;
+        self
+    }
+
+    fn with(mut self, ett: Ett, children: Vec<Node>) -> Self {
+        self.subtree = Some(ett);
+        self.children = children;
+        self
+    }
+
+    /// Visits this node and its descendants.
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Node)) {
+        f(self);
+        for c in &self.children {
+            c.walk(f);
+        }
+    }
+}
+
+/// An expert note, shown as its own item over `range`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub ei: Ei,
+    pub text: String,
+    /// Clamped to the captured bytes (may be empty).
+    pub range: Range<usize>,
+}
+
+/// The CRC32C trailer, for `proto_tree_add_checksum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checksum {
+    /// flags.CRC is clear: nothing to show.
+    Absent,
+    /// flags.CRC is set but the trailer is not there (trimmed packet) or
+    /// the capture does not hold it: status "not present" / "unverified".
+    Missing { trimmed: bool },
+    /// The captured trailer at `offset`; `computed` is `None` when the
+    /// check is disabled (status "unverified").
+    Present {
+        offset: usize,
+        stored: u32,
+        computed: Option<u32>,
+    },
+}
+
+/// Everything the dissector shows for one packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dissection {
+    /// Range of the protocol item (the header, clipped to the capture).
+    pub header: Range<usize>,
+    /// Appended to the protocol item's text.
+    pub summary: String,
+    pub info: String,
+    pub items: Vec<Node>,
+    pub notes: Vec<Note>,
+    pub checksum: Checksum,
+    /// The captured payload bytes, handed to the `data` dissector.
+    pub payload: Option<Range<usize>>,
+    /// The packet type, when the base header was there.
+    pub packet_type: Option<PacketType>,
+}
+
+impl Dissection {
+    /// Visits every item node.
+    pub fn walk<'a>(&'a self, mut f: impl FnMut(&'a Node)) {
+        for n in &self.items {
+            n.walk(&mut f);
+        }
+    }
+
+    /// The first value of field `hf` (tests and the Info line).
+    pub fn value(&self, hf: Hf) -> Option<&Value> {
+        let mut found = None;
+        self.walk(|n| {
+            if let Label::Field(h, v) = &n.label
+                && *h == hf
+                && found.is_none()
+            {
+                found = Some(v);
+            }
+        });
+        found
+    }
+
+    /// Whether an expert note of this kind was raised.
+    pub fn has_note(&self, ei: Ei) -> bool {
+        self.notes.iter().any(|n| n.ei == ei)
+    }
+}
+
+fn clamp(range: Range<usize>, captured: usize) -> Range<usize> {
+    let start = range.start.min(captured);
+    start..range.end.clamp(start, captured)
+}
+
+fn note_for(err: &Error, captured: usize) -> Note {
+    let ei = if err.is_capture_truncation() {
+        Ei::CaptureTruncated
+    } else {
+        Ei::Malformed
+    };
+    Note {
+        ei,
+        text: err.to_string(),
+        range: clamp(err.offset..err.offset + 1, captured),
+    }
+}
+
+fn flag_names(flags: Flags) -> String {
+    let mut out = String::new();
+    for (name, _) in flags.iter_names() {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(name);
+    }
+    out
+}
+
+fn fb_flag_names(flags: FbFlags) -> String {
+    let mut out = String::new();
+    for (name, _) in flags.iter_names() {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(name);
+    }
+    out
+}
+
+/// SACK ranges as inclusive "a-b,c" text.
+fn ranges_text(ranges: &[Range<u32>]) -> String {
+    let mut out = String::new();
+    for r in ranges {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        let last = r.end.wrapping_sub(1);
+        if last == r.start {
+            let _ = write!(out, "{}", r.start);
+        } else {
+            let _ = write!(out, "{}-{}", r.start, last);
+        }
+    }
+    out
+}
+
+/// Decodes one UDP payload: `captured` are the bytes the capture holds,
+/// `wire_len` the UDP payload length on the wire (from the UDP header).
+pub fn dissect(captured: &[u8], wire_len: usize, opts: &Options) -> Dissection {
+    let cap = captured.len();
+    let lax = metaroce::parse_lax(captured, wire_len);
+    let mut d = Dissection {
+        header: 0..cap,
+        summary: String::new(),
+        info: String::new(),
+        items: Vec::new(),
+        notes: Vec::new(),
+        checksum: Checksum::Absent,
+        payload: None,
+        packet_type: None,
+    };
+    let Some(packet) = lax.packet else {
+        // Not even a base header.
+        if let Some(err) = &lax.stop {
+            d.notes.push(note_for(err, cap));
+            d.info = format!("[Malformed: {err}]");
+        }
+        return d;
+    };
+    let ty = packet.packet_type();
+    d.packet_type = Some(ty);
+    let header_len = packet.header_len();
+    d.header = 0..header_len.clamp(field::BASE_LEN, cap);
+
+    base_items(&packet, &mut d);
+    type_items(&packet, lax.layout.as_ref(), &mut d);
+    tlv_items(&packet, lax.stop.as_ref(), &mut d);
+    padding_item(&packet, cap, &mut d);
+
+    for w in packet.warnings() {
+        d.notes.push(Note {
+            ei: Ei::Warning,
+            text: w.to_string(),
+            range: clamp(w.offset..w.offset + 1, cap),
+        });
+    }
+    unknown_value_notes(&packet, &mut d);
+
+    if let Some(layout) = &lax.layout {
+        layout_items(&packet, layout, opts, &mut d);
+    }
+    if let Some(err) = &lax.stop {
+        d.notes.push(note_for(err, cap));
+    }
+
+    d.info = info_line(&packet, lax.layout.as_ref(), lax.stop.as_ref());
+    d.summary = format!(", {}", d.info);
+    d
+}
+
+fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
+    let flags = p.flags();
+    let ty = p.packet_type();
+    let mut flag_bits = vec![
+        Node::field(Hf::FlagAr, 1..2, Value::Bits(flags.bits().into())),
+        Node::field(Hf::FlagSom, 1..2, Value::Bits(flags.bits().into())),
+        Node::field(Hf::FlagEom, 1..2, Value::Bits(flags.bits().into())),
+        Node::field(Hf::FlagSe, 1..2, Value::Bits(flags.bits().into())),
+        Node::field(Hf::FlagExt, 1..2, Value::Bits(flags.bits().into())),
+        Node::field(Hf::FlagCrc, 1..2, Value::Bits(flags.bits().into())),
+    ];
+    if flags.bits() & Flags::RESERVED != 0 {
+        flag_bits.push(Node::at(
+            Hf::FlagsReserved,
+            field::FLAGS,
+            flags.bits() & Flags::RESERVED,
+        ));
+    }
+    let names = flag_names(flags);
+    let hlen = p.hlen();
+    d.items.extend([
+        Node::at(Hf::Version, field::VER_TYPE, p.version()),
+        Node::at(Hf::Type, field::VER_TYPE, u8::from(ty)),
+        Node::at(Hf::Flags, field::FLAGS, flags.bits())
+            .shown(format!(
+                "0x{:02x}{}",
+                flags.bits(),
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({names})")
+                }
+            ))
+            .with(Ett::Flags, flag_bits),
+        Node::at(Hf::Hlen, field::HLEN, hlen).shown(format!(
+            "{hlen} words ({} bytes)",
+            usize::from(hlen) * field::TLV_WORD
+        )),
+        Node::at(Hf::TxAttempt, field::TX_ATTEMPT, p.tx_attempt()),
+        Node::uint(Hf::Ev, field::EV, p.ev()),
+        Node::uint(Hf::PathSeq, field::PATH_SEQ, p.path_seq()),
+        Node::uint(Hf::DstConn, field::DST_CONN, p.dst_conn()),
+        Node::uint(Hf::SrcConn, field::SRC_CONN, p.src_conn()),
+        Node::uint(Hf::Psn, field::PSN, p.psn()),
+        Node::uint(Hf::TxTs, field::TX_TS, p.tx_ts()),
+    ]);
+}
+
+fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
+    let ty = p.packet_type();
+    let cap = p.as_bytes().len();
+    if let Some(data) = p.data() {
+        let op = data.op();
+        let mut kids = vec![
+            Node::at(Hf::DataOp, field::DATA_OP, u8::from(op)),
+            Node::uint(Hf::PayloadLen, field::PAYLOAD_LEN, data.payload_len()),
+            Node::uint(Hf::MsgId, field::MSG_ID, data.msg_id()),
+            Node::uint(Hf::MsgOffset, field::MSG_OFFSET, data.msg_offset()),
+            Node::uint(Hf::MsgLen, field::MSG_LEN, data.msg_len()),
+        ];
+        if let Some(va) = data.remote_va() {
+            kids.push(Node::uint(Hf::RemoteVa, field::REMOTE_VA, va));
+        }
+        if let Some(rkey) = data.rkey() {
+            kids.push(Node::uint(Hf::Rkey, field::RKEY, rkey));
+        }
+        if let (Some(imm), Some(range)) = (data.imm_data(), op.imm_data_field()) {
+            kids.push(Node::uint(Hf::ImmData, range, imm));
+        }
+        if let Some(layout) = layout {
+            kids.push(Node::uint(Hf::PayloadActual, 0..0, layout.payload.len() as u64).generated());
+        }
+        d.items.push(
+            Node::text(
+                format!("DATA header: {op}"),
+                clamp(field::DATA_OP..op.header_len(), cap),
+                Ett::TypeHeader,
+            )
+            .with(Ett::TypeHeader, kids),
+        );
+        return;
+    }
+    if let Some(fb) = p.feedback() {
+        let flags = fb.flags();
+        let fb_bits = flags.bits();
+        let mut bits = vec![
+            Node::field(
+                Hf::FbEce,
+                field::FB_FLAGS..field::FB_FLAGS + 1,
+                Value::Bits(fb_bits.into()),
+            ),
+            Node::field(
+                Hf::FbTrim,
+                field::FB_FLAGS..field::FB_FLAGS + 1,
+                Value::Bits(fb_bits.into()),
+            ),
+            Node::field(
+                Hf::FbDup,
+                field::FB_FLAGS..field::FB_FLAGS + 1,
+                Value::Bits(fb_bits.into()),
+            ),
+            Node::field(
+                Hf::FbCoal,
+                field::FB_FLAGS..field::FB_FLAGS + 1,
+                Value::Bits(fb_bits.into()),
+            ),
+        ];
+        if fb_bits & FbFlags::RESERVED != 0 {
+            bits.push(Node::at(
+                Hf::FbReserved,
+                field::FB_FLAGS,
+                fb_bits & FbFlags::RESERVED,
+            ));
+        }
+        let names = fb_flag_names(flags);
+        let credit = fb.credit();
+        let mut kids = vec![
+            Node::at(Hf::FbFlags, field::FB_FLAGS, fb_bits)
+                .shown(format!(
+                    "0x{fb_bits:02x}{}",
+                    if names.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({names})")
+                    }
+                ))
+                .with(Ett::FbFlags, bits),
+            Node::at(Hf::SackWords, field::SACK_WORDS, fb.sack_words()),
+            Node::uint(Hf::EchoEv, field::ECHO_EV, fb.echo_ev()),
+            Node::uint(Hf::EchoPsn, field::ECHO_PSN, fb.echo_psn()),
+            Node::uint(Hf::EchoTxTs, field::ECHO_TX_TS, fb.echo_tx_ts()),
+            Node::uint(Hf::RxTs, field::RX_TS, fb.rx_ts()),
+            Node::uint(Hf::CeCount, field::CE_COUNT, fb.ce_count()),
+            Node::at(Hf::RxBufLevel, field::RX_BUF_LEVEL, fb.rx_buf_level()),
+            Node::at(Hf::FwdHops, field::FWD_HOPS, fb.fwd_hops()),
+        ];
+        let credit_node = Node::uint(Hf::Credit, field::CREDIT, credit);
+        kids.push(if credit == u32::MAX {
+            credit_node.shown("not credit-limited (0xffffffff)".to_owned())
+        } else {
+            credit_node
+        });
+        let mut end = field::FEEDBACK_LEN;
+        if let Some(ack) = p.ack() {
+            let words = ack.sack_words();
+            kids.push(Node::uint(Hf::SackBase, field::SACK_BASE, ack.sack_base()));
+            end = field::SACK_BITMAP(words).end;
+            if words > 0 {
+                kids.push(Node::field(
+                    Hf::SackBitmap,
+                    field::SACK_BITMAP(words),
+                    Value::Bytes,
+                ));
+                kids.push(
+                    Node::field(
+                        Hf::SackRanges,
+                        field::SACK_BITMAP(words),
+                        Value::Text(ranges_text(&ack.sack_ranges())),
+                    )
+                    .generated(),
+                );
+            }
+        } else if let Some(nack) = p.nack() {
+            kids.push(Node::at(
+                Hf::NackCode,
+                field::NACK_CODE,
+                u8::from(nack.code()),
+            ));
+            let rnr = nack.rnr_timer();
+            kids.push(
+                Node::at(Hf::RnrTimer, field::RNR_TIMER, rnr)
+                    .shown(format!("{rnr} ({} us)", u32::from(rnr) * 10)),
+            );
+            kids.push(Node::uint(Hf::NackPsn, field::NACK_PSN, nack.nack_psn()));
+            end = field::NACK_LEN;
+        } else if let Some(reason) = p.cnp_reason() {
+            kids.push(Node::at(Hf::CnpReason, field::CNP_REASON, u8::from(reason)));
+            end = field::CNP_LEN;
+        }
+        let title = match ty {
+            PacketType::Ack => "ACK",
+            PacketType::Nack => "NACK",
+            PacketType::Cnp => "CNP",
+            _ => "Feedback",
+        };
+        d.items.push(
+            Node::text(
+                format!("{title} header"),
+                clamp(field::FB_FLAGS..end, cap),
+                Ett::TypeHeader,
+            )
+            .with(Ett::TypeHeader, kids),
+        );
+        return;
+    }
+    if let Some(ctrl) = p.ctrl() {
+        let features = ctrl.features();
+        let fbits = features.bits();
+        let feature_bits = [
+            Hf::FeatCrc,
+            Hf::FeatPathSeq,
+            Hf::FeatTelemetry,
+            Hf::FeatTrimAware,
+            Hf::FeatClockSync,
+        ]
+        .into_iter()
+        .map(|hf| Node::field(hf, field::FEATURES, Value::Bits(fbits)))
+        .collect();
+        let unit = ctrl.ts_unit_ps();
+        let kids = vec![
+            Node::at(Hf::CtrlOp, field::CTRL_OP, u8::from(ctrl.op())),
+            Node::at(Hf::CcAlgo, field::CC_ALGO, u8::from(ctrl.cc_algo())),
+            Node::uint(Hf::Mtu, field::MTU, ctrl.mtu()),
+            Node::uint(Hf::InitPsn, field::INIT_PSN, ctrl.init_psn()),
+            Node::uint(Hf::Features, field::FEATURES, fbits).with(Ett::Features, feature_bits),
+            Node::uint(Hf::TsUnitPs, field::TS_UNIT_PS, unit),
+        ];
+        d.items.push(
+            Node::text(
+                format!("CTRL header: {}", ctrl.op()),
+                clamp(field::CTRL_OP..field::CTRL_LEN, cap),
+                Ett::TypeHeader,
+            )
+            .with(Ett::TypeHeader, kids),
+        );
+    }
+}
+
+fn tlv_node(tlv: &Tlv<'_>) -> Node {
+    let start = tlv.offset;
+    let range = start..start + tlv.bytes.len();
+    let ty = tlv.tlv_type;
+    let mut kids = vec![Node::at(Hf::TlvType, start + field::TLV_TYPE, u8::from(ty))];
+    if ty == TlvType::Pad {
+        if tlv.bytes.len() > 1 {
+            kids.push(Node::field(
+                Hf::TlvPadding,
+                start + 1..range.end,
+                Value::Bytes,
+            ));
+        }
+        return Node::text(format!("PAD ({} bytes)", tlv.bytes.len()), range, Ett::Tlv)
+            .with(Ett::Tlv, kids);
+    }
+    let words = tlv.len_words();
+    kids.push(
+        Node::at(Hf::TlvLen, start + field::TLV_LEN, words).shown(format!(
+            "{words} words ({} bytes)",
+            usize::from(words) * field::TLV_WORD
+        )),
+    );
+    let value_start = start + field::TLV_VALUE_START;
+    if let Some(hops) = tlv.hop_telemetry() {
+        for (i, hop) in hops.enumerate() {
+            let at = value_start + i * field::HOP_TELEMETRY_ENTRY_LEN;
+            kids.push(
+                Node::text(
+                    format!(
+                        "Hop {i}: switch 0x{:08x}, queue {} cells, latency {} ns",
+                        hop.switch_id, hop.queue_depth, hop.hop_latency
+                    ),
+                    at..at + field::HOP_TELEMETRY_ENTRY_LEN,
+                    Ett::TlvEntry,
+                )
+                .with(
+                    Ett::TlvEntry,
+                    vec![
+                        Node::uint(Hf::HopSwitchId, at..at + 4, hop.switch_id),
+                        Node::uint(Hf::HopQueueDepth, at + 4..at + 6, hop.queue_depth),
+                        Node::uint(Hf::HopLatency, at + 6..at + 8, hop.hop_latency),
+                    ],
+                ),
+            );
+        }
+    } else if let Some(paths) = tlv.path_status() {
+        for (i, path) in paths.enumerate() {
+            let at = value_start + i * field::PATH_STATUS_ENTRY_LEN;
+            kids.push(
+                Node::text(
+                    format!("Path ev {}: {}", path.ev, path.state),
+                    at..at + field::PATH_STATUS_ENTRY_LEN,
+                    Ett::TlvEntry,
+                )
+                .with(
+                    Ett::TlvEntry,
+                    vec![
+                        Node::uint(Hf::PathEv, at..at + 2, path.ev),
+                        Node::at(Hf::PathStateF, at + 2, u8::from(path.state)),
+                    ],
+                ),
+            );
+        }
+    } else if let Some(ts) = tlv.ts64() {
+        kids.push(Node::uint(
+            Hf::Ts64,
+            value_start..start + field::TS64_LEN,
+            ts,
+        ));
+    } else if tlv.bytes.len() > 2 {
+        kids.push(Node::field(
+            Hf::TlvValue,
+            start + 2..range.end,
+            Value::Bytes,
+        ));
+    }
+    Node::text(
+        format!("TLV: {ty} ({} bytes)", tlv.bytes.len()),
+        range,
+        Ett::Tlv,
+    )
+    .with(Ett::Tlv, kids)
+}
+
+fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, d: &mut Dissection) {
+    if !p.flags().contains(Flags::EXT) {
+        return;
+    }
+    let cap = p.as_bytes().len();
+    let mut kids = Vec::new();
+    let mut first = usize::MAX;
+    let mut last = 0;
+    for tlv in p.tlvs() {
+        match tlv {
+            Ok(tlv) => {
+                first = first.min(tlv.offset);
+                last = last.max(tlv.offset + tlv.bytes.len());
+                kids.push(tlv_node(&tlv));
+            }
+            Err(err) => {
+                // The lax parse reports the same error when it stopped there.
+                if stop != Some(&err) {
+                    d.notes.push(note_for(&err, cap));
+                }
+            }
+        }
+    }
+    if !kids.is_empty() {
+        let n = kids.len();
+        d.items.push(
+            Node::text(format!("TLVs ({n})"), clamp(first..last, cap), Ett::Tlvs)
+                .with(Ett::Tlvs, kids),
+        );
+    }
+}
+
+/// The fixed size of the header, from the typed views (`None` when the
+/// capture does not hold it).
+fn fixed_len(p: &Packet<&[u8]>) -> Option<usize> {
+    Some(match p.packet_type() {
+        PacketType::Data => p.data()?.op().header_len(),
+        PacketType::Ack => field::SACK_BITMAP(p.ack()?.sack_words()).end,
+        PacketType::Nack => field::NACK_LEN,
+        PacketType::Cnp => field::CNP_LEN,
+        PacketType::ProbeReply => field::FEEDBACK_LEN,
+        PacketType::Ctrl => field::CTRL_LEN,
+        _ => field::BASE_LEN,
+    })
+}
+
+fn padding_item(p: &Packet<&[u8]>, cap: usize, d: &mut Dissection) {
+    if p.flags().contains(Flags::EXT) {
+        return;
+    }
+    let Some(fixed) = fixed_len(p) else { return };
+    let end = p.header_len().min(cap);
+    if end > fixed {
+        d.items
+            .push(Node::field(Hf::HeaderPadding, fixed..end, Value::Bytes));
+    }
+}
+
+fn unknown_value_notes(p: &Packet<&[u8]>, d: &mut Dissection) {
+    let cap = p.as_bytes().len();
+    let mut note = |what: String, offset: usize| {
+        d.notes.push(Note {
+            ei: Ei::UnknownValue,
+            text: what,
+            range: clamp(offset..offset + 1, cap),
+        });
+    };
+    let ty = p.packet_type();
+    if !ty.is_known() {
+        note(format!("type {ty}"), field::VER_TYPE);
+    }
+    if let Some(data) = p.data()
+        && !data.op().is_known()
+    {
+        note(format!("DATA op {}", data.op()), field::DATA_OP);
+    }
+    if let Some(nack) = p.nack()
+        && !nack.code().is_known()
+    {
+        note(format!("NACK code {}", nack.code()), field::NACK_CODE);
+    }
+    if let Some(reason) = p.cnp_reason()
+        && !reason.is_known()
+    {
+        note(format!("CNP reason {reason}"), field::CNP_REASON);
+    }
+    if let Some(ctrl) = p.ctrl() {
+        if !ctrl.op().is_known() {
+            note(format!("CTRL op {}", ctrl.op()), field::CTRL_OP);
+        }
+        if !ctrl.cc_algo().is_known() {
+            note(format!("cc_algo {}", ctrl.cc_algo()), field::CC_ALGO);
+        }
+    }
+}
+
+fn layout_items(p: &Packet<&[u8]>, layout: &Layout, opts: &Options, d: &mut Dissection) {
+    let bytes = p.as_bytes();
+    let cap = bytes.len();
+    if layout.trimmed {
+        let declared = p.data().map_or(0, |data| usize::from(data.payload_len()));
+        d.items
+            .push(Node::field(Hf::Trimmed, 0..0, Value::Marker).generated());
+        d.notes.push(Note {
+            ei: Ei::Trimmed,
+            text: format!(
+                "payload trimmed from {declared} to {} bytes",
+                layout.payload.len()
+            ),
+            range: clamp(field::PAYLOAD_LEN, cap),
+        });
+    }
+    let payload = clamp(layout.payload.clone(), cap);
+    if !payload.is_empty() {
+        d.payload = Some(payload);
+    }
+    if !p.flags().contains(Flags::CRC) {
+        return;
+    }
+    d.checksum = match (p.crc_status(layout), layout.trailer.clone()) {
+        (CrcStatus::NotPresent, _) | (_, None) => Checksum::Missing {
+            trimmed: layout.trimmed,
+        },
+        (CrcStatus::NotChecked, Some(_)) => Checksum::Missing { trimmed: false },
+        (CrcStatus::Good, Some(t)) => {
+            let stored = stored_crc(bytes, &t);
+            Checksum::Present {
+                offset: t.start,
+                stored,
+                computed: opts.check_crc.then_some(stored),
+            }
+        }
+        (CrcStatus::Bad { stored, computed }, Some(t)) => Checksum::Present {
+            offset: t.start,
+            stored,
+            computed: opts.check_crc.then_some(computed),
+        },
+    };
+}
+
+/// The trailer value at the range `proto_parse` located (only called when
+/// it reported the trailer captured and good).
+fn stored_crc(bytes: &[u8], trailer: &Range<usize>) -> u32 {
+    bytes
+        .get(trailer.clone())
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map_or(0, u32::from_be_bytes)
+}
+
+fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -> String {
+    let ty = p.packet_type();
+    let mut s = String::new();
+    let conn = format!("0x{:x}\u{2192}0x{:x}", p.src_conn(), p.dst_conn());
+    match ty {
+        PacketType::Data => {
+            if let Some(data) = p.data() {
+                let op = data.op();
+                let _ = write!(
+                    s,
+                    "DATA {op} {conn} PSN={} ev={} msg={}:{}/{}",
+                    p.psn(),
+                    p.ev(),
+                    data.msg_id(),
+                    data.msg_offset(),
+                    data.msg_len()
+                );
+                let _ = write!(s, " len={}", data.payload_len());
+            } else {
+                let _ = write!(s, "DATA {conn} PSN={} ev={}", p.psn(), p.ev());
+            }
+        }
+        PacketType::Ack | PacketType::Nack | PacketType::Cnp | PacketType::ProbeReply => {
+            let _ = write!(s, "{ty}");
+            if let Some(nack) = p.nack() {
+                let _ = write!(s, " {} nack_psn={}", nack.code(), nack.nack_psn());
+            }
+            if let Some(reason) = p.cnp_reason() {
+                let _ = write!(s, " {reason}");
+            }
+            let _ = write!(s, " {conn} cack={}", p.psn());
+            if let Some(ack) = p.ack() {
+                let ranges = ack.sack_ranges();
+                if !ranges.is_empty() {
+                    let _ = write!(s, " SACK={}", ranges_text(&ranges));
+                }
+            }
+            if let Some(fb) = p.feedback() {
+                let _ = write!(s, " echo={}@ev{}", fb.echo_psn(), fb.echo_ev());
+                let names = fb_flag_names(fb.flags());
+                if !names.is_empty() {
+                    let _ = write!(s, " <{names}>");
+                }
+            }
+        }
+        PacketType::Ctrl => {
+            if let Some(ctrl) = p.ctrl() {
+                let _ = write!(
+                    s,
+                    "CTRL {} {conn} init_psn={} mtu={} cc={}",
+                    ctrl.op(),
+                    ctrl.init_psn(),
+                    ctrl.mtu(),
+                    ctrl.cc_algo()
+                );
+            } else {
+                let _ = write!(s, "CTRL {conn}");
+            }
+        }
+        PacketType::Probe => {
+            let _ = write!(s, "PROBE {conn} seq={} ev={}", p.psn(), p.ev());
+        }
+        _ => {
+            let _ = write!(s, "{ty} {conn} PSN={} ev={}", p.psn(), p.ev());
+        }
+    }
+    if p.tx_attempt() > 0 {
+        let _ = write!(s, " try={}", p.tx_attempt());
+    }
+    let flags = p.flags() & !(Flags::EXT | Flags::CRC);
+    if !flags.is_empty() {
+        let _ = write!(s, " [{}]", flag_names(flags));
+    }
+    if layout.is_some_and(|l| l.trimmed) {
+        s.push_str(" [TRIMMED]");
+    }
+    if let Some(err) = stop {
+        if err.is_capture_truncation() {
+            s.push_str(" [cut by snaplen]");
+        } else {
+            s.push_str(" [Malformed]");
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn empty_and_short_payloads_are_malformed_not_panics() {
+        for len in 0..24 {
+            let bytes = vec![0x10; len];
+            let d = dissect(&bytes, len, &Options::default());
+            assert!(d.items.is_empty());
+            assert!(d.has_note(Ei::Malformed), "len {len}: {:?}", d.notes);
+        }
+        // Captured short, wire long: a capture truncation.
+        let d = dissect(&[0x10; 10], 100, &Options::default());
+        assert!(d.has_note(Ei::CaptureTruncated));
+    }
+}

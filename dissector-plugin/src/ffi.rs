@@ -1,0 +1,736 @@
+//! The FFI edge: the four symbols Wireshark 4.0 looks for, registration of
+//! the tables of [`crate::fields`], and the dissector callbacks.
+//!
+//! Rules kept here (see `/work/shared/notes/wireshark-plugin.md`):
+//! - every callback runs its Rust work inside `catch_unwind`; a caught panic
+//!   becomes `proto_report_dissector_bug`, called only after every Rust value
+//!   with a destructor is gone (it throws, i.e. longjmps);
+//! - the captured bytes are copied once (`tvb_captured_length`) and decoded in
+//!   safe Rust ([`crate::decode`]); items are added only over ranges checked
+//!   against the captured length, so no tvb accessor throws over Rust frames;
+//! - the `data` dissector (which may throw) is called last, from a frame that
+//!   owns nothing, over a sub-tvb whose reported length is its captured length;
+//! - everything Wireshark keeps a pointer to (names, value strings, the hf/ett/
+//!   ei arrays, the `proto_plugin`) is `'static`: literals, statics or leaked
+//!   once at registration.
+#![allow(unsafe_code)]
+
+use std::any::Any;
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::{null, null_mut};
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
+
+use epan_sys as ws;
+use proto_parse::metaroce;
+
+use crate::decode::{self, Checksum, Dissection, Label, Node, Options, Value};
+use crate::fields::{Base, EXPERTS, Ei, Ett, FIELDS, FieldDef, Group, Hf, Kind, Names, Severity};
+use crate::state;
+
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
+
+const fn version_bytes<const N: usize>() -> [u8; N] {
+    let src = VERSION.as_bytes();
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = src[i];
+        i += 1;
+    }
+    out
+}
+
+/// `const char plugin_version[]`: the plugin's version, NUL-terminated.
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_version: [u8; VERSION.len()] = version_bytes();
+
+/// The Wireshark major version this plugin was built against.
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_want_major: c_int = ws::WIRESHARK_VERSION_MAJOR as c_int;
+
+/// The Wireshark minor version this plugin was built against (must match).
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_want_minor: c_int = ws::WIRESHARK_VERSION_MINOR as c_int;
+
+static PLUGIN: ws::proto_plugin = ws::proto_plugin {
+    register_protoinfo: Some(register_protoinfo),
+    register_handoff: Some(register_handoff),
+};
+
+/// Called by Wireshark when it loads the plugin.
+#[unsafe(no_mangle)]
+pub extern "C" fn plugin_register() {
+    // SAFETY: PLUGIN is a static with valid function pointers; Wireshark
+    // keeps the pointer for the life of the process.
+    unsafe { ws::proto_register_plugin(&PLUGIN) }
+}
+
+// Ids Wireshark writes at registration (through the pointers we give it).
+static PROTO: AtomicI32 = AtomicI32::new(-1);
+static HF: [AtomicI32; Hf::COUNT] = [const { AtomicI32::new(-1) }; Hf::COUNT];
+static ETT: [AtomicI32; Ett::COUNT] = [const { AtomicI32::new(-1) }; Ett::COUNT];
+
+/// Layout-compatible with Wireshark's `expert_field { int ei; int hf; }`.
+#[repr(C)]
+struct EiSlot {
+    ei: AtomicI32,
+    hf: AtomicI32,
+}
+
+static EI: [EiSlot; Ei::COUNT] = [const {
+    EiSlot {
+        ei: AtomicI32::new(-1),
+        hf: AtomicI32::new(-1),
+    }
+}; Ei::COUNT];
+
+/// `gboolean` preferences Wireshark writes to.
+static PREF_CHECK_CRC: AtomicI32 = AtomicI32::new(1);
+static PREF_HEUR_SRC_PORT: AtomicI32 = AtomicI32::new(1);
+
+static HANDLE: AtomicPtr<ws::dissector_handle> = AtomicPtr::new(null_mut());
+
+fn hf_id(hf: Hf) -> c_int {
+    HF[hf as usize].load(Ordering::Relaxed)
+}
+
+fn ett_id(ett: Ett) -> c_int {
+    ETT[ett as usize].load(Ordering::Relaxed)
+}
+
+fn ei_ptr(ei: Ei) -> *mut ws::expert_field {
+    (&raw const EI[ei as usize]).cast_mut().cast()
+}
+
+/// A C string for Wireshark to copy (never fails: NULs are replaced).
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "\u{fffd}")).unwrap_or_default()
+}
+
+/// Runs registration code, reporting (not propagating) a panic.
+fn guard(what: &str, f: impl FnOnce()) {
+    if catch_unwind(AssertUnwindSafe(f)).is_err() {
+        eprintln!("metaroce: panic during {what}; the plugin may be incomplete");
+    }
+}
+
+unsafe extern "C" fn register_protoinfo() {
+    // SAFETY: called once by Wireshark at protocol registration time.
+    guard("registration", || unsafe { register() });
+}
+
+unsafe extern "C" fn register_handoff() {
+    // SAFETY: called once by Wireshark after every protocol is registered.
+    guard("handoff", || unsafe { handoff() });
+}
+
+unsafe extern "C" fn init_routine() {
+    guard("init", state::reset);
+}
+
+unsafe extern "C" fn cleanup_routine() {
+    guard("cleanup", state::reset);
+}
+
+fn value_strings(values: &'static [(u8, &'static str)]) -> *const c_void {
+    let mut vs: Vec<ws::value_string> = values
+        .iter()
+        .map(|&(value, name)| ws::value_string {
+            value: value.into(),
+            strptr: cstring(name).into_raw(),
+        })
+        .collect();
+    vs.push(ws::value_string {
+        value: 0,
+        strptr: null(),
+    });
+    Box::leak(vs.into_boxed_slice()).as_ptr().cast()
+}
+
+fn ft(kind: Kind) -> ws::ftenum {
+    match kind {
+        Kind::U8 => ws::FT_UINT8,
+        Kind::U16 => ws::FT_UINT16,
+        Kind::U32 => ws::FT_UINT32,
+        Kind::U64 => ws::FT_UINT64,
+        Kind::Bool(_) => ws::FT_BOOLEAN,
+        Kind::Bytes => ws::FT_BYTES,
+        Kind::Str => ws::FT_STRING,
+        Kind::Marker => ws::FT_NONE,
+    }
+}
+
+fn display(def: &FieldDef) -> c_int {
+    match (def.kind, def.base) {
+        (Kind::Bool(bits), _) => bits.into(),
+        (_, Base::Dec) => ws::BASE_DEC as c_int,
+        (_, Base::Hex) => ws::BASE_HEX as c_int,
+        (_, Base::NoBase) => ws::BASE_NONE as c_int,
+    }
+}
+
+fn hf_register_info(slot: &'static AtomicI32, def: &'static FieldDef) -> ws::hf_register_info {
+    let strings = match def.names {
+        Names::No => null(),
+        Names::Table(values) => value_strings(values),
+        // Only the address of Wireshark's exported table is taken.
+        Names::ChecksumStatus => (&raw const ws::proto_checksum_vals).cast(),
+    };
+    ws::hf_register_info {
+        p_id: slot.as_ptr(),
+        hfinfo: ws::header_field_info {
+            name: def.name.as_ptr(),
+            abbrev: def.abbrev.as_ptr(),
+            type_: ft(def.kind),
+            display: display(def),
+            strings,
+            bitmask: def.mask,
+            blurb: def.blurb.map_or(null(), |b| b.as_ptr()),
+            // HFILL
+            id: -1,
+            parent: 0,
+            ref_type: ws::HF_REF_TYPE_NONE,
+            same_name_prev_id: -1,
+            same_name_next: null_mut(),
+        },
+    }
+}
+
+fn ei_register_info(
+    slot: &'static EiSlot,
+    def: &'static crate::fields::ExpertDef,
+) -> ws::ei_register_info {
+    let group = match def.group {
+        Group::Malformed => ws::PI_MALFORMED,
+        Group::Undecoded => ws::PI_UNDECODED,
+        Group::Sequence => ws::PI_SEQUENCE,
+        Group::Checksum => ws::PI_CHECKSUM,
+        Group::Protocol => ws::PI_PROTOCOL,
+    };
+    let severity = match def.severity {
+        Severity::Note => ws::PI_NOTE,
+        Severity::Warn => ws::PI_WARN,
+        Severity::Error => ws::PI_ERROR,
+    };
+    ws::ei_register_info {
+        ids: (slot as *const EiSlot).cast_mut().cast(),
+        eiinfo: ws::expert_field_info {
+            name: def.abbrev.as_ptr(),
+            group: group as c_int,
+            severity: severity as c_int,
+            summary: def.summary.as_ptr(),
+            // EXPFILL
+            id: 0,
+            protocol: null(),
+            orig_severity: 0,
+            hf_info: ws::hf_register_info {
+                p_id: null_mut(),
+                hfinfo: ws::header_field_info {
+                    name: null(),
+                    abbrev: null(),
+                    type_: ws::FT_NONE,
+                    display: ws::BASE_NONE as c_int,
+                    strings: null(),
+                    bitmask: 0,
+                    blurb: null(),
+                    id: -1,
+                    parent: 0,
+                    ref_type: ws::HF_REF_TYPE_NONE,
+                    same_name_prev_id: -1,
+                    same_name_next: null_mut(),
+                },
+            },
+        },
+    }
+}
+
+/// # Safety
+/// Called once, from Wireshark's protocol registration.
+unsafe fn register() {
+    // SAFETY: the names are C string literals ('static); Wireshark keeps them.
+    let proto = unsafe {
+        ws::proto_register_protocol(
+            c"MetaRoCE".as_ptr(),
+            c"MetaRoCE".as_ptr(),
+            c"metaroce".as_ptr(),
+        )
+    };
+    PROTO.store(proto, Ordering::Relaxed);
+
+    let hf: Vec<ws::hf_register_info> = FIELDS
+        .iter()
+        .zip(HF.iter())
+        .map(|(def, slot)| hf_register_info(slot, def))
+        .collect();
+    let hf = Box::leak(hf.into_boxed_slice());
+    // SAFETY: the array is leaked ('static) as Wireshark requires; every
+    // pointer in it is 'static.
+    unsafe { ws::proto_register_field_array(proto, hf.as_mut_ptr(), hf.len() as c_int) };
+
+    let ett: Vec<*mut c_int> = ETT.iter().map(AtomicI32::as_ptr).collect();
+    let ett = Box::leak(ett.into_boxed_slice());
+    // SAFETY: pointers to static atomics (same layout as int), array leaked.
+    unsafe { ws::proto_register_subtree_array(ett.as_ptr(), ett.len() as c_int) };
+
+    let ei: Vec<ws::ei_register_info> = EXPERTS
+        .iter()
+        .zip(EI.iter())
+        .map(|(def, slot)| ei_register_info(slot, def))
+        .collect();
+    let ei = Box::leak(ei.into_boxed_slice());
+    // SAFETY: as above; the ids point at static EiSlots laid out as expert_field.
+    unsafe {
+        let module = ws::expert_register_protocol(proto);
+        ws::expert_register_field_array(module, ei.as_mut_ptr(), ei.len() as c_int);
+    }
+
+    // SAFETY: literals are 'static; the preference variables are static
+    // atomics with the layout of gboolean.
+    unsafe {
+        let prefs = ws::prefs_register_protocol(proto, None);
+        ws::prefs_register_bool_preference(
+            prefs,
+            c"check_crc".as_ptr(),
+            c"Verify the CRC32C trailer".as_ptr(),
+            c"Whether to verify the CRC32C trailer of packets with flags.CRC (status good/bad); \
+              when off the status is \"unverified\""
+                .as_ptr(),
+            PREF_CHECK_CRC.as_ptr(),
+        );
+        ws::prefs_register_bool_preference(
+            prefs,
+            c"heuristic_source_port".as_ptr(),
+            c"Heuristic: require the entropy source port".as_ptr(),
+            c"The UDP heuristic takes a packet only if its UDP source port is \
+              0xC000 | (ev & 0x3FFF), as MetaRoCE senders set it (spec section 1)"
+                .as_ptr(),
+            PREF_HEUR_SRC_PORT.as_ptr(),
+        );
+        let handle = ws::register_dissector(c"metaroce".as_ptr(), Some(dissect_cb), proto);
+        HANDLE.store(handle, Ordering::Relaxed);
+        ws::register_init_routine(Some(init_routine));
+        ws::register_cleanup_routine(Some(cleanup_routine));
+    }
+}
+
+/// # Safety
+/// Called once, from Wireshark's handoff phase.
+unsafe fn handoff() {
+    let handle = HANDLE.load(Ordering::Relaxed);
+    // SAFETY: the handle was returned by register_dissector; the table and
+    // heuristic list names are literals.
+    unsafe {
+        ws::dissector_add_uint_with_preference(
+            c"udp.port".as_ptr(),
+            metaroce::DEFAULT_PORT.into(),
+            handle,
+        );
+        ws::heur_dissector_add(
+            c"udp".as_ptr(),
+            Some(heur_cb),
+            c"MetaRoCE over UDP".as_ptr(),
+            c"metaroce_udp".as_ptr(),
+            PROTO.load(Ordering::Relaxed),
+            ws::HEURISTIC_ENABLE,
+        );
+    }
+}
+
+/// What a dissection left to do once every Rust value is dropped.
+#[derive(Debug, Clone, Copy)]
+struct Done {
+    consumed: c_int,
+    /// (offset, length) of the captured payload for the `data` dissector.
+    payload: Option<(c_int, c_int)>,
+}
+
+/// Copies the captured bytes of `tvb` (never more: `tvb_memcpy` throws past
+/// the captured length).
+///
+/// # Safety
+/// `tvb` must be a valid tvbuff.
+unsafe fn captured_bytes(tvb: *mut ws::tvbuff_t) -> Vec<u8> {
+    // SAFETY: tvb is valid; tvb_captured_length never throws.
+    let len = unsafe { ws::tvb_captured_length(tvb) } as usize;
+    let mut bytes = vec![0u8; len];
+    if len > 0 {
+        // SAFETY: 0..len is exactly the captured range; the buffer holds len bytes.
+        unsafe { ws::tvb_memcpy(tvb, bytes.as_mut_ptr().cast(), 0, len) };
+    }
+    bytes
+}
+
+unsafe extern "C" fn dissect_cb(
+    tvb: *mut ws::tvbuff_t,
+    pinfo: *mut ws::packet_info,
+    tree: *mut ws::proto_tree,
+    _data: *mut c_void,
+) -> c_int {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: Wireshark passes a valid tvb and pinfo; tree may be NULL.
+        let bytes = unsafe { captured_bytes(tvb) };
+        // SAFETY: as above.
+        unsafe { dissect_packet(tvb, pinfo, tree, &bytes) }
+    }));
+    // SAFETY: as above; `finish` may throw, but this frame owns nothing.
+    unsafe { finish(outcome, tvb, pinfo, tree) }
+}
+
+unsafe extern "C" fn heur_cb(
+    tvb: *mut ws::tvbuff_t,
+    pinfo: *mut ws::packet_info,
+    tree: *mut ws::proto_tree,
+    _data: *mut c_void,
+) -> ws::gboolean {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: Wireshark passes a valid tvb and pinfo; tree may be NULL.
+        let bytes = unsafe { captured_bytes(tvb) };
+        // SAFETY: as above; reading two integers of pinfo.
+        let (wire, src_port) = unsafe { (ws::tvb_reported_length(tvb) as usize, (*pinfo).srcport) };
+        if !heuristic_accepts(&bytes, wire, src_port) {
+            return None;
+        }
+        // SAFETY: as above.
+        Some(unsafe { dissect_packet(tvb, pinfo, tree, &bytes) })
+    }));
+    match outcome {
+        Ok(None) => 0,
+        // SAFETY: as above; this frame owns nothing.
+        Ok(Some(done)) => unsafe {
+            finish(Ok(done), tvb, pinfo, tree);
+            1
+        },
+        // SAFETY: as above.
+        Err(panic) => unsafe { finish(Err(panic), tvb, pinfo, tree) },
+    }
+}
+
+/// The heuristic: a complete, fully valid packet (`metaroce::looks_like`)
+/// whose UDP source port carries its entropy value (unless that
+/// preference is off).
+fn heuristic_accepts(bytes: &[u8], wire_len: usize, src_port: u32) -> bool {
+    if bytes.len() != wire_len || !metaroce::looks_like(bytes) {
+        return false;
+    }
+    if PREF_HEUR_SRC_PORT.load(Ordering::Relaxed) == 0 {
+        return true;
+    }
+    metaroce::Packet::new_checked(bytes)
+        .is_ok_and(|p| u32::from(metaroce::udp_source_port(p.ev())) == src_port)
+}
+
+/// Ends a callback: calls the data dissector, or reports a caught panic as a
+/// dissector bug. Both may throw; the caller's frame and this one own no
+/// value with a destructor by then.
+///
+/// # Safety
+/// Valid Wireshark pointers, as passed to the callback.
+unsafe fn finish(
+    outcome: std::thread::Result<Done>,
+    tvb: *mut ws::tvbuff_t,
+    pinfo: *mut ws::packet_info,
+    tree: *mut ws::proto_tree,
+) -> c_int {
+    match outcome {
+        Ok(done) => {
+            if let Some((offset, len)) = done.payload {
+                // SAFETY: offset/len lie within the captured bytes (checked in
+                // dissect_packet); caplen == reported length, so the data
+                // dissector cannot run past it.
+                unsafe {
+                    let sub = ws::tvb_new_subset_length_caplen(tvb, offset, len, len);
+                    ws::call_data_dissector(sub, pinfo, tree);
+                }
+            }
+            done.consumed
+        }
+        Err(panic) => {
+            let mut msg = [0u8; 256];
+            panic_message(panic.as_ref(), &mut msg);
+            drop(panic);
+            // SAFETY: a literal format and a NUL-terminated stack buffer.
+            // This throws (or aborts under WIRESHARK_ABORT_ON_DISSECTOR_BUG).
+            unsafe {
+                ws::proto_report_dissector_bug(
+                    c"MetaRoCE dissector panicked: %s".as_ptr(),
+                    msg.as_ptr().cast::<c_char>(),
+                );
+            }
+            0
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send), out: &mut [u8; 256]) {
+    let text = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("unknown panic");
+    let n = text.len().min(out.len() - 1);
+    out[..n].copy_from_slice(&text.as_bytes()[..n]);
+    out[n] = 0;
+}
+
+/// Decodes `bytes` (the captured bytes of `tvb`) and fills the columns and
+/// the tree.
+///
+/// # Safety
+/// Valid Wireshark pointers; `bytes` are the captured bytes of `tvb`.
+unsafe fn dissect_packet(
+    tvb: *mut ws::tvbuff_t,
+    pinfo: *mut ws::packet_info,
+    tree: *mut ws::proto_tree,
+    bytes: &[u8],
+) -> Done {
+    // SAFETY: pinfo is valid; column calls never throw; the protocol name is
+    // a literal (col_set_str keeps the pointer).
+    let (cinfo, wire) = unsafe {
+        let cinfo = (*pinfo).cinfo;
+        ws::col_set_str(cinfo, ws::COL_PROTOCOL as c_int, c"MetaRoCE".as_ptr());
+        ws::col_clear(cinfo, ws::COL_INFO as c_int);
+        (cinfo, ws::tvb_reported_length(tvb) as usize)
+    };
+    let opts = Options {
+        check_crc: PREF_CHECK_CRC.load(Ordering::Relaxed) != 0,
+    };
+    let d = decode::dissect(bytes, wire, &opts);
+    let info = cstring(&d.info);
+    // SAFETY: col_add_str copies the string.
+    unsafe { ws::col_add_str(cinfo, ws::COL_INFO as c_int, info.as_ptr()) };
+
+    let emit = Emitter {
+        tvb,
+        pinfo,
+        captured: bytes.len(),
+    };
+    // SAFETY: valid pointers; every range is checked by the emitter.
+    unsafe { emit.tree(tree, &d, bytes) };
+
+    let payload = d.payload.as_ref().and_then(|p| {
+        (p.end <= bytes.len() && !p.is_empty()).then(|| (p.start as c_int, p.len() as c_int))
+    });
+    Done {
+        consumed: c_int::try_from(wire).unwrap_or(c_int::MAX),
+        payload,
+    }
+}
+
+/// Replays a [`Dissection`] into Wireshark's tree, over checked ranges.
+struct Emitter {
+    tvb: *mut ws::tvbuff_t,
+    pinfo: *mut ws::packet_info,
+    captured: usize,
+}
+
+impl Emitter {
+    /// `(start, length)` of `range` if it lies within the captured bytes,
+    /// else `(0, 0)` (an item with no bytes never makes a tvb throw).
+    fn span(&self, range: &std::ops::Range<usize>) -> (c_int, c_int) {
+        if range.start <= range.end && range.end <= self.captured {
+            (range.start as c_int, range.len() as c_int)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// # Safety
+    /// Valid pointers; `bytes` are the captured bytes.
+    unsafe fn tree(&self, tree: *mut ws::proto_tree, d: &Dissection, bytes: &[u8]) {
+        let (start, len) = self.span(&d.header);
+        // SAFETY: checked range; the summary is copied by Wireshark.
+        let root = unsafe {
+            let item = ws::proto_tree_add_item(
+                tree,
+                PROTO.load(Ordering::Relaxed),
+                self.tvb,
+                start,
+                len,
+                ws::ENC_NA,
+            );
+            let summary = cstring(&d.summary);
+            ws::proto_item_append_text(item, c"%s".as_ptr(), summary.as_ptr());
+            ws::proto_item_add_subtree(item, ett_id(Ett::Root))
+        };
+        for node in &d.items {
+            // SAFETY: as above.
+            unsafe { self.node(root, node, bytes) };
+        }
+        // SAFETY: as above.
+        unsafe { self.checksum(root, d.checksum) };
+        for note in &d.notes {
+            let (start, len) = self.span(&note.range);
+            let text = cstring(&note.text);
+            // SAFETY: checked range; literal format; text copied.
+            unsafe {
+                ws::proto_tree_add_expert_format(
+                    root,
+                    self.pinfo,
+                    ei_ptr(note.ei),
+                    self.tvb,
+                    start,
+                    len,
+                    c"%s".as_ptr(),
+                    text.as_ptr(),
+                );
+            }
+        }
+    }
+
+    /// # Safety
+    /// Valid pointers; `bytes` are the captured bytes.
+    unsafe fn node(&self, tree: *mut ws::proto_tree, node: &Node, bytes: &[u8]) {
+        let (start, len) = self.span(&node.range);
+        let shown = node.shown.as_deref().map(cstring);
+        let tvb = self.tvb;
+        // SAFETY: checked range; literal formats; strings are copied by
+        // Wireshark; the bytes pointer covers `len` bytes at `start`.
+        let item = unsafe {
+            match &node.label {
+                Label::Text(text) => {
+                    let text = cstring(text);
+                    let mut item: *mut ws::proto_item = null_mut();
+                    ws::proto_tree_add_subtree(
+                        tree,
+                        tvb,
+                        start,
+                        len,
+                        ett_id(node.subtree.unwrap_or(Ett::Root)),
+                        &mut item,
+                        text.as_ptr(),
+                    );
+                    item
+                }
+                Label::Field(hf, value) => {
+                    let id = hf_id(*hf);
+                    match (value, hf.def().kind) {
+                        (Value::Uint(v), Kind::U64) => match &shown {
+                            Some(s) => ws::proto_tree_add_uint64_format_value(
+                                tree,
+                                id,
+                                tvb,
+                                start,
+                                len,
+                                *v,
+                                c"%s".as_ptr(),
+                                s.as_ptr(),
+                            ),
+                            None => ws::proto_tree_add_uint64(tree, id, tvb, start, len, *v),
+                        },
+                        (Value::Uint(v), _) => match &shown {
+                            Some(s) => ws::proto_tree_add_uint_format_value(
+                                tree,
+                                id,
+                                tvb,
+                                start,
+                                len,
+                                *v as u32,
+                                c"%s".as_ptr(),
+                                s.as_ptr(),
+                            ),
+                            None => ws::proto_tree_add_uint(tree, id, tvb, start, len, *v as u32),
+                        },
+                        (Value::Bits(v), _) => {
+                            ws::proto_tree_add_boolean(tree, id, tvb, start, len, *v)
+                        }
+                        (Value::Bytes, _) => {
+                            let at = start as usize;
+                            let ptr = bytes
+                                .get(at..at + len as usize)
+                                .map_or(null(), <[u8]>::as_ptr);
+                            ws::proto_tree_add_bytes(tree, id, tvb, start, len, ptr)
+                        }
+                        (Value::Text(t), _) => {
+                            let t = cstring(t);
+                            ws::proto_tree_add_string(tree, id, tvb, start, len, t.as_ptr())
+                        }
+                        (Value::Marker, _) => {
+                            ws::proto_tree_add_item(tree, id, tvb, start, 0, ws::ENC_NA)
+                        }
+                    }
+                }
+            }
+        };
+        if node.generated {
+            // SAFETY: item is NULL or a valid proto_item.
+            unsafe { set_generated(item) };
+        }
+        if !node.children.is_empty() {
+            // SAFETY: item is NULL or valid; a NULL subtree is accepted below.
+            let sub = unsafe {
+                ws::proto_item_add_subtree(item, ett_id(node.subtree.unwrap_or(Ett::Root)))
+            };
+            for child in &node.children {
+                // SAFETY: as above.
+                unsafe { self.node(sub, child, bytes) };
+            }
+        }
+    }
+
+    /// # Safety
+    /// Valid pointers.
+    unsafe fn checksum(&self, tree: *mut ws::proto_tree, checksum: Checksum) {
+        let status = |value: ws::proto_checksum_enum_e| {
+            // SAFETY: an item with no bytes; valid tree/tvb.
+            unsafe {
+                let item =
+                    ws::proto_tree_add_uint(tree, hf_id(Hf::CrcStatus), self.tvb, 0, 0, value);
+                set_generated(item);
+            }
+        };
+        match checksum {
+            Checksum::Absent => {}
+            Checksum::Missing { trimmed: true } => status(ws::PROTO_CHECKSUM_E_NOT_PRESENT),
+            Checksum::Missing { trimmed: false } => status(ws::PROTO_CHECKSUM_E_UNVERIFIED),
+            Checksum::Present {
+                offset, computed, ..
+            } => {
+                if offset + 4 > self.captured {
+                    status(ws::PROTO_CHECKSUM_E_UNVERIFIED);
+                    return;
+                }
+                let (value, flags) = match computed {
+                    Some(c) => (c, ws::PROTO_CHECKSUM_VERIFY),
+                    None => (0, ws::PROTO_CHECKSUM_NO_FLAGS),
+                };
+                // SAFETY: the 4 trailer bytes are captured (checked above), so
+                // reading them cannot throw.
+                unsafe {
+                    ws::proto_tree_add_checksum(
+                        tree,
+                        self.tvb,
+                        offset as u32,
+                        hf_id(Hf::Crc),
+                        hf_id(Hf::CrcStatus),
+                        ei_ptr(Ei::CrcBad),
+                        self.pinfo,
+                        value,
+                        ws::ENC_BIG_ENDIAN,
+                        flags,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `proto_item_set_generated` (a static inline function in proto.h).
+///
+/// # Safety
+/// `item` is NULL or a valid proto_item.
+unsafe fn set_generated(item: *mut ws::proto_item) {
+    if item.is_null() {
+        return;
+    }
+    // SAFETY: item is valid; finfo is NULL or valid (FI_SET_FLAG checks it).
+    unsafe {
+        let fi = (*item).finfo;
+        if !fi.is_null() {
+            (*fi).flags |= ws::FI_GENERATED;
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! What the plugin registers with Wireshark, as plain data: header fields
+//! (spec section 10 names), subtree kinds and expert infos. `ffi` turns these
+//! tables into `hf_register_info` / `ei_register_info` arrays once, at
+//! registration; `decode` refers to them by the [`Hf`], [`Ett`] and [`Ei`]
+//! enums. Value names come from `proto_parse::metaroce` (`VALUES` tables), so
+//! the plugin holds no copy of the wire vocabulary.
+
+use std::ffi::CStr;
+
+use proto_parse::metaroce::{
+    CcAlgo, CnpReason, CtrlOp, DataOp, FbFlags, Features, Flags, NackCode, PacketType, PathState,
+    TlvType,
+};
+
+/// Field types the plugin uses (mapped to Wireshark's `FT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    U8,
+    U16,
+    U32,
+    U64,
+    /// `FT_BOOLEAN` over a parent field of this many bits.
+    Bool(u8),
+    Bytes,
+    Str,
+    /// `FT_NONE`: a marker (e.g. `metaroce.analysis.trimmed`).
+    Marker,
+}
+
+/// Display base (mapped to Wireshark's `BASE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    Dec,
+    Hex,
+    /// No base (bytes, strings, booleans, markers).
+    NoBase,
+}
+
+/// Where a field's value names come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    No,
+    /// A `VALUES` table of `proto_parse::metaroce`.
+    Table(&'static [(u8, &'static str)]),
+    /// Wireshark's own `proto_checksum_vals` (for `metaroce.crc.status`).
+    ChecksumStatus,
+}
+
+/// One header field.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldDef {
+    pub abbrev: &'static CStr,
+    pub name: &'static CStr,
+    pub kind: Kind,
+    pub base: Base,
+    pub names: Names,
+    pub mask: u64,
+    pub blurb: Option<&'static CStr>,
+}
+
+macro_rules! fields {
+    ($( $(#[$m:meta])* $id:ident = ($abbrev:literal, $name:literal, $kind:expr, $base:ident, $names:expr, $mask:expr, $blurb:expr) ),* $(,)?) => {
+        /// Every header field the plugin registers, in registration order.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum Hf { $( $(#[$m])* $id ),* }
+
+        /// The definitions, indexed by `Hf as usize`.
+        pub const FIELDS: &[FieldDef] = &[ $( FieldDef {
+            abbrev: $abbrev,
+            name: $name,
+            kind: $kind,
+            base: Base::$base,
+            names: $names,
+            mask: $mask,
+            blurb: $blurb,
+        } ),* ];
+    };
+}
+
+const fn tf(flag: u8) -> u64 {
+    flag as u64
+}
+
+use Kind::*;
+use Names::{ChecksumStatus, No, Table};
+
+fields! {
+    // Base header (spec section 2).
+    Version = (c"metaroce.version", c"Version", U8, Dec, No, 0xF0, None),
+    Type = (c"metaroce.type", c"Type", U8, Dec, Table(PacketType::VALUES), 0x0F, None),
+    Flags = (c"metaroce.flags", c"Flags", U8, Hex, No, 0, None),
+    FlagAr = (c"metaroce.flags.ar", c"AR (ack requested)", Bool(8), NoBase, No, tf(Flags::AR.bits()), None),
+    FlagSom = (c"metaroce.flags.som", c"SOM (start of message)", Bool(8), NoBase, No, tf(Flags::SOM.bits()), None),
+    FlagEom = (c"metaroce.flags.eom", c"EOM (end of message)", Bool(8), NoBase, No, tf(Flags::EOM.bits()), None),
+    FlagSe = (c"metaroce.flags.se", c"SE (solicited event)", Bool(8), NoBase, No, tf(Flags::SE.bits()), None),
+    FlagExt = (c"metaroce.flags.ext", c"EXT (TLVs present)", Bool(8), NoBase, No, tf(Flags::EXT.bits()), None),
+    FlagCrc = (c"metaroce.flags.crc", c"CRC (trailer present)", Bool(8), NoBase, No, tf(Flags::CRC.bits()), None),
+    FlagsReserved = (c"metaroce.flags.reserved", c"Reserved", U8, Hex, No, tf(Flags::RESERVED), None),
+    Hlen = (c"metaroce.hlen", c"Header length", U8, Dec, No, 0,
+        Some(c"Header length in 4-byte words: base + type header + TLVs")),
+    TxAttempt = (c"metaroce.tx_attempt", c"Transmission attempt", U8, Dec, No, 0xF0,
+        Some(c"0 = original transmission; n = n-th retransmission of this PSN")),
+    Ev = (c"metaroce.ev", c"Entropy value (path)", U16, Dec, No, 0, None),
+    PathSeq = (c"metaroce.path_seq", c"Path sequence", U16, Dec, No, 0, None),
+    DstConn = (c"metaroce.dst_conn", c"Destination connection", U32, Hex, No, 0, None),
+    SrcConn = (c"metaroce.src_conn", c"Source connection", U32, Hex, No, 0, None),
+    Psn = (c"metaroce.psn", c"PSN", U32, Dec, No, 0,
+        Some(c"DATA: this packet's PSN; feedback: the cumulative ack; PROBE: the probe sequence number")),
+    TxTs = (c"metaroce.tx_ts", c"Transmit timestamp", U32, Dec, No, 0, None),
+
+    // DATA (section 3).
+    DataOp = (c"metaroce.data.op", c"Operation", U8, Hex, Table(DataOp::VALUES), 0, None),
+    PayloadLen = (c"metaroce.data.payload_len", c"Payload length", U16, Dec, No, 0,
+        Some(c"Payload bytes as sent (before any trimming)")),
+    MsgId = (c"metaroce.data.msg_id", c"Message id", U32, Dec, No, 0, None),
+    MsgOffset = (c"metaroce.data.msg_offset", c"Message offset", U32, Dec, No, 0, None),
+    MsgLen = (c"metaroce.data.msg_len", c"Message length", U32, Dec, No, 0, None),
+    RemoteVa = (c"metaroce.data.remote_va", c"Remote virtual address", U64, Hex, No, 0, None),
+    Rkey = (c"metaroce.data.rkey", c"Remote key", U32, Hex, No, 0, None),
+    ImmData = (c"metaroce.data.imm_data", c"Immediate data", U32, Hex, No, 0, None),
+    PayloadActual = (c"metaroce.data.payload_actual", c"Actual payload length", U32, Dec, No, 0,
+        Some(c"Payload bytes carried (from the UDP length); shorter than payload_len when trimmed")),
+
+    // Feedback block (section 4).
+    FbFlags = (c"metaroce.fb.flags", c"Feedback flags", U8, Hex, No, 0, None),
+    FbEce = (c"metaroce.fb.flags.ece", c"ECE (trigger was CE-marked)", Bool(8), NoBase, No, tf(FbFlags::ECE.bits()), None),
+    FbTrim = (c"metaroce.fb.flags.trim", c"TRIM (trigger arrived trimmed)", Bool(8), NoBase, No, tf(FbFlags::TRIM.bits()), None),
+    FbDup = (c"metaroce.fb.flags.dup", c"DUP (trigger was a duplicate)", Bool(8), NoBase, No, tf(FbFlags::DUP.bits()), None),
+    FbCoal = (c"metaroce.fb.flags.coal", c"COAL (coalesced feedback)", Bool(8), NoBase, No, tf(FbFlags::COAL.bits()), None),
+    FbReserved = (c"metaroce.fb.flags.reserved", c"Reserved", U8, Hex, No, tf(FbFlags::RESERVED), None),
+    SackWords = (c"metaroce.fb.sack_words", c"SACK words", U8, Dec, No, 0, None),
+    EchoEv = (c"metaroce.fb.echo_ev", c"Echoed entropy value", U16, Dec, No, 0, None),
+    EchoPsn = (c"metaroce.fb.echo_psn", c"Echoed PSN", U32, Dec, No, 0, None),
+    EchoTxTs = (c"metaroce.fb.echo_tx_ts", c"Echoed transmit timestamp (T1)", U32, Dec, No, 0, None),
+    RxTs = (c"metaroce.fb.rx_ts", c"Receive timestamp (T2)", U32, Dec, No, 0, None),
+    CeCount = (c"metaroce.fb.ce_count", c"CE count", U16, Dec, No, 0, None),
+    RxBufLevel = (c"metaroce.fb.rx_buf_level", c"Receive buffer level", U8, Dec, No, 0, None),
+    FwdHops = (c"metaroce.fb.fwd_hops", c"Forward hops", U8, Dec, No, 0, None),
+    Credit = (c"metaroce.fb.credit", c"Credit", U32, Dec, No, 0,
+        Some(c"Bytes the sender may send beyond the cumulative ack; 0xFFFFFFFF = not credit-limited")),
+
+    // ACK.
+    SackBase = (c"metaroce.ack.sack_base", c"SACK base", U32, Dec, No, 0, None),
+    SackBitmap = (c"metaroce.ack.sack_bitmap", c"SACK bitmap", Bytes, NoBase, No, 0, None),
+    SackRanges = (c"metaroce.ack.sack_ranges", c"SACKed PSN ranges", Str, NoBase, No, 0,
+        Some(c"PSN ranges the bitmap reports received (inclusive)")),
+
+    // NACK.
+    NackCode = (c"metaroce.nack.code", c"NACK code", U8, Hex, Table(NackCode::VALUES), 0, None),
+    RnrTimer = (c"metaroce.nack.rnr_timer", c"RNR timer", U8, Dec, No, 0,
+        Some(c"RNR back-off in units of 10 us")),
+    NackPsn = (c"metaroce.nack.psn", c"NACK PSN", U32, Dec, No, 0, None),
+
+    // CNP.
+    CnpReason = (c"metaroce.cnp.reason", c"CNP reason", U8, Dec, Table(CnpReason::VALUES), 0, None),
+
+    // CTRL (section 5).
+    CtrlOp = (c"metaroce.ctrl.op", c"Control operation", U8, Dec, Table(CtrlOp::VALUES), 0, None),
+    CcAlgo = (c"metaroce.ctrl.cc_algo", c"Congestion control algorithm", U8, Dec, Table(CcAlgo::VALUES), 0, None),
+    Mtu = (c"metaroce.ctrl.mtu", c"MTU (payload)", U16, Dec, No, 0, None),
+    InitPsn = (c"metaroce.ctrl.init_psn", c"Initial PSN", U32, Dec, No, 0, None),
+    Features = (c"metaroce.ctrl.features", c"Features", U32, Hex, No, 0, None),
+    FeatCrc = (c"metaroce.ctrl.features.crc", c"CRC", Bool(32), NoBase, No, Features::CRC.bits() as u64, None),
+    FeatPathSeq = (c"metaroce.ctrl.features.path_seq", c"path_seq", Bool(32), NoBase, No, Features::PATH_SEQ.bits() as u64, None),
+    FeatTelemetry = (c"metaroce.ctrl.features.telemetry", c"Telemetry TLVs", Bool(32), NoBase, No, Features::TELEMETRY_TLVS.bits() as u64, None),
+    FeatTrimAware = (c"metaroce.ctrl.features.trimming_aware", c"Trimming-aware", Bool(32), NoBase, No, Features::TRIMMING_AWARE.bits() as u64, None),
+    FeatClockSync = (c"metaroce.ctrl.features.clocks_synchronised", c"Clocks synchronised", Bool(32), NoBase, No, Features::CLOCKS_SYNCHRONISED.bits() as u64, None),
+    TsUnitPs = (c"metaroce.ctrl.ts_unit_ps", c"Timestamp unit (ps)", U32, Dec, No, 0, None),
+
+    // TLVs (section 6).
+    TlvType = (c"metaroce.tlv.type", c"TLV type", U8, Dec, Table(TlvType::VALUES), 0, None),
+    TlvLen = (c"metaroce.tlv.len", c"TLV length", U8, Dec, No, 0,
+        Some(c"TLV length in 4-byte words, type and len included")),
+    TlvValue = (c"metaroce.tlv.value", c"TLV value", Bytes, NoBase, No, 0, None),
+    HopSwitchId = (c"metaroce.tlv.hop.switch_id", c"Switch id", U32, Hex, No, 0, None),
+    HopQueueDepth = (c"metaroce.tlv.hop.queue_depth", c"Queue depth (cells)", U16, Dec, No, 0, None),
+    HopLatency = (c"metaroce.tlv.hop.hop_latency", c"Hop latency (ns)", U16, Dec, No, 0, None),
+    PathEv = (c"metaroce.tlv.path.ev", c"Path entropy value", U16, Dec, No, 0, None),
+    PathStateF = (c"metaroce.tlv.path.state", c"Path state", U8, Dec, Table(PathState::VALUES), 0, None),
+    Ts64 = (c"metaroce.tlv.ts64", c"64-bit transmit timestamp (ns)", U64, Dec, No, 0, None),
+    TlvPadding = (c"metaroce.tlv.padding", c"Padding", Bytes, NoBase, No, 0, None),
+    HeaderPadding = (c"metaroce.padding", c"Header padding", Bytes, NoBase, No, 0,
+        Some(c"Header bytes after the fixed part without flags.EXT")),
+
+    // Integrity (section 7).
+    Crc = (c"metaroce.crc", c"CRC32C", U32, Hex, No, 0, None),
+    CrcStatus = (c"metaroce.crc.status", c"CRC32C status", U8, NoBase, ChecksumStatus, 0, None),
+
+    // Per-packet derived values.
+    Trimmed = (c"metaroce.analysis.trimmed", c"Trimmed by a switch", Marker, NoBase, No, 0,
+        Some(c"The payload is shorter than payload_len (spec 11.1)")),
+}
+
+impl Hf {
+    pub const COUNT: usize = FIELDS.len();
+
+    pub fn def(self) -> &'static FieldDef {
+        &FIELDS[self as usize]
+    }
+}
+
+/// Subtree kinds (`ett_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum Ett {
+    Root,
+    Flags,
+    TypeHeader,
+    FbFlags,
+    Features,
+    Tlvs,
+    Tlv,
+    TlvEntry,
+    Crc,
+}
+
+impl Ett {
+    pub const COUNT: usize = Ett::Crc as usize + 1;
+}
+
+/// Expert info groups (mapped to `PI_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Malformed,
+    Undecoded,
+    Sequence,
+    Checksum,
+    Protocol,
+}
+
+/// Expert info severities (mapped to `PI_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Note,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ExpertDef {
+    pub abbrev: &'static CStr,
+    pub group: Group,
+    pub severity: Severity,
+    pub summary: &'static CStr,
+}
+
+/// Expert infos, indexed by `Ei as usize` in [`EXPERTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum Ei {
+    Malformed,
+    CaptureTruncated,
+    Trimmed,
+    CrcBad,
+    Warning,
+    UnknownValue,
+}
+
+pub const EXPERTS: &[ExpertDef] = &[
+    ExpertDef {
+        abbrev: c"metaroce.malformed",
+        group: Group::Malformed,
+        severity: Severity::Error,
+        summary: c"Malformed MetaRoCE packet",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.capture_truncated",
+        group: Group::Undecoded,
+        severity: Severity::Warn,
+        summary: c"MetaRoCE packet cut short by the capture (snaplen)",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.trimmed",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"Payload trimmed by a switch",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.crc.bad",
+        group: Group::Checksum,
+        severity: Severity::Error,
+        summary: c"Bad CRC32C",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.warning",
+        group: Group::Protocol,
+        severity: Severity::Warn,
+        summary: c"Legal but suspicious MetaRoCE header",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.unknown_value",
+        group: Group::Undecoded,
+        severity: Severity::Note,
+        summary: c"Value not defined by MetaRoCE v1",
+    },
+];
+
+impl Ei {
+    pub const COUNT: usize = EXPERTS.len();
+
+    pub fn def(self) -> &'static ExpertDef {
+        &EXPERTS[self as usize]
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn abbrevs_are_unique_and_prefixed() {
+        let mut seen = std::collections::HashSet::new();
+        for f in FIELDS {
+            let a = f.abbrev.to_str().unwrap();
+            assert!(a.starts_with("metaroce."), "{a}");
+            assert!(seen.insert(a), "duplicate {a}");
+        }
+        for e in EXPERTS {
+            assert!(seen.insert(e.abbrev.to_str().unwrap()));
+        }
+        assert_eq!(Hf::Trimmed as usize + 1, Hf::COUNT);
+        assert_eq!(Ei::UnknownValue as usize + 1, Ei::COUNT);
+    }
+
+    #[test]
+    fn spec_section_10_names_are_all_registered() {
+        let names: std::collections::HashSet<_> =
+            FIELDS.iter().map(|f| f.abbrev.to_str().unwrap()).collect();
+        for n in SPEC_NAMES {
+            assert!(names.contains(n), "missing {n}");
+        }
+    }
+
+    /// Every display-filter name of spec section 10 (analysis excluded).
+    pub(crate) const SPEC_NAMES: &[&str] = &[
+        "metaroce.version",
+        "metaroce.type",
+        "metaroce.flags",
+        "metaroce.flags.ar",
+        "metaroce.flags.som",
+        "metaroce.flags.eom",
+        "metaroce.flags.se",
+        "metaroce.flags.ext",
+        "metaroce.flags.crc",
+        "metaroce.hlen",
+        "metaroce.tx_attempt",
+        "metaroce.ev",
+        "metaroce.path_seq",
+        "metaroce.dst_conn",
+        "metaroce.src_conn",
+        "metaroce.psn",
+        "metaroce.tx_ts",
+        "metaroce.data.op",
+        "metaroce.data.payload_len",
+        "metaroce.data.msg_id",
+        "metaroce.data.msg_offset",
+        "metaroce.data.msg_len",
+        "metaroce.data.remote_va",
+        "metaroce.data.rkey",
+        "metaroce.data.imm_data",
+        "metaroce.fb.flags",
+        "metaroce.fb.flags.ece",
+        "metaroce.fb.flags.trim",
+        "metaroce.fb.flags.dup",
+        "metaroce.fb.flags.coal",
+        "metaroce.fb.sack_words",
+        "metaroce.fb.echo_ev",
+        "metaroce.fb.echo_psn",
+        "metaroce.fb.echo_tx_ts",
+        "metaroce.fb.rx_ts",
+        "metaroce.fb.ce_count",
+        "metaroce.fb.rx_buf_level",
+        "metaroce.fb.fwd_hops",
+        "metaroce.fb.credit",
+        "metaroce.ack.sack_base",
+        "metaroce.ack.sack_bitmap",
+        "metaroce.nack.code",
+        "metaroce.nack.rnr_timer",
+        "metaroce.nack.psn",
+        "metaroce.cnp.reason",
+        "metaroce.ctrl.op",
+        "metaroce.ctrl.cc_algo",
+        "metaroce.ctrl.mtu",
+        "metaroce.ctrl.init_psn",
+        "metaroce.ctrl.features",
+        "metaroce.ctrl.ts_unit_ps",
+        "metaroce.tlv.type",
+        "metaroce.tlv.len",
+        "metaroce.crc",
+        "metaroce.crc.status",
+    ];
+}
