@@ -12,6 +12,9 @@
 pub mod build;
 pub mod capture;
 pub mod error;
+pub mod frame;
+pub mod link;
 pub mod metaroce;
+pub mod rocev2;
 
 pub use error::{Error, ErrorKind, Layer, LenSource, Warning};

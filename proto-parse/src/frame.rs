@@ -1,0 +1,593 @@
+//! Decoding of one captured frame: link layer, 802.1Q/802.1ad tags, IPv4
+//! (options) or IPv6 (extension headers), UDP, then MetaRoCE or RoCEv2.
+//!
+//! [`decode`] is lax: it never panics and never fails as a whole; it returns
+//! every layer it could decode plus, in [`Frame::error`], where (as a frame
+//! offset) and why it stopped. It does not allocate.
+//!
+//! Ethernet, VLAN, IPv4, IPv6, IPv6 extension headers and UDP are read with
+//! `etherparse`; Linux cooked headers and BSD loopback in [`crate::link`].
+//!
+//! Protocol choice on UDP: destination port `rocev2_port` (4791) -> RoCEv2
+//! (keyed on the destination port only: one real capture sends from source
+//! port 69); destination or source port `metaroce_port` (4794) -> MetaRoCE;
+//! otherwise, with `heuristic`, [`crate::metaroce::looks_like`] -> MetaRoCE;
+//! else [`Transport::Other`].
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use etherparse::{
+    Ethernet2HeaderSlice, IpNumber, Ipv4HeaderSlice, Ipv6ExtensionsSlice, Ipv6HeaderSlice,
+    SingleVlanHeaderSlice, UdpHeaderSlice,
+};
+
+pub use crate::link::LinkType;
+use crate::link::{self, Next};
+use crate::rocev2::{self, IcrcStatus, check_len};
+use crate::{Error, Layer, LenSource, metaroce};
+
+/// How to decode frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DecodeConfig {
+    /// UDP port (source or destination) of MetaRoCE. Default 4794.
+    pub metaroce_port: u16,
+    /// UDP destination port of RoCEv2. Default 4791.
+    pub rocev2_port: u16,
+    /// Also try MetaRoCE on other UDP ports ([`metaroce::looks_like`]).
+    /// Default false.
+    pub heuristic: bool,
+    /// Verify the RoCEv2 ICRC while decoding (else
+    /// [`IcrcStatus::NotChecked`]; [`RoceV2::verify_icrc`] still works).
+    /// Default true.
+    pub verify_crc: bool,
+}
+
+impl Default for DecodeConfig {
+    fn default() -> Self {
+        DecodeConfig {
+            metaroce_port: 4794,
+            rocev2_port: rocev2::UDP_PORT,
+            heuristic: false,
+            verify_crc: true,
+        }
+    }
+}
+
+/// The two ECN bits of the IP header (RFC 3168).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Ecn {
+    /// 0b00
+    #[default]
+    NotEct,
+    /// 0b01
+    Ect1,
+    /// 0b10
+    Ect0,
+    /// 0b11: congestion experienced.
+    Ce,
+}
+
+impl Ecn {
+    /// From the low two bits of the TOS / traffic class byte.
+    pub const fn from_bits(bits: u8) -> Ecn {
+        match bits & 0x3 {
+            0 => Ecn::NotEct,
+            1 => Ecn::Ect1,
+            2 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+
+    pub const fn bits(self) -> u8 {
+        match self {
+            Ecn::NotEct => 0,
+            Ecn::Ect1 => 1,
+            Ecn::Ect0 => 2,
+            Ecn::Ce => 3,
+        }
+    }
+}
+
+/// Up to three VLAN ids, outermost first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Vlans {
+    ids: [u16; Vlans::CAP],
+    len: u8,
+}
+
+impl Vlans {
+    /// Tags kept; more are skipped (and counted in [`Vlans::tags`]).
+    pub const CAP: usize = 3;
+
+    fn push(&mut self, id: u16) {
+        if usize::from(self.len) < Self::CAP {
+            self.ids[usize::from(self.len)] = id;
+        }
+        self.len = self.len.saturating_add(1);
+    }
+
+    /// The VLAN ids, outermost first (at most [`Vlans::CAP`]).
+    pub fn ids(&self) -> &[u16] {
+        &self.ids[..usize::from(self.len).min(Self::CAP)]
+    }
+    /// Number of tags in the frame (may exceed [`Vlans::CAP`]).
+    pub fn tags(&self) -> usize {
+        usize::from(self.len)
+    }
+    pub fn outer(&self) -> Option<u16> {
+        self.ids().first().copied()
+    }
+    pub fn inner(&self) -> Option<u16> {
+        self.ids().last().copied()
+    }
+}
+
+/// The IP layer of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ip<'a> {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub ecn: Ecn,
+    /// DSCP (six bits).
+    pub dscp: u8,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// IPv6 flow label (20 bits); `None` for IPv4.
+    pub flow_label: Option<u32>,
+    /// The transport protocol number (after IPv6 extension headers).
+    pub protocol: u8,
+    /// Frame offset of the IP header.
+    pub offset: usize,
+    /// The IP header with IPv4 options or IPv6 extension headers (all bytes
+    /// up to the transport header).
+    pub headers: &'a [u8],
+    /// The IP packet length on the wire (IPv4 total length, or 40 + IPv6
+    /// payload length).
+    pub wire_len: usize,
+}
+
+impl Ip<'_> {
+    pub fn is_ipv6(&self) -> bool {
+        self.src.is_ipv6()
+    }
+}
+
+/// The UDP layer of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Udp<'a> {
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// The UDP length field (header included).
+    pub length: u16,
+    pub checksum: u16,
+    /// Frame offset of the UDP header.
+    pub offset: usize,
+    /// The 8 header bytes.
+    pub header: &'a [u8],
+    /// The captured payload bytes (fewer than `payload_wire_len` when a
+    /// snaplen cut the frame).
+    pub payload: &'a [u8],
+    /// Frame offset of the payload.
+    pub payload_offset: usize,
+    /// Payload length on the wire (UDP length - 8).
+    pub payload_wire_len: usize,
+}
+
+impl Udp<'_> {
+    /// True when the capture holds the whole UDP payload.
+    pub fn is_complete(&self) -> bool {
+        self.payload.len() >= self.payload_wire_len
+    }
+}
+
+/// A RoCEv2 packet of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoceV2<'a> {
+    /// The packet, when BTH and extension headers were captured (offsets of
+    /// its own errors are from the UDP payload; [`Frame::error`] has them as
+    /// frame offsets).
+    pub packet: Option<rocev2::Packet<&'a [u8]>>,
+    /// The ICRC check done at decode time (`NotChecked` when
+    /// `verify_crc` was off).
+    pub icrc: IcrcStatus,
+    /// IP headers and UDP header, kept for [`RoceV2::verify_icrc`].
+    pub ip_headers: &'a [u8],
+    pub udp_header: &'a [u8],
+}
+
+impl RoceV2<'_> {
+    /// Verifies the ICRC now (whatever `verify_crc` said).
+    pub fn verify_icrc(&self) -> IcrcStatus {
+        match &self.packet {
+            Some(p) => p.verify_icrc(self.ip_headers, self.udp_header),
+            None => IcrcStatus::NotPresent,
+        }
+    }
+}
+
+/// What the UDP payload was decoded as.
+#[derive(Debug, Clone)]
+pub enum Transport<'a> {
+    /// MetaRoCE, as [`metaroce::parse_lax`] decoded it. Its `stop` has
+    /// offsets from the UDP payload; [`Frame::error`] has the same error
+    /// at frame offsets.
+    MetaRoce(metaroce::Lax<'a>),
+    RoceV2(RoceV2<'a>),
+    /// Not UDP, or UDP of another protocol, or nothing decoded.
+    Other,
+}
+
+/// One decoded frame.
+#[derive(Debug, Clone)]
+pub struct Frame<'a> {
+    pub link: LinkType,
+    /// The captured bytes.
+    pub data: &'a [u8],
+    /// The EtherType (or SLL protocol) after VLAN tags; `None` for raw IP
+    /// link types or when the link header did not decode.
+    pub ether_type: Option<u16>,
+    pub vlans: Vlans,
+    pub ip: Option<Ip<'a>>,
+    pub udp: Option<Udp<'a>>,
+    pub payload: Transport<'a>,
+    /// Where and why decoding stopped (frame offset); `None` if every layer
+    /// present decoded in full.
+    pub error: Option<Error>,
+}
+
+impl<'a> Frame<'a> {
+    fn empty(link: LinkType, data: &'a [u8]) -> Frame<'a> {
+        Frame {
+            link,
+            data,
+            ether_type: None,
+            vlans: Vlans::default(),
+            ip: None,
+            udp: None,
+            payload: Transport::Other,
+            error: None,
+        }
+    }
+
+    /// The RoCEv2 packet, if this frame carries one.
+    pub fn rocev2(&self) -> Option<&RoceV2<'a>> {
+        match &self.payload {
+            Transport::RoceV2(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The MetaRoCE packet, if this frame carries one that decoded.
+    pub fn metaroce(&self) -> Option<&metaroce::Packet<&'a [u8]>> {
+        match &self.payload {
+            Transport::MetaRoce(lax) => lax.packet.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The ICRC status decided at decode time; `None` if not RoCEv2.
+    pub fn icrc_status(&self) -> Option<IcrcStatus> {
+        self.rocev2().map(|r| r.icrc)
+    }
+}
+
+/// Decodes one captured frame of the given link type. Never panics and
+/// never allocates.
+pub fn decode<'a>(link: LinkType, data: &'a [u8], cfg: &DecodeConfig) -> Frame<'a> {
+    let mut frame = Frame::empty(link, data);
+    if let Err(err) = decode_into(&mut frame, link, data, cfg) {
+        frame.error = Some(err);
+    }
+    frame
+}
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+const ETH_VLAN: u16 = 0x8100;
+const ETH_QINQ: u16 = 0x88a8;
+const ETH_QINQ_OLD: u16 = 0x9100;
+const UDP_HEADER_LEN: usize = 8;
+
+fn decode_into<'a>(
+    frame: &mut Frame<'a>,
+    link: LinkType,
+    data: &'a [u8],
+    cfg: &DecodeConfig,
+) -> Result<(), Error> {
+    let (mut off, next) = match link {
+        LinkType::Ethernet => {
+            let eth = Ethernet2HeaderSlice::from_slice(data).map_err(|e| {
+                Error::truncated(
+                    Layer::Ethernet,
+                    data.len(),
+                    e.required_len,
+                    data.len(),
+                    LenSource::Captured,
+                )
+            })?;
+            (eth.slice().len(), Next::EtherType(eth.ether_type().0))
+        }
+        LinkType::LinuxSll => link::sll(data)?,
+        LinkType::LinuxSll2 => link::sll2(data)?,
+        LinkType::Null => link::null(data, false)?,
+        LinkType::Loop => link::null(data, true)?,
+        LinkType::Raw | LinkType::RawDlt12 | LinkType::RawDlt14 => (0, Next::IpAny),
+        LinkType::Ipv4 => (0, Next::EtherType(ETH_IPV4)),
+        LinkType::Ipv6 => (0, Next::EtherType(ETH_IPV6)),
+        LinkType::Unknown(_) => return Err(link::unsupported(link)),
+    };
+
+    let is_v6 = match next {
+        Next::NotIp(_) => return Ok(()),
+        Next::IpAny => match data.get(off) {
+            Some(b) if b >> 4 == 4 => false,
+            Some(b) if b >> 4 == 6 => true,
+            Some(b) => {
+                return Err(Error::bad_value(
+                    Layer::Ipv4,
+                    off,
+                    "version",
+                    u64::from(b >> 4),
+                    "4 or 6",
+                ));
+            }
+            None => {
+                return Err(Error::truncated(
+                    Layer::Ipv4,
+                    off,
+                    20,
+                    0,
+                    LenSource::Captured,
+                ));
+            }
+        },
+        Next::EtherType(mut ether_type) => {
+            let link_ether = matches!(
+                link,
+                LinkType::Ethernet | LinkType::LinuxSll | LinkType::LinuxSll2
+            );
+            while link_ether && matches!(ether_type, ETH_VLAN | ETH_QINQ | ETH_QINQ_OLD) {
+                let rest = &data[off..];
+                let tag = SingleVlanHeaderSlice::from_slice(rest).map_err(|e| {
+                    Error::truncated(
+                        Layer::Vlan,
+                        off + rest.len(),
+                        e.required_len,
+                        rest.len(),
+                        LenSource::Captured,
+                    )
+                })?;
+                frame.vlans.push(tag.vlan_identifier().value());
+                ether_type = tag.ether_type().0;
+                off += tag.slice().len();
+            }
+            frame.ether_type = Some(ether_type);
+            match ether_type {
+                ETH_IPV4 => false,
+                ETH_IPV6 => true,
+                _ => return Ok(()),
+            }
+        }
+    };
+
+    // IP layer: `ip_end` is where the IP packet ends on the wire (from its
+    // length field), `cap_end` where its captured bytes end.
+    let ip_off = off;
+    let (ip_end, protocol, ip) = if is_v6 {
+        ipv6(data, ip_off)?
+    } else {
+        ipv4(data, ip_off)?
+    };
+    let cap_end = ip_end.min(data.len());
+    off = ip_off + ip.headers.len();
+    frame.ip = Some(ip);
+    if protocol != IpNumber::UDP.0 {
+        return Ok(());
+    }
+
+    // UDP
+    let udp_off = off;
+    check_len(
+        Layer::Udp,
+        udp_off,
+        udp_off + UDP_HEADER_LEN,
+        cap_end,
+        ip_end,
+    )?;
+    let hdr = UdpHeaderSlice::from_slice(&data[udp_off..cap_end]).map_err(|e| {
+        Error::truncated(
+            Layer::Udp,
+            cap_end,
+            e.required_len,
+            cap_end - udp_off,
+            LenSource::Captured,
+        )
+    })?;
+    let length = hdr.length();
+    if usize::from(length) < UDP_HEADER_LEN {
+        return Err(Error::bad_value(
+            Layer::Udp,
+            udp_off + 4,
+            "length",
+            u64::from(length),
+            ">= 8",
+        ));
+    }
+    let udp_end = udp_off + usize::from(length);
+    if udp_end > ip_end {
+        return Err(Error::truncated(
+            Layer::Udp,
+            ip_end,
+            usize::from(length),
+            ip_end - udp_off,
+            LenSource::Header,
+        ));
+    }
+    let payload_offset = udp_off + UDP_HEADER_LEN;
+    let payload = &data[payload_offset..udp_end.min(data.len())];
+    let payload_wire_len = usize::from(length) - UDP_HEADER_LEN;
+    let udp = Udp {
+        src_port: hdr.source_port(),
+        dst_port: hdr.destination_port(),
+        length,
+        checksum: hdr.checksum(),
+        offset: udp_off,
+        header: hdr.slice(),
+        payload,
+        payload_offset,
+        payload_wire_len,
+    };
+    frame.udp = Some(udp);
+
+    if udp.dst_port == cfg.rocev2_port {
+        let lax = rocev2::parse_lax(payload, payload_wire_len);
+        let icrc = match (&lax.packet, cfg.verify_crc) {
+            (Some(p), true) => p.verify_icrc(ip.headers, udp.header),
+            (None, true) => IcrcStatus::NotPresent,
+            (_, false) => IcrcStatus::NotChecked,
+        };
+        frame.payload = Transport::RoceV2(RoceV2 {
+            packet: lax.packet,
+            icrc,
+            ip_headers: ip.headers,
+            udp_header: udp.header,
+        });
+        return lax
+            .stop
+            .map_or(Ok(()), |e| Err(e.at_offset(payload_offset)));
+    }
+    if udp.dst_port == cfg.metaroce_port
+        || udp.src_port == cfg.metaroce_port
+        || (cfg.heuristic && metaroce::looks_like(payload))
+    {
+        let lax = metaroce::parse_lax(payload, payload_wire_len);
+        let stop = lax.stop.clone();
+        frame.payload = Transport::MetaRoce(lax);
+        return stop.map_or(Ok(()), |e| Err(e.at_offset(payload_offset)));
+    }
+    Ok(())
+}
+
+/// Maps an etherparse length error of a header starting at `start`.
+fn len_err(layer: Layer, start: usize, e: &etherparse::err::LenError) -> Error {
+    Error::truncated(
+        layer,
+        start + e.len,
+        e.required_len,
+        e.len,
+        LenSource::Captured,
+    )
+}
+
+fn ipv4(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
+    use etherparse::err::ipv4::{HeaderError, HeaderSliceError};
+    let hdr = Ipv4HeaderSlice::from_slice(&data[off..]).map_err(|e| match e {
+        HeaderSliceError::Len(e) => len_err(Layer::Ipv4, off, &e),
+        HeaderSliceError::Content(HeaderError::UnexpectedVersion { version_number }) => {
+            Error::bad_value(Layer::Ipv4, off, "version", version_number.into(), "4")
+        }
+        HeaderSliceError::Content(HeaderError::HeaderLengthSmallerThanHeader { ihl }) => {
+            Error::bad_value(Layer::Ipv4, off, "ihl", ihl.into(), ">= 5")
+        }
+    })?;
+    let header_len = hdr.slice().len();
+    let total_len = usize::from(hdr.total_len());
+    if total_len < header_len {
+        return Err(Error::bad_value(
+            Layer::Ipv4,
+            off + 2,
+            "total length",
+            total_len as u64,
+            ">= header length",
+        ));
+    }
+    let frag = hdr.fragments_offset().value();
+    let ip = Ip {
+        src: IpAddr::V4(Ipv4Addr::from(hdr.source())),
+        dst: IpAddr::V4(Ipv4Addr::from(hdr.destination())),
+        ecn: Ecn::from_bits(hdr.ecn().value()),
+        dscp: hdr.dcp().value(),
+        ttl: hdr.ttl(),
+        flow_label: None,
+        protocol: hdr.protocol().0,
+        offset: off,
+        headers: hdr.slice(),
+        wire_len: total_len,
+    };
+    if frag != 0 || hdr.more_fragments() {
+        return Err(Error {
+            layer: Layer::Ipv4,
+            offset: off + 6,
+            kind: crate::ErrorKind::Unsupported {
+                what: "IPv4 fragment at offset",
+                value: u64::from(frag) * 8,
+            },
+        });
+    }
+    Ok((off + total_len, ip.protocol, ip))
+}
+
+fn ipv6(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
+    use etherparse::err::ipv6::{HeaderError, HeaderSliceError};
+    use etherparse::err::ipv6_exts::HeaderSliceError as ExtError;
+    let hdr = Ipv6HeaderSlice::from_slice(&data[off..]).map_err(|e| match e {
+        HeaderSliceError::Len(e) => len_err(Layer::Ipv6, off, &e),
+        HeaderSliceError::Content(HeaderError::UnexpectedVersion { version_number }) => {
+            Error::bad_value(Layer::Ipv6, off, "version", version_number.into(), "6")
+        }
+    })?;
+    let fixed = hdr.slice().len();
+    let ip_end = off + fixed + usize::from(hdr.payload_length());
+    let cap_end = ip_end.min(data.len());
+    let ext_start = off + fixed;
+    let (exts, next, _rest, ext_err) =
+        Ipv6ExtensionsSlice::from_slice_lax(hdr.next_header(), &data[ext_start..cap_end]);
+    let headers_len = fixed + exts.slice().len();
+    let tc = hdr.traffic_class();
+    let ip = Ip {
+        src: IpAddr::V6(Ipv6Addr::from(hdr.source())),
+        dst: IpAddr::V6(Ipv6Addr::from(hdr.destination())),
+        ecn: Ecn::from_bits(tc),
+        dscp: tc >> 2,
+        ttl: hdr.hop_limit(),
+        flow_label: Some(hdr.flow_label().value()),
+        protocol: next.0,
+        offset: off,
+        headers: &data[off..off + headers_len],
+        wire_len: ip_end - off,
+    };
+    if let Some((err, _)) = ext_err {
+        return Err(match err {
+            ExtError::Len(e) => {
+                let at = ext_start + e.layer_start_offset;
+                check_len(
+                    Layer::Ipv6Extension,
+                    at,
+                    at + e.required_len,
+                    cap_end,
+                    ip_end,
+                )
+                .err()
+                .unwrap_or_else(|| len_err(Layer::Ipv6Extension, at, &e))
+            }
+            ExtError::Content(_) => Error::bad_value(
+                Layer::Ipv6Extension,
+                ext_start + exts.slice().len(),
+                "extension header",
+                u64::from(next.0),
+                "a well-formed IPv6 extension header",
+            ),
+        });
+    }
+    if exts.is_fragmenting_payload() {
+        return Err(Error {
+            layer: Layer::Ipv6Extension,
+            offset: ext_start,
+            kind: crate::ErrorKind::Unsupported {
+                what: "IPv6 fragment, next header",
+                value: u64::from(next.0),
+            },
+        });
+    }
+    Ok((ip_end, ip.protocol, ip))
+}
