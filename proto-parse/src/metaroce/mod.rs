@@ -297,7 +297,7 @@ pub const fn psn_diff(a: u32, b: u32) -> i32 {
 }
 
 #[cfg(test)]
-mod test {
+mod enum_test {
     use super::*;
 
     #[test]
@@ -330,3 +330,6 @@ mod test {
         assert_eq!(udp_source_port(0xFFFF), 0xFFFF);
     }
 }
+
+#[cfg(test)]
+pub(crate) mod test;
