@@ -87,6 +87,7 @@ fn parse(bytes: &[u8]) -> (Packet<&[u8]>, Layout) {
     (packet, layout)
 }
 
+#[allow(clippy::too_many_arguments)] // mirrors the base header field by field
 fn base(
     flags: Flags,
     tx_attempt: u8,
