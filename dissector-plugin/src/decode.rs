@@ -34,7 +34,8 @@ impl Default for Options {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Uint(u64),
-    /// The parent field's whole value; Wireshark applies the bit mask.
+    /// The whole octet(s) of a field with a bit mask (flag bits, version,
+    /// type, tx_attempt): Wireshark applies the mask and shift.
     Bits(u32),
     /// The bytes of the item's range.
     Bytes,
@@ -323,9 +324,12 @@ fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
     }
     let names = flag_names(flags);
     let hlen = p.hlen();
+    let ver_type = (p.version() << 4) | (u8::from(ty) & 0x0F);
     d.items.extend([
-        Node::at(Hf::Version, field::VER_TYPE, p.version()),
-        Node::at(Hf::Type, field::VER_TYPE, u8::from(ty)),
+        // Fields under a bit mask get the whole octet; Wireshark masks and
+        // shifts.
+        Node::field(Hf::Version, 0..1, Value::Bits(ver_type.into())),
+        Node::field(Hf::Type, 0..1, Value::Bits(ver_type.into())),
         Node::at(Hf::Flags, field::FLAGS, flags.bits())
             .shown(format!(
                 "0x{:02x}{}",
@@ -341,7 +345,11 @@ fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
             "{hlen} words ({} bytes)",
             usize::from(hlen) * field::TLV_WORD
         )),
-        Node::at(Hf::TxAttempt, field::TX_ATTEMPT, p.tx_attempt()),
+        Node::field(
+            Hf::TxAttempt,
+            field::TX_ATTEMPT..field::TX_ATTEMPT + 1,
+            Value::Bits(u32::from(p.tx_attempt()) << 4),
+        ),
         Node::uint(Hf::Ev, field::EV, p.ev()),
         Node::uint(Hf::PathSeq, field::PATH_SEQ, p.path_seq()),
         Node::uint(Hf::DstConn, field::DST_CONN, p.dst_conn()),
@@ -790,12 +798,15 @@ fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -
         PacketType::Ack | PacketType::Nack | PacketType::Cnp | PacketType::ProbeReply => {
             let _ = write!(s, "{ty}");
             if let Some(nack) = p.nack() {
-                let _ = write!(s, " {} nack_psn={}", nack.code(), nack.nack_psn());
+                let _ = write!(s, " {}", nack.code());
             }
             if let Some(reason) = p.cnp_reason() {
                 let _ = write!(s, " {reason}");
             }
             let _ = write!(s, " {conn} cack={}", p.psn());
+            if let Some(nack) = p.nack() {
+                let _ = write!(s, " nack_psn={}", nack.nack_psn());
+            }
             if let Some(ack) = p.ack() {
                 let ranges = ack.sack_ranges();
                 if !ranges.is_empty() {

@@ -634,8 +634,11 @@ impl Emitter {
                             ),
                             None => ws::proto_tree_add_uint(tree, id, tvb, start, len, *v as u32),
                         },
-                        (Value::Bits(v), _) => {
+                        (Value::Bits(v), Kind::Bool(_)) => {
                             ws::proto_tree_add_boolean(tree, id, tvb, start, len, *v)
+                        }
+                        (Value::Bits(v), _) => {
+                            ws::proto_tree_add_uint(tree, id, tvb, start, len, *v)
                         }
                         (Value::Bytes, _) => {
                             let at = start as usize;
