@@ -128,14 +128,24 @@ fn our_row(number: usize, frame: &Frame<'_>) -> String {
         opt(bth, |h| b(h.ack_req())),
         opt(bth, |h| h.resv7().to_string()),
         opt(bth, |h| h.psn().to_string()),
-        opt(roce.and_then(|p| p.reth()), |r| format!("0x{:016x}", r.va())),
-        opt(roce.and_then(|p| p.reth()), |r| format!("0x{:08x}", r.r_key())),
+        opt(roce.and_then(|p| p.reth()), |r| {
+            format!("0x{:016x}", r.va())
+        }),
+        opt(roce.and_then(|p| p.reth()), |r| {
+            format!("0x{:08x}", r.r_key())
+        }),
         opt(roce.and_then(|p| p.reth()), |r| r.dma_len().to_string()),
-        opt(roce.and_then(|p| p.aeth()), |a| a.syndrome_byte().to_string()),
+        opt(roce.and_then(|p| p.aeth()), |a| {
+            a.syndrome_byte().to_string()
+        }),
         opt(roce.and_then(|p| p.aeth()), |a| a.msn().to_string()),
         opt(roce.and_then(|p| p.imm_dt()), |i| format!("{i:08x}")),
-        opt(roce.and_then(|p| p.deth()), |d| format!("0x{:016x}", d.q_key())),
-        opt(roce.and_then(|p| p.deth()), |d| format!("0x{:08x}", d.src_qp())),
+        opt(roce.and_then(|p| p.deth()), |d| {
+            format!("0x{:016x}", d.q_key())
+        }),
+        opt(roce.and_then(|p| p.deth()), |d| {
+            format!("0x{:08x}", d.src_qp())
+        }),
         opt(roce.and_then(|p| p.icrc()), |c| {
             format!("0x{:08x}", c.swap_bytes())
         }),
@@ -179,7 +189,10 @@ fn every_rocev2_field_agrees_with_tshark_and_every_icrc_verifies() {
     }
     assert_eq!(roce_frames, 129, "RoCEv2 frames in the three captures");
     assert_eq!(good_icrc, 129);
-    assert!(compared_fields > 129 * 15, "{compared_fields} fields compared");
+    assert!(
+        compared_fields > 129 * 15,
+        "{compared_fields} fields compared"
+    );
 }
 
 #[test]
