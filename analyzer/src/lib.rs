@@ -1,1 +1,2 @@
 //! Filled by its issue; see ARCHITECTURE.md.
+pub mod decode;
