@@ -1,0 +1,99 @@
+//! Latency histograms (HdrHistogram, ns, 3 significant digits) and their
+//! JSON summary.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// A latency histogram in nanoseconds; created empty and small (it
+/// resizes as larger values arrive).
+#[derive(Debug, Clone)]
+pub struct Hist(Histogram<u64>);
+
+impl Default for Hist {
+    fn default() -> Self {
+        Hist::new()
+    }
+}
+
+impl Hist {
+    pub fn new() -> Self {
+        let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+        h.auto(true);
+        Hist(h)
+    }
+
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        // Auto-resize makes recording infallible for any u64 below the
+        // histogram's hard limit; saturate rather than fail otherwise.
+        if self.0.record(ns).is_err() {
+            let _ = self.0.saturating_record(ns);
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn inner(&self) -> &Histogram<u64> {
+        &self.0
+    }
+
+    pub fn summary(&self) -> Summary {
+        let h = &self.0;
+        if h.is_empty() {
+            return Summary::default();
+        }
+        Summary {
+            count: h.len(),
+            min: h.min(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// `{"count", "min", "p50", "p90", "p99", "p999", "max"}` in ns; all 0
+/// when `count` is 0. Values are HdrHistogram bucket values (3 significant
+/// digits): `max`/`min` are exact to 0.1 %.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub count: u64,
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+/// An optional, lazily allocated histogram (per path: most paths of a
+/// short capture never get a sample).
+#[derive(Debug, Clone, Default)]
+pub struct LazyHist(Option<Box<Hist>>);
+
+impl LazyHist {
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.0
+            .get_or_insert_with(|| Box::new(Hist::new()))
+            .record(ns);
+    }
+
+    pub fn summary(&self) -> Summary {
+        self.0
+            .as_ref()
+            .map_or_else(Summary::default, |h| h.summary())
+    }
+
+    pub fn is_allocated(&self) -> bool {
+        self.0.is_some()
+    }
+}

@@ -1,0 +1,1070 @@
+//! Per connection-direction analysis of MetaRoCE (spec sections 9 and 11).
+//!
+//! A direction is `(src IP, dst IP, src_conn, dst_conn)` of the DATA it
+//! carries. Its state is updated by the DATA it sends and by the feedback
+//! the reverse direction sends about it. Per-PSN state lives in a sliding
+//! [`Window`] pruned as the cumulative ack advances.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use proto_parse::metaroce::{CnpReason, DataOp, FbFlags, Flags, NackCode};
+use rustc_hash::FxHashMap;
+
+use super::Config;
+use super::hist::LazyHist;
+use super::interval::IntervalSet;
+use super::observation::{DataObs, FbKind, FeedbackObs, MrObs};
+use super::report::{DirectionReport, PathReport, StallReport};
+use super::verdict::{MsgDone, MsgView, Retransmission, RetxKind, StallMark, Verdict};
+use super::window::{Window, diff, lt};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct DirKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub src_conn: u32,
+    pub dst_conn: u32,
+}
+
+impl DirKey {
+    pub fn reverse(&self) -> DirKey {
+        DirKey {
+            src: self.dst,
+            dst: self.src,
+            src_conn: self.dst_conn,
+            dst_conn: self.src_conn,
+        }
+    }
+}
+
+/// One captured transmission of a PSN.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tx {
+    frame: u64,
+    ts: u64,
+    tx_ts: u32,
+    ev: u16,
+    sampled: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Slot {
+    seen: bool,
+    sacked: bool,
+    nacked: bool,
+    /// The last transmission was a retransmission.
+    retx: bool,
+    /// Already counted as spurious.
+    spurious: bool,
+    /// Transmissions captured.
+    count: u8,
+    /// The ev charged with `lost_inferred` for this PSN.
+    lost_ev: Option<u16>,
+    first: Tx,
+    last: Tx,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Path {
+    packets: u64,
+    data_packets: u64,
+    data_bytes: u64,
+    retransmissions: u64,
+    lost: u64,
+    lost_inferred: u64,
+    reordered: u64,
+    ce_marked: u64,
+    last_seq: u16,
+    rtt: LazyHist,
+}
+
+#[derive(Debug, Clone)]
+struct Msg {
+    op: DataOp,
+    first_ts: u64,
+    som_ts: Option<u64>,
+    msg_len: u32,
+    last_psn: Option<u32>,
+    bytes: IntervalSet,
+    delivered: bool,
+}
+
+#[derive(Debug, Clone)]
+struct OpenStall {
+    start: u64,
+    first_event: Option<&'static str>,
+    paths: Vec<u16>,
+    outstanding: u64,
+    retransmissions: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Probe {
+    seq: u32,
+    tx_ts: u32,
+    ts: u64,
+    frame: u64,
+    ev: u16,
+    sampled: bool,
+}
+
+/// A retransmission pruned by a cumulative ack before any DUP feedback
+/// could show it spurious.
+#[derive(Debug, Default, Clone, Copy)]
+struct PrunedRetx {
+    psn: u32,
+    tx_ts: u32,
+    frame: u64,
+    lost_ev: Option<u16>,
+    valid: bool,
+}
+
+const RING: usize = 16;
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counters {
+    pub data_packets: u64,
+    pub data_bytes: u64,
+    pub goodput_bytes: u64,
+    pub retransmissions: u64,
+    pub fast: u64,
+    pub timeout: u64,
+    pub spurious: u64,
+    pub out_of_order: u64,
+    pub trimmed: u64,
+    pub ce_marked: u64,
+    pub ece: u64,
+    pub acks: u64,
+    pub nacks: u64,
+    pub cnps: u64,
+    pub probes: u64,
+    pub probe_replies: u64,
+    pub ctrl: u64,
+    pub feedback_sent: u64,
+    pub path_loss: u64,
+    pub messages_completed: u64,
+    pub messages_delivered: u64,
+}
+
+pub(crate) struct Dir {
+    pub key: DirKey,
+    pub first_frame: u64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    first_data_ts: Option<u64>,
+    last_data_ts: u64,
+    pub c: Counters,
+    max_reorder: u32,
+    nacks_by_code: [u64; 9],
+    cnps_by_reason: [u64; 5],
+    highest: Option<u32>,
+    cum: Option<u32>,
+    highest_sacked: Option<u32>,
+    fb_seen: bool,
+    window: Window<Slot>,
+    paths: FxHashMap<u16, Path>,
+    rtt: LazyHist,
+    fabric: LazyHist,
+    msg_acked: LazyHist,
+    msg_delivered: LazyHist,
+    /// send, write, read.
+    by_op: [LazyHist; 3],
+    msgs: FxHashMap<(u32, bool), Msg>,
+    pending_last: VecDeque<(u32, u32, bool)>,
+    pending_reads: FxHashMap<u32, u64>,
+    pub messages_evicted: u64,
+    stall_ref: u64,
+    stall: Option<OpenStall>,
+    stalls: Vec<StallReport>,
+    stalls_dropped: u64,
+    pruned: [PrunedRetx; RING],
+    pruned_at: usize,
+    probes: [Probe; RING],
+    probes_at: usize,
+}
+
+/// Sizes of the per-direction state, for the bounded-memory test.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DirSize {
+    pub window_slots: usize,
+    pub paths: usize,
+    pub messages: usize,
+    pub pending_last: usize,
+    pub pending_reads: usize,
+    pub stalls: usize,
+}
+
+fn op_index(op: DataOp) -> Option<usize> {
+    match op {
+        DataOp::Send | DataOp::SendImm => Some(0),
+        DataOp::Write | DataOp::WriteImm => Some(1),
+        _ => None,
+    }
+}
+
+/// Op name as the verdict and report show it.
+pub(crate) fn op_name(op: DataOp) -> &'static str {
+    match op {
+        DataOp::Send | DataOp::SendImm => "send",
+        DataOp::Write | DataOp::WriteImm => "write",
+        DataOp::ReadReq | DataOp::ReadResp => "read",
+        DataOp::Unknown(_) => "unknown",
+    }
+}
+
+fn nack_index(code: NackCode) -> usize {
+    match u8::from(code) {
+        c @ 1..=7 => usize::from(c),
+        _ => 8,
+    }
+}
+
+fn cnp_index(reason: CnpReason) -> usize {
+    match u8::from(reason) {
+        r @ 1..=4 => usize::from(r),
+        _ => 0,
+    }
+}
+
+impl Dir {
+    pub fn new(key: DirKey, frame: u64, ts: u64, cfg: &Config) -> Dir {
+        Dir {
+            key,
+            first_frame: frame,
+            first_ts: ts,
+            last_ts: ts,
+            first_data_ts: None,
+            last_data_ts: 0,
+            c: Counters::default(),
+            max_reorder: 0,
+            nacks_by_code: [0; 9],
+            cnps_by_reason: [0; 5],
+            highest: None,
+            cum: None,
+            highest_sacked: None,
+            fb_seen: false,
+            window: Window::new(cfg.window),
+            paths: FxHashMap::default(),
+            rtt: LazyHist::default(),
+            fabric: LazyHist::default(),
+            msg_acked: LazyHist::default(),
+            msg_delivered: LazyHist::default(),
+            by_op: Default::default(),
+            msgs: FxHashMap::default(),
+            pending_last: VecDeque::new(),
+            pending_reads: FxHashMap::default(),
+            messages_evicted: 0,
+            stall_ref: ts,
+            stall: None,
+            stalls: Vec::new(),
+            stalls_dropped: 0,
+            pruned: [PrunedRetx::default(); RING],
+            pruned_at: 0,
+            probes: [Probe::default(); RING],
+            probes_at: 0,
+        }
+    }
+
+    pub fn size(&self) -> DirSize {
+        DirSize {
+            window_slots: self.window.len(),
+            paths: self.paths.len(),
+            messages: self.msgs.len(),
+            pending_last: self.pending_last.len(),
+            pending_reads: self.pending_reads.len(),
+            stalls: self.stalls.len(),
+        }
+    }
+
+    /// Unacked DATA outstanding (highest PSN sent >= cumulative ack).
+    fn outstanding(&self) -> bool {
+        match (self.highest, self.cum) {
+            (Some(_), None) => true,
+            (Some(h), Some(c)) => !lt(h, c),
+            _ => false,
+        }
+    }
+
+    fn outstanding_packets(&self) -> u64 {
+        match (self.highest, self.cum) {
+            (Some(h), Some(c)) => diff(c, h.wrapping_add(1)).max(0) as u64,
+            (Some(_), None) => self.window.iter().filter(|(_, s)| s.seen).count() as u64,
+            _ => 0,
+        }
+    }
+
+    fn paths_in_flight(&self) -> Vec<u16> {
+        let mut evs: Vec<u16> = Vec::new();
+        for (psn, slot) in self.window.iter() {
+            if !slot.seen || slot.sacked || self.cum.is_some_and(|c| lt(psn, c)) {
+                continue;
+            }
+            if !evs.contains(&slot.last.ev) {
+                evs.push(slot.last.ev);
+                if evs.len() >= 64 {
+                    break;
+                }
+            }
+        }
+        evs.sort_unstable();
+        evs
+    }
+
+    /// Opens a stall when the direction has had unacked data outstanding
+    /// for longer than the threshold.
+    pub fn check_stall(&mut self, now: u64, cfg: &Config) {
+        if self.stall.is_none()
+            && self.fb_seen
+            && self.outstanding()
+            && now.saturating_sub(self.stall_ref) > cfg.stall_threshold_ns
+        {
+            self.stall = Some(OpenStall {
+                start: self.stall_ref,
+                first_event: None,
+                paths: self.paths_in_flight(),
+                outstanding: self.outstanding_packets(),
+                retransmissions: 0,
+            });
+        }
+    }
+
+    fn stall_mark(&self, now: u64) -> Option<StallMark> {
+        self.stall.as_ref().map(|s| StallMark {
+            start_ns: s.start,
+            elapsed_ns: now.saturating_sub(s.start),
+            ended: false,
+        })
+    }
+
+    fn stall_event(&mut self, what: &'static str, retx: bool) {
+        if let Some(s) = &mut self.stall {
+            if s.first_event.is_none() {
+                s.first_event = Some(what);
+            }
+            if retx {
+                s.retransmissions += 1;
+            }
+        }
+    }
+
+    fn push_stall(&mut self, stall: StallReport, cfg: &Config) {
+        if self.stalls.len() < cfg.max_stalls {
+            self.stalls.push(stall);
+        } else {
+            self.stalls_dropped += 1;
+        }
+    }
+
+    /// Every non-CTRL packet this direction sends: path_seq loss and
+    /// per-path counters.
+    pub fn on_path_packet(&mut self, mr: &MrObs, ce: bool, v: &mut Verdict) {
+        let path = self.paths.entry(mr.ev).or_default();
+        path.packets += 1;
+        if ce {
+            path.ce_marked += 1;
+        }
+        let seq = mr.path_seq;
+        if seq == 0 {
+            return;
+        }
+        if path.last_seq == 0 {
+            path.last_seq = seq;
+            return;
+        }
+        let expected = if path.last_seq == u16::MAX {
+            1
+        } else {
+            path.last_seq + 1
+        };
+        let mut d = seq.wrapping_sub(expected) as i16;
+        if d > 0 {
+            // Crossing the wrap skips 0, which senders never use.
+            if seq < expected {
+                d -= 1;
+            }
+            if d > 0 {
+                path.lost += d as u64;
+                self.c.path_loss += d as u64;
+                v.path_loss = Some(d as u32);
+            }
+            path.last_seq = seq;
+        } else if d == 0 {
+            path.last_seq = seq;
+        } else {
+            path.reordered += 1;
+        }
+    }
+
+    /// A DATA packet of this direction. Returns the msg_id of a READ_RESP
+    /// message whose last byte arrived (the engine then completes the READ
+    /// on the reverse direction).
+    pub fn on_data(
+        &mut self,
+        frame: u64,
+        ts: u64,
+        mr: &MrObs,
+        d: &DataObs,
+        ce: bool,
+        cfg: &Config,
+        v: &mut Verdict,
+    ) -> Option<u32> {
+        let psn = mr.psn;
+        self.c.data_packets += 1;
+        self.c.data_bytes += u64::from(d.actual_len);
+        self.first_data_ts.get_or_insert(ts);
+        self.last_data_ts = ts;
+        if d.trimmed {
+            self.c.trimmed += 1;
+            v.trimmed = true;
+        }
+        if ce {
+            self.c.ce_marked += 1;
+            v.ce_marked = true;
+        }
+        if let Some(p) = self.paths.get_mut(&mr.ev) {
+            p.data_packets += 1;
+            p.data_bytes += u64::from(d.actual_len);
+        }
+        self.check_stall(ts, cfg);
+        let was_outstanding = self.outstanding();
+
+        let below_cum = self.cum.is_some_and(|c| lt(psn, c));
+        let tx = Tx {
+            frame,
+            ts,
+            tx_ts: mr.tx_ts,
+            ev: mr.ev,
+            sampled: false,
+        };
+        let highest_sacked = self.highest_sacked;
+        let slot = if below_cum {
+            None
+        } else {
+            self.window.entry(psn)
+        };
+        let seen_before = slot.as_ref().is_some_and(|s| s.seen);
+        let is_retx = mr.tx_attempt > 0 || seen_before || below_cum;
+
+        if is_retx {
+            self.c.retransmissions += 1;
+            let (original_frame, count, kind, charge) = match slot {
+                Some(slot) => {
+                    let original = slot.seen.then_some(slot.first.frame);
+                    let count = slot.count;
+                    let kind = if slot.sacked {
+                        RetxKind::Spurious
+                    } else if slot.nacked || highest_sacked.is_some_and(|h| lt(psn, h)) {
+                        RetxKind::Fast
+                    } else {
+                        RetxKind::Timeout
+                    };
+                    // Sender-side loss: the previous transmission was never
+                    // acked or SACKed.
+                    let charge = (kind != RetxKind::Spurious && slot.seen).then_some(slot.last.ev);
+                    if !slot.seen {
+                        slot.first = tx;
+                        slot.seen = true;
+                    }
+                    slot.last = tx;
+                    slot.retx = true;
+                    slot.count = slot.count.saturating_add(1);
+                    if kind == RetxKind::Spurious {
+                        slot.spurious = true;
+                    } else if charge.is_some() {
+                        slot.lost_ev = charge;
+                    }
+                    (original, count, kind, charge)
+                }
+                None => (None, 0, RetxKind::Spurious, None),
+            };
+            match kind {
+                RetxKind::Fast => self.c.fast += 1,
+                RetxKind::Timeout => self.c.timeout += 1,
+                RetxKind::Spurious => self.c.spurious += 1,
+            }
+            if let Some(ev) = charge
+                && let Some(p) = self.paths.get_mut(&ev)
+            {
+                p.lost_inferred += 1;
+            }
+            if let Some(p) = self.paths.get_mut(&mr.ev) {
+                p.retransmissions += 1;
+            }
+            v.retransmission = Some(Retransmission {
+                original_frame,
+                attempt: mr.tx_attempt.max(count),
+                kind,
+            });
+            self.stall_event(
+                match kind {
+                    RetxKind::Fast => "fast_retransmission",
+                    RetxKind::Timeout => "timeout_retransmission",
+                    RetxKind::Spurious => "spurious_retransmission",
+                },
+                true,
+            );
+        } else {
+            if let Some(slot) = slot {
+                slot.seen = true;
+                slot.first = tx;
+                slot.last = tx;
+                slot.count = 1;
+            }
+            if !d.trimmed {
+                self.c.goodput_bytes += u64::from(d.payload_len);
+            }
+            if let Some(h) = self.highest
+                && lt(psn, h)
+            {
+                let dist = diff(psn, h) as u32;
+                self.c.out_of_order += 1;
+                self.max_reorder = self.max_reorder.max(dist);
+                v.out_of_order = Some(dist);
+            }
+        }
+        if self.highest.is_none_or(|h| lt(h, psn)) && !below_cum {
+            self.highest = Some(psn);
+        }
+        if !was_outstanding && self.outstanding() {
+            self.stall_ref = ts;
+        }
+        v.stall = self.stall_mark(ts);
+
+        if below_cum {
+            return None;
+        }
+        self.on_message(ts, psn, mr.flags, d, cfg, v)
+    }
+
+    fn on_message(
+        &mut self,
+        ts: u64,
+        psn: u32,
+        flags: Flags,
+        d: &DataObs,
+        cfg: &Config,
+        v: &mut Verdict,
+    ) -> Option<u32> {
+        let key = (d.msg_id, d.op == DataOp::ReadResp);
+        if !self.msgs.contains_key(&key) && self.msgs.len() >= cfg.max_messages {
+            self.evict_messages();
+        }
+        let msg = self.msgs.entry(key).or_insert_with(|| Msg {
+            op: d.op,
+            first_ts: ts,
+            som_ts: None,
+            msg_len: d.msg_len,
+            last_psn: None,
+            bytes: IntervalSet::default(),
+            delivered: false,
+        });
+        if d.msg_offset == 0 && msg.som_ts.is_none() {
+            msg.som_ts = Some(ts);
+        }
+        if flags.contains(Flags::EOM) && msg.last_psn.is_none() {
+            msg.last_psn = Some(psn);
+            // Keep pending_last sorted by PSN (EOMs arrive nearly in order).
+            let mut at = self.pending_last.len();
+            while at > 0 && lt(psn, self.pending_last[at - 1].0) {
+                at -= 1;
+            }
+            if self.pending_last.len() >= cfg.max_messages {
+                self.pending_last.pop_front();
+            }
+            let at = at.min(self.pending_last.len());
+            self.pending_last.insert(at, (psn, key.0, key.1));
+        }
+        if !d.trimmed {
+            let end = d.msg_offset.saturating_add(d.actual_len);
+            msg.bytes.insert(d.msg_offset, end);
+        }
+        let mut read_done = None;
+        if !msg.delivered
+            && (msg.op == DataOp::ReadReq || msg.msg_len == 0 || msg.bytes.covers(msg.msg_len))
+        {
+            msg.delivered = true;
+            let latency = ts.saturating_sub(msg.first_ts);
+            let op = msg.op;
+            let som = msg.som_ts.unwrap_or(msg.first_ts);
+            self.c.messages_delivered += 1;
+            self.msg_delivered.record(latency);
+            if v.message.is_none() {
+                v.message = Some(MsgDone {
+                    msg_id: d.msg_id,
+                    op: op_name(op),
+                    view: MsgView::Delivered,
+                    latency_ns: latency,
+                });
+            }
+            match op {
+                DataOp::ReadReq => {
+                    if self.pending_reads.len() >= cfg.max_messages {
+                        self.pending_reads.clear();
+                        self.messages_evicted += 1;
+                    }
+                    self.pending_reads.insert(d.msg_id, som);
+                }
+                DataOp::ReadResp => read_done = Some(d.msg_id),
+                _ => {}
+            }
+            if !self.fb_seen {
+                // Nothing will ack it in this capture (so far).
+                self.msgs.remove(&key);
+            }
+        }
+        read_done
+    }
+
+    fn evict_messages(&mut self) {
+        let mut ages: Vec<(u64, (u32, bool))> =
+            self.msgs.iter().map(|(k, m)| (m.first_ts, *k)).collect();
+        let n = (ages.len() / 4).max(1).min(ages.len());
+        if n == 0 {
+            return;
+        }
+        ages.select_nth_unstable(n - 1);
+        for (_, k) in &ages[..n] {
+            self.msgs.remove(k);
+            self.messages_evicted += 1;
+        }
+    }
+
+    /// The READ request `msg_id` of this direction got its last response
+    /// byte at `ts`.
+    pub fn complete_read(&mut self, msg_id: u32, ts: u64, v: &mut Verdict) {
+        if let Some(start) = self.pending_reads.remove(&msg_id) {
+            let latency = ts.saturating_sub(start);
+            self.by_op[2].record(latency);
+            self.c.messages_completed += 1;
+            v.messages_completed += 1;
+            v.message = Some(MsgDone {
+                msg_id,
+                op: "read",
+                view: MsgView::Read,
+                latency_ns: latency,
+            });
+        }
+    }
+
+    /// A PROBE this direction sent.
+    pub fn on_probe(&mut self, frame: u64, ts: u64, mr: &MrObs) {
+        self.c.probes += 1;
+        self.probes[self.probes_at] = Probe {
+            seq: mr.psn,
+            tx_ts: mr.tx_ts,
+            ts,
+            frame,
+            ev: mr.ev,
+            sampled: false,
+        };
+        self.probes_at = (self.probes_at + 1) % RING;
+        self.stall_event("probe", false);
+    }
+
+    /// Feedback about this direction (sent by the reverse direction).
+    /// `hold_ns` is T3 - T2 converted with the feedback sender's ts_unit.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_feedback(
+        &mut self,
+        frame: u64,
+        ts: u64,
+        cum_ack: u32,
+        fb: &FeedbackObs,
+        hold_ns: u64,
+        cfg: &Config,
+        v: &mut Verdict,
+    ) {
+        let _ = frame;
+        let fb_seen_before = self.fb_seen;
+        self.fb_seen = true;
+        if fb_seen_before {
+            self.check_stall(ts, cfg);
+        }
+        if fb.flags.contains(FbFlags::ECE) {
+            self.c.ece += 1;
+            v.ece = true;
+        }
+        match fb.kind {
+            FbKind::Ack { .. } => self.c.acks += 1,
+            FbKind::Nack { code, .. } => {
+                self.c.nacks += 1;
+                self.nacks_by_code[nack_index(code)] += 1;
+                v.nack = Some(code);
+            }
+            FbKind::Cnp(reason) => {
+                self.c.cnps += 1;
+                self.cnps_by_reason[cnp_index(reason)] += 1;
+                v.cnp = Some(reason);
+            }
+            FbKind::ProbeReply => self.c.probe_replies += 1,
+        }
+
+        // RTT: the transmission this feedback echoes (first feedback only).
+        let mut sample: Option<(u64, u16)> = None;
+        if matches!(fb.kind, FbKind::ProbeReply) {
+            if let Some(p) = self
+                .probes
+                .iter_mut()
+                .find(|p| p.frame != 0 && p.seq == fb.echo_psn && p.tx_ts == fb.echo_tx_ts)
+            {
+                v.acked_frame = Some(p.frame);
+                if !p.sampled && ts >= p.ts {
+                    p.sampled = true;
+                    sample = Some((ts - p.ts, p.ev));
+                }
+            }
+        } else if let Some(slot) = self.window.get_mut(fb.echo_psn)
+            && slot.seen
+        {
+            let tx = if slot.last.tx_ts == fb.echo_tx_ts {
+                Some(&mut slot.last)
+            } else if slot.first.tx_ts == fb.echo_tx_ts {
+                Some(&mut slot.first)
+            } else {
+                None
+            };
+            if let Some(tx) = tx {
+                v.acked_frame = Some(tx.frame);
+                if !tx.sampled && ts >= tx.ts {
+                    tx.sampled = true;
+                    sample = Some((ts - tx.ts, tx.ev));
+                }
+                // Keep the two copies in sync when they are one transmission.
+                if slot.count == 1 {
+                    slot.first = slot.last;
+                }
+                if fb.flags.contains(FbFlags::DUP) && slot.retx && !slot.spurious {
+                    slot.spurious = true;
+                    let lost_ev = slot.lost_ev.take();
+                    v.dup_of_frame = Some(slot.last.frame);
+                    self.mark_spurious(lost_ev);
+                }
+            }
+        } else if fb.flags.contains(FbFlags::DUP)
+            && let Some(p) = self
+                .pruned
+                .iter_mut()
+                .find(|p| p.valid && p.psn == fb.echo_psn && p.tx_ts == fb.echo_tx_ts)
+        {
+            p.valid = false;
+            let (frame, lost_ev) = (p.frame, p.lost_ev);
+            v.dup_of_frame = Some(frame);
+            self.mark_spurious(lost_ev);
+        }
+        if let Some((rtt, ev)) = sample {
+            self.rtt.record(rtt);
+            v.ack_rtt_ns = Some(rtt);
+            let fabric = rtt as i64 - hold_ns as i64;
+            v.fabric_rtt_ns = Some(fabric);
+            if fabric >= 0 {
+                self.fabric.record(fabric as u64);
+            }
+            if let Some(p) = self.paths.get_mut(&ev) {
+                p.rtt.record(rtt);
+            }
+        }
+
+        match fb.kind {
+            FbKind::Ack {
+                sack_base,
+                sack_words,
+                sack,
+            } => {
+                for (w, word) in sack.iter().take(usize::from(sack_words)).enumerate() {
+                    let mut bits = *word;
+                    while bits != 0 {
+                        let i = bits.leading_zeros();
+                        bits &= !(1u64 << (63 - i));
+                        let psn = sack_base.wrapping_add(w as u32 * 64 + i);
+                        if let Some(slot) = self.window.get_mut(psn) {
+                            slot.sacked = true;
+                        }
+                        if self.highest_sacked.is_none_or(|h| lt(h, psn)) {
+                            self.highest_sacked = Some(psn);
+                        }
+                    }
+                }
+            }
+            FbKind::Nack {
+                code: NackCode::Gap | NackCode::Trimmed,
+                nack_psn,
+                ..
+            } => {
+                if let Some(slot) = self.window.get_mut(nack_psn) {
+                    slot.nacked = true;
+                }
+                self.stall_event("nack", false);
+            }
+            FbKind::Nack { .. } => self.stall_event("nack", false),
+            _ => {}
+        }
+
+        // Cumulative ack.
+        let advances = self.cum.is_none_or(|c| lt(c, cum_ack));
+        if advances {
+            v.cum_ack_advance = Some(match self.cum {
+                Some(c) => diff(c, cum_ack) as u32,
+                None => 0,
+            });
+            self.advance(frame, ts, cum_ack, fb_seen_before, cfg, v);
+        } else {
+            v.stall = self.stall_mark(ts);
+        }
+    }
+
+    fn mark_spurious(&mut self, lost_ev: Option<u16>) {
+        self.c.spurious += 1;
+        if let Some(ev) = lost_ev
+            && let Some(p) = self.paths.get_mut(&ev)
+        {
+            p.lost_inferred = p.lost_inferred.saturating_sub(1);
+        }
+    }
+
+    fn advance(
+        &mut self,
+        frame: u64,
+        ts: u64,
+        cum_ack: u32,
+        fb_seen_before: bool,
+        cfg: &Config,
+        v: &mut Verdict,
+    ) {
+        // Stall end: an open stall, or one found only now (nothing was
+        // captured on the direction while it lasted).
+        let late = self.outstanding() && ts.saturating_sub(self.stall_ref) > cfg.stall_threshold_ns;
+        let ended = match self.stall.take() {
+            Some(s) => Some(s),
+            None if late => Some(OpenStall {
+                start: self.stall_ref,
+                first_event: None,
+                paths: self.paths_in_flight(),
+                outstanding: self.outstanding_packets(),
+                retransmissions: 0,
+            }),
+            None => None,
+        };
+        let _ = fb_seen_before;
+        if let Some(s) = ended {
+            let duration = ts.saturating_sub(s.start);
+            v.stall = Some(StallMark {
+                start_ns: s.start,
+                elapsed_ns: duration,
+                ended: true,
+            });
+            let report = StallReport {
+                start_ns: s.start,
+                duration_ns: duration,
+                open: false,
+                end_cause: s.first_event.unwrap_or("ack"),
+                end_frame: Some(frame),
+                cum_ack: self.cum,
+                outstanding_packets: s.outstanding,
+                paths_in_flight: s.paths,
+                retransmissions: s.retransmissions,
+            };
+            self.push_stall(report, cfg);
+        }
+
+        self.cum = Some(cum_ack);
+        self.stall_ref = ts;
+        if self.highest_sacked.is_some_and(|h| lt(h, cum_ack)) {
+            self.highest_sacked = None;
+        }
+        let pruned = &mut self.pruned;
+        let at = &mut self.pruned_at;
+        self.window.prune_below(cum_ack, |psn, slot| {
+            if slot.retx && !slot.spurious {
+                pruned[*at] = PrunedRetx {
+                    psn,
+                    tx_ts: slot.last.tx_ts,
+                    frame: slot.last.frame,
+                    lost_ev: slot.lost_ev,
+                    valid: true,
+                };
+                *at = (*at + 1) % RING;
+            }
+        });
+
+        // Messages whose last PSN the cumulative ack now passes.
+        while let Some(&(last, id, resp)) = self.pending_last.front() {
+            if !lt(last, cum_ack) {
+                break;
+            }
+            self.pending_last.pop_front();
+            if let Some(m) = self.msgs.remove(&(id, resp)) {
+                let Some(som) = m.som_ts else { continue };
+                let latency = ts.saturating_sub(som);
+                self.msg_acked.record(latency);
+                if let Some(i) = op_index(m.op) {
+                    self.by_op[i].record(latency);
+                }
+                self.c.messages_completed += 1;
+                v.messages_completed = v.messages_completed.saturating_add(1);
+                if v.message.is_none() {
+                    v.message = Some(MsgDone {
+                        msg_id: id,
+                        op: op_name(m.op),
+                        view: MsgView::Acked,
+                        latency_ns: latency,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The direction's report; `now` decides which stalls are open.
+    pub fn report(&self, now: u64, cfg: &Config) -> DirectionReport {
+        let mut stalls = self.stalls.clone();
+        let open = match &self.stall {
+            Some(s) => Some(StallReport {
+                start_ns: s.start,
+                duration_ns: now.saturating_sub(s.start),
+                open: true,
+                end_cause: s.first_event.unwrap_or("open"),
+                end_frame: None,
+                cum_ack: self.cum,
+                outstanding_packets: s.outstanding,
+                paths_in_flight: s.paths.clone(),
+                retransmissions: s.retransmissions,
+            }),
+            None if self.fb_seen
+                && self.outstanding()
+                && now.saturating_sub(self.stall_ref) > cfg.stall_threshold_ns =>
+            {
+                Some(StallReport {
+                    start_ns: self.stall_ref,
+                    duration_ns: now.saturating_sub(self.stall_ref),
+                    open: true,
+                    end_cause: "open",
+                    end_frame: None,
+                    cum_ack: self.cum,
+                    outstanding_packets: self.outstanding_packets(),
+                    paths_in_flight: self.paths_in_flight(),
+                    retransmissions: 0,
+                })
+            }
+            None => None,
+        };
+        stalls.extend(open);
+
+        let mut paths: Vec<PathReport> = self
+            .paths
+            .iter()
+            .map(|(&ev, p)| PathReport {
+                ev,
+                packets: p.packets,
+                data_packets: p.data_packets,
+                data_bytes: p.data_bytes,
+                retransmissions: p.retransmissions,
+                lost: p.lost,
+                lost_inferred: p.lost_inferred,
+                reordered: p.reordered,
+                ce_marked: p.ce_marked,
+                ack_rtt_ns: p.rtt.summary(),
+            })
+            .collect();
+        paths.sort_by_key(|p| p.ev);
+
+        const NACK_NAMES: [&str; 9] = [
+            "",
+            "GAP",
+            "TRIMMED",
+            "RNR",
+            "PSN_OUT_OF_WINDOW",
+            "UNKNOWN_CONN",
+            "REMOTE_ACCESS",
+            "NO_RESOURCE",
+            "unknown",
+        ];
+        const CNP_NAMES: [&str; 5] = ["unknown", "ECN", "TRIM", "RX_BUFFER", "DELAY"];
+        let nacks_by_code = NACK_NAMES
+            .iter()
+            .zip(self.nacks_by_code)
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| ((*name).to_owned(), n))
+            .collect();
+        let cnps_by_reason = CNP_NAMES
+            .iter()
+            .zip(self.cnps_by_reason)
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| ((*name).to_owned(), n))
+            .collect();
+        let goodput_bps = match self.first_data_ts {
+            Some(first) if self.last_data_ts > first => {
+                (u128::from(self.c.goodput_bytes) * 8 * 1_000_000_000
+                    / u128::from(self.last_data_ts - first)) as u64
+            }
+            _ => 0,
+        };
+        let c = &self.c;
+        DirectionReport {
+            src: self.key.src,
+            dst: self.key.dst,
+            src_conn: self.key.src_conn,
+            dst_conn: self.key.dst_conn,
+            first_frame: self.first_frame,
+            first_ts_ns: self.first_ts,
+            last_ts_ns: self.last_ts,
+            data_packets: c.data_packets,
+            data_bytes: c.data_bytes,
+            goodput_bytes: c.goodput_bytes,
+            goodput_bps,
+            retransmissions: c.retransmissions,
+            fast_retransmissions: c.fast,
+            timeout_retransmissions: c.timeout,
+            spurious_retransmissions: c.spurious,
+            out_of_order: c.out_of_order,
+            max_reorder_distance: self.max_reorder,
+            trimmed: c.trimmed,
+            ce_marked: c.ce_marked,
+            ece: c.ece,
+            acks: c.acks,
+            nacks: c.nacks,
+            nacks_by_code,
+            cnps: c.cnps,
+            cnps_by_reason,
+            probes: c.probes,
+            probe_replies: c.probe_replies,
+            ctrl: c.ctrl,
+            feedback_sent: c.feedback_sent,
+            path_loss: c.path_loss,
+            messages_completed: c.messages_completed,
+            messages_delivered: c.messages_delivered,
+            cum_ack: self.cum,
+            highest_psn: self.highest,
+            outstanding_packets: self.outstanding_packets(),
+            ack_rtt_ns: self.rtt.summary(),
+            fabric_rtt_ns: self.fabric.summary(),
+            msg_completion_ns: self.msg_acked.summary(),
+            msg_delivery_ns: self.msg_delivered.summary(),
+            msg_completion_by_op_ns: [
+                ("send", self.by_op[0].summary()),
+                ("write", self.by_op[1].summary()),
+                ("read", self.by_op[2].summary()),
+            ]
+            .into_iter()
+            .collect(),
+            stalls,
+            stalls_dropped: self.stalls_dropped,
+            paths,
+            window_overflow: self.window.overflow,
+            messages_evicted: self.messages_evicted,
+        }
+    }
+
+    /// Unused-histogram check for tests of laziness.
+    #[allow(dead_code)]
+    pub fn hist_allocated(&self) -> usize {
+        [
+            &self.rtt,
+            &self.fabric,
+            &self.msg_acked,
+            &self.msg_delivered,
+        ]
+        .iter()
+        .filter(|h| h.is_allocated())
+        .count()
+    }
+}

@@ -1,0 +1,387 @@
+//! THE flow engine: one engine for the analyzer CLI, the live TUI and the
+//! Wireshark plugin.
+//!
+//! Feed [`Observation`]s in capture order to [`Engine::ingest`]; each call
+//! returns the packet's [`Verdict`]. [`Engine::snapshot`] gives the
+//! [`Report`] (JSON schema in `analyzer/SCHEMA.md`) at any time;
+//! [`Engine::advance_time`] lets a live caller see stalls while they happen
+//! and [`Engine::finish`] closes the capture.
+//!
+//! The engine never reads bytes: observations are built from
+//! `proto_parse` views ([`Observation::from_frame`],
+//! [`Observation::from_metaroce`]). State is bounded by the number of live
+//! flows: per-PSN state is pruned as the cumulative ack advances and capped
+//! per direction ([`Config::window`]), and the number of flows is capped
+//! ([`Config::max_flows`]) with least-recently-seen eviction.
+
+mod hist;
+mod interval;
+mod metaroce;
+mod observation;
+mod report;
+mod rocev2;
+mod verdict;
+mod window;
+
+use std::net::IpAddr;
+
+use proto_parse::metaroce::DEFAULT_TS_UNIT_PS;
+use rustc_hash::FxHashMap;
+
+pub use hist::{Hist, Summary};
+pub use interval::IntervalSet;
+pub use metaroce::DirSize;
+pub use observation::{
+    CtrlObs, DataObs, ECN_CE, FbKind, FeedbackObs, MrBody, MrObs, ObsKind, Observation, RoceObs,
+};
+pub use report::{
+    BetweenCaptures, CaptureReport, DirectionReport, EngineReport, PathReport, Report,
+    RoceFlowReport, StallReport,
+};
+pub use verdict::{MsgDone, MsgView, Retransmission, RetxKind, StallMark, Verdict};
+
+use metaroce::{Dir, DirKey};
+use rocev2::RoceTable;
+
+/// Engine settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// A stall is an interval longer than this with unacked data and no
+    /// cumulative-ack advance (spec 9). Default 1 ms.
+    pub stall_threshold_ns: u64,
+    /// Most live MetaRoCE directions (and, separately, RoCEv2 flows);
+    /// beyond it the least recently seen are evicted (counted in the
+    /// report). Default 16384.
+    pub max_flows: usize,
+    /// Most PSNs tracked per direction beyond the cumulative ack.
+    /// Default 16384.
+    pub window: usize,
+    /// Most messages in flight tracked per direction. Default 4096.
+    pub max_messages: usize,
+    /// Most stalls kept per direction (more are counted). Default 1024.
+    pub max_stalls: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            stall_threshold_ns: 1_000_000,
+            max_flows: 16384,
+            window: 16384,
+            max_messages: 4096,
+            max_stalls: 1024,
+        }
+    }
+}
+
+/// Sizes of the engine's state (map and window entries), to check that
+/// memory is bounded by the flows, not by the packets.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StateSize {
+    pub directions: usize,
+    pub rocev2_flows: usize,
+    pub window_slots: usize,
+    pub paths: usize,
+    pub messages: usize,
+    pub pending: usize,
+    pub stalls: usize,
+    pub rocev2_slots: usize,
+    pub rocev2_messages: usize,
+    pub ts_units: usize,
+}
+
+/// The flow engine.
+pub struct Engine {
+    cfg: Config,
+    now: u64,
+    last_ts: Option<u64>,
+    capture: CaptureReport,
+    dirs: Vec<Option<Dir>>,
+    free: Vec<u32>,
+    index: FxHashMap<DirKey, u32>,
+    /// ts_unit_ps announced by CTRL, by (sender IP, sender conn).
+    units: FxHashMap<(IpAddr, u32), u32>,
+    evicted_dirs: u64,
+    roce: RoceTable,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new(Config::default())
+    }
+}
+
+impl Engine {
+    pub fn new(cfg: Config) -> Engine {
+        Engine {
+            cfg,
+            now: 0,
+            last_ts: None,
+            capture: CaptureReport {
+                files: 1,
+                ..CaptureReport::default()
+            },
+            dirs: Vec::new(),
+            free: Vec::new(),
+            index: FxHashMap::default(),
+            units: FxHashMap::default(),
+            evicted_dirs: 0,
+            roce: RoceTable::default(),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Sets the number of capture files analysed together (report only).
+    pub fn set_files(&mut self, files: u64) {
+        self.capture.files = files;
+    }
+
+    /// The latest capture time seen (ns).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    fn tick(&mut self, ts: u64) {
+        self.capture.frames += 1;
+        if self.capture.frames == 1 {
+            self.capture.first_ts_ns = ts;
+        }
+        if let Some(last) = self.last_ts
+            && ts < last
+        {
+            self.capture.time_went_backwards += 1;
+        }
+        self.last_ts = Some(ts);
+        if ts > self.now {
+            self.now = ts;
+        }
+        self.capture.last_ts_ns = self.now;
+    }
+
+    /// Counts a frame that is neither MetaRoCE nor RoCEv2.
+    pub fn ingest_other(&mut self, ts_ns: u64) {
+        self.tick(ts_ns);
+    }
+
+    /// Analyses one packet (in capture order) and returns its verdict.
+    pub fn ingest(&mut self, obs: &Observation) -> Verdict {
+        self.tick(obs.ts_ns);
+        let mut v = Verdict {
+            frame: obs.frame,
+            ..Verdict::default()
+        };
+        match &obs.kind {
+            ObsKind::MetaRoce(mr) => {
+                self.capture.metaroce_packets += 1;
+                if obs.malformed {
+                    self.capture.malformed += 1;
+                    return v;
+                }
+                self.ingest_metaroce(obs, mr, &mut v);
+            }
+            ObsKind::RoceV2(r) => {
+                self.capture.rocev2_packets += 1;
+                if obs.malformed {
+                    self.capture.malformed += 1;
+                    return v;
+                }
+                let cfg = self.cfg;
+                self.roce.ingest(obs, r, &cfg, &mut v);
+            }
+        }
+        v
+    }
+
+    fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        if self.index.len() >= self.cfg.max_flows {
+            self.evict(protect);
+        }
+        let dir = Dir::new(key, frame, ts, &self.cfg);
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.dirs[i as usize] = Some(dir);
+                i
+            }
+            None => {
+                self.dirs.push(Some(dir));
+                (self.dirs.len() - 1) as u32
+            }
+        };
+        self.index.insert(key, i);
+        i
+    }
+
+    /// Evicts the least recently seen sixteenth of the directions.
+    fn evict(&mut self, protect: Option<u32>) {
+        let mut ages: Vec<(u64, u32)> = self
+            .dirs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().map(|d| (d.last_ts, i as u32)))
+            .filter(|(_, i)| Some(*i) != protect)
+            .collect();
+        if ages.is_empty() {
+            return;
+        }
+        let n = (ages.len() / 16).max(1);
+        ages.select_nth_unstable(n - 1);
+        for &(_, i) in &ages[..n] {
+            if let Some(dir) = self.dirs[i as usize].take() {
+                self.index.remove(&dir.key);
+                self.free.push(i);
+                self.evicted_dirs += 1;
+            }
+        }
+        if self.units.len() > self.cfg.max_flows {
+            self.units.clear();
+        }
+    }
+
+    fn dir(&mut self, i: u32) -> Option<&mut Dir> {
+        self.dirs.get_mut(i as usize).and_then(Option::as_mut)
+    }
+
+    fn ingest_metaroce(&mut self, obs: &Observation, mr: &MrObs, v: &mut Verdict) {
+        let key = DirKey {
+            src: obs.src,
+            dst: obs.dst,
+            src_conn: mr.src_conn,
+            dst_conn: mr.dst_conn,
+        };
+        let cfg = self.cfg;
+        let ts = obs.ts_ns;
+        let ce = obs.ce();
+        let own = self.dir_index(key, obs.frame, ts, None);
+        let Some(dir) = self.dir(own) else { return };
+        dir.last_ts = ts;
+        if !matches!(mr.body, MrBody::Ctrl(_)) {
+            dir.on_path_packet(mr, ce, v);
+        }
+        match &mr.body {
+            MrBody::Data(d) => {
+                v.flow = Some(own);
+                let read_done = dir.on_data(obs.frame, ts, mr, d, ce, &cfg, v);
+                if let Some(msg_id) = read_done {
+                    // The READ_REQ was sent by the reverse direction.
+                    if let Some(&req) = self.index.get(&key.reverse())
+                        && let Some(req_dir) = self.dir(req)
+                    {
+                        req_dir.complete_read(msg_id, ts, v);
+                    }
+                }
+            }
+            MrBody::Feedback(fb) => {
+                dir.c.feedback_sent += 1;
+                if ce {
+                    v.ce_marked = true;
+                }
+                let hold_units = mr.tx_ts.wrapping_sub(fb.rx_ts);
+                let unit_ps = if self.units.is_empty() {
+                    DEFAULT_TS_UNIT_PS
+                } else {
+                    self.units
+                        .get(&(obs.src, mr.src_conn))
+                        .copied()
+                        .unwrap_or(DEFAULT_TS_UNIT_PS)
+                };
+                let hold_ns = (u128::from(hold_units) * u128::from(unit_ps) / 1000) as u64;
+                let acked = self.dir_index(key.reverse(), obs.frame, ts, Some(own));
+                v.flow = Some(acked);
+                if let Some(dir) = self.dir(acked) {
+                    dir.last_ts = ts;
+                    dir.on_feedback(obs.frame, ts, mr.psn, fb, hold_ns, &cfg, v);
+                }
+            }
+            MrBody::Ctrl(c) => {
+                v.flow = Some(own);
+                dir.c.ctrl += 1;
+                let unit = if c.ts_unit_ps == 0 {
+                    DEFAULT_TS_UNIT_PS
+                } else {
+                    c.ts_unit_ps
+                };
+                if self.units.len() < 4 * cfg.max_flows {
+                    self.units.insert((obs.src, mr.src_conn), unit);
+                }
+            }
+            MrBody::Probe => {
+                v.flow = Some(own);
+                dir.on_probe(obs.frame, ts, mr);
+            }
+            MrBody::Other | MrBody::Malformed => {}
+        }
+    }
+
+    /// Moves the clock to `now_ns` without a packet (live capture): stalls
+    /// that have lasted past the threshold by then become visible.
+    pub fn advance_time(&mut self, now_ns: u64) {
+        if now_ns > self.now {
+            self.now = now_ns;
+        }
+        let now = self.now;
+        let cfg = self.cfg;
+        for dir in self.dirs.iter_mut().flatten() {
+            dir.check_stall(now, &cfg);
+        }
+    }
+
+    /// Ends the capture at `end_ts_ns` (the last frame's time, or later):
+    /// stalls still open are reported as open.
+    pub fn finish(&mut self, end_ts_ns: u64) {
+        self.advance_time(end_ts_ns);
+    }
+
+    /// Sizes of the live state.
+    pub fn state_size(&self) -> StateSize {
+        let mut s = StateSize {
+            directions: self.index.len(),
+            ts_units: self.units.len(),
+            ..StateSize::default()
+        };
+        for dir in self.dirs.iter().flatten() {
+            let d = dir.size();
+            s.window_slots += d.window_slots;
+            s.paths += d.paths;
+            s.messages += d.messages;
+            s.pending += d.pending_last + d.pending_reads;
+            s.stalls += d.stalls;
+        }
+        self.roce.add_size(&mut s);
+        s
+    }
+
+    /// The report as of now (see `analyzer/SCHEMA.md`).
+    pub fn snapshot(&self) -> Report {
+        let mut directions: Vec<DirectionReport> = self
+            .dirs
+            .iter()
+            .flatten()
+            .map(|d| d.report(self.now, &self.cfg))
+            .collect();
+        directions.sort_by_key(|d| (d.first_frame, d.src, d.dst, d.src_conn, d.dst_conn));
+        let mut capture = self.capture.clone();
+        capture.duration_ns = capture.last_ts_ns.saturating_sub(capture.first_ts_ns);
+        Report {
+            capture,
+            directions,
+            rocev2: self.roce.report(),
+            between_captures: Vec::new(),
+            engine: EngineReport {
+                stall_threshold_ns: self.cfg.stall_threshold_ns,
+                max_flows: self.cfg.max_flows as u64,
+                live_directions: self.index.len() as u64,
+                live_rocev2_flows: self.roce.live() as u64,
+                evicted_directions: self.evicted_dirs,
+                evicted_rocev2_flows: self.roce.evicted,
+                rocev2_unmatched_responses: self.roce.unmatched,
+                rocev2_not_rc: self.roce.not_rc,
+            },
+        }
+    }
+}

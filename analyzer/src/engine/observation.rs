@@ -1,0 +1,377 @@
+//! The owned, `Copy` observation of one captured frame: everything the
+//! engine needs, extracted from a decoded frame so that parsing (one thread,
+//! or parallel chunks) and analysis (in capture order) can be split, and so
+//! that the engine never touches bytes.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use proto_parse::frame::{Frame, Transport};
+use proto_parse::metaroce::{
+    self, CnpReason, CtrlOp, DataOp, FbFlags, Flags, Layout, NackCode, Packet, PacketType,
+};
+use proto_parse::rocev2;
+
+/// ECN codepoint "congestion experienced" (the two ECN bits).
+pub const ECN_CE: u8 = 3;
+
+/// One frame as the engine sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observation {
+    /// Frame number (1-based, as tshark's `frame.number`).
+    pub frame: u64,
+    /// Capture timestamp, ns since the epoch of the capture clock.
+    pub ts_ns: u64,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// The two IP ECN bits (3 = CE).
+    pub ecn: u8,
+    /// The frame (or its headers) could not be decoded as the protocol its
+    /// port says; such frames are counted and not analysed further.
+    pub malformed: bool,
+    pub kind: ObsKind,
+}
+
+/// What the UDP payload was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObsKind {
+    MetaRoce(MrObs),
+    RoceV2(RoceObs),
+}
+
+/// The MetaRoCE fields the engine uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrObs {
+    pub ptype: PacketType,
+    pub flags: Flags,
+    pub tx_attempt: u8,
+    pub ev: u16,
+    pub path_seq: u16,
+    pub dst_conn: u32,
+    pub src_conn: u32,
+    /// DATA: this packet's PSN; feedback: the cumulative ack.
+    pub psn: u32,
+    pub tx_ts: u32,
+    pub body: MrBody,
+}
+
+/// The type-specific part of a MetaRoCE observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MrBody {
+    Data(DataObs),
+    Feedback(FeedbackObs),
+    Ctrl(CtrlObs),
+    Probe,
+    /// Experimental or unknown type: counted only.
+    Other,
+    /// The base header (or less) was read, the rest is malformed.
+    Malformed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataObs {
+    pub op: DataOp,
+    /// Payload bytes as sent.
+    pub payload_len: u16,
+    /// Payload bytes actually carried (shorter when trimmed).
+    pub actual_len: u32,
+    pub trimmed: bool,
+    pub msg_id: u32,
+    pub msg_offset: u32,
+    pub msg_len: u32,
+}
+
+/// Which feedback type, with its own fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FbKind {
+    Ack {
+        sack_base: u32,
+        sack_words: u8,
+        /// Bit i (from the MSB of word 0) = PSN `sack_base + i` received.
+        sack: [u64; 4],
+    },
+    Nack {
+        code: NackCode,
+        rnr_timer: u8,
+        nack_psn: u32,
+    },
+    Cnp(CnpReason),
+    ProbeReply,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedbackObs {
+    pub flags: FbFlags,
+    pub echo_ev: u16,
+    pub echo_psn: u32,
+    /// T1.
+    pub echo_tx_ts: u32,
+    /// T2.
+    pub rx_ts: u32,
+    pub ce_count: u16,
+    pub credit: u32,
+    pub kind: FbKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtrlObs {
+    pub op: CtrlOp,
+    pub mtu: u16,
+    pub init_psn: u32,
+    pub features: u32,
+    pub ts_unit_ps: u32,
+}
+
+/// The RoCEv2 (BTH/AETH/RETH) fields the engine uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoceObs {
+    pub opcode: rocev2::Opcode,
+    pub dest_qp: u32,
+    /// 24-bit PSN.
+    pub psn: u32,
+    pub ack_req: bool,
+    pub fecn: bool,
+    pub becn: bool,
+    /// AETH syndrome byte, when the opcode carries an AETH.
+    pub syndrome: Option<u8>,
+    pub msn: u32,
+    /// RETH DMA length, when the opcode carries a RETH.
+    pub dma_len: Option<u32>,
+    /// Payload bytes on the wire without pad.
+    pub payload_len: u32,
+}
+
+impl MrObs {
+    /// Reads a checked MetaRoCE packet whose layout has been computed.
+    pub fn from_packet<T: AsRef<[u8]>>(packet: &Packet<T>, layout: &Layout) -> MrObs {
+        let ptype = packet.packet_type();
+        let body = match ptype {
+            PacketType::Data => match packet.data() {
+                Some(d) => MrBody::Data(DataObs {
+                    op: d.op(),
+                    payload_len: d.payload_len(),
+                    actual_len: layout.payload.len() as u32,
+                    trimmed: layout.trimmed,
+                    msg_id: d.msg_id(),
+                    msg_offset: d.msg_offset(),
+                    msg_len: d.msg_len(),
+                }),
+                None => MrBody::Malformed,
+            },
+            PacketType::Ack | PacketType::Nack | PacketType::Cnp | PacketType::ProbeReply => {
+                match packet.feedback() {
+                    Some(fb) => {
+                        let kind = match ptype {
+                            PacketType::Ack => match packet.ack() {
+                                Some(ack) => {
+                                    let mut sack = [0u64; 4];
+                                    for (i, chunk) in
+                                        ack.sack_bitmap().chunks_exact(8).take(4).enumerate()
+                                    {
+                                        let mut w = [0u8; 8];
+                                        w.copy_from_slice(chunk);
+                                        sack[i] = u64::from_be_bytes(w);
+                                    }
+                                    Some(FbKind::Ack {
+                                        sack_base: ack.sack_base(),
+                                        sack_words: ack.sack_words().min(4),
+                                        sack,
+                                    })
+                                }
+                                None => None,
+                            },
+                            PacketType::Nack => packet.nack().map(|n| FbKind::Nack {
+                                code: n.code(),
+                                rnr_timer: n.rnr_timer(),
+                                nack_psn: n.nack_psn(),
+                            }),
+                            PacketType::Cnp => packet.cnp_reason().map(FbKind::Cnp),
+                            _ => Some(FbKind::ProbeReply),
+                        };
+                        match kind {
+                            Some(kind) => MrBody::Feedback(FeedbackObs {
+                                flags: fb.flags(),
+                                echo_ev: fb.echo_ev(),
+                                echo_psn: fb.echo_psn(),
+                                echo_tx_ts: fb.echo_tx_ts(),
+                                rx_ts: fb.rx_ts(),
+                                ce_count: fb.ce_count(),
+                                credit: fb.credit(),
+                                kind,
+                            }),
+                            None => MrBody::Malformed,
+                        }
+                    }
+                    None => MrBody::Malformed,
+                }
+            }
+            PacketType::Ctrl => match packet.ctrl() {
+                Some(c) => MrBody::Ctrl(CtrlObs {
+                    op: c.op(),
+                    mtu: c.mtu(),
+                    init_psn: c.init_psn(),
+                    features: c.features().bits(),
+                    ts_unit_ps: c.ts_unit_ps(),
+                }),
+                None => MrBody::Malformed,
+            },
+            PacketType::Probe => MrBody::Probe,
+            PacketType::Experimental | PacketType::Unknown(_) => MrBody::Other,
+        };
+        MrObs {
+            ptype,
+            flags: packet.flags(),
+            tx_attempt: packet.tx_attempt(),
+            ev: packet.ev(),
+            path_seq: packet.path_seq(),
+            dst_conn: packet.dst_conn(),
+            src_conn: packet.src_conn(),
+            psn: packet.psn(),
+            tx_ts: packet.tx_ts(),
+            body,
+        }
+    }
+
+    /// Base header only (for packets whose remainder is malformed).
+    fn malformed<T: AsRef<[u8]>>(packet: &Packet<T>) -> MrObs {
+        MrObs {
+            ptype: packet.packet_type(),
+            flags: packet.flags(),
+            tx_attempt: packet.tx_attempt(),
+            ev: packet.ev(),
+            path_seq: packet.path_seq(),
+            dst_conn: packet.dst_conn(),
+            src_conn: packet.src_conn(),
+            psn: packet.psn(),
+            tx_ts: packet.tx_ts(),
+            body: MrBody::Malformed,
+        }
+    }
+}
+
+impl RoceObs {
+    /// Reads a checked RoCEv2 packet.
+    pub fn from_packet<T: AsRef<[u8]>>(packet: &rocev2::Packet<T>) -> RoceObs {
+        let bth = packet.bth();
+        RoceObs {
+            opcode: packet.opcode(),
+            dest_qp: bth.dest_qp(),
+            psn: bth.psn() & 0x00FF_FFFF,
+            ack_req: bth.ack_req(),
+            fecn: bth.fecn(),
+            becn: bth.becn(),
+            syndrome: packet.aeth().map(|a| a.syndrome_byte()),
+            msn: packet.aeth().map_or(0, |a| a.msn()),
+            dma_len: packet.reth().map(|r| r.dma_len()),
+            payload_len: packet.data_len() as u32,
+        }
+    }
+}
+
+impl Observation {
+    /// From a MetaRoCE packet view and its layout (tests, and callers that
+    /// decode the outer layers themselves).
+    pub fn from_metaroce<T: AsRef<[u8]>>(
+        frame: u64,
+        ts_ns: u64,
+        src: IpAddr,
+        dst: IpAddr,
+        ecn: u8,
+        packet: &Packet<T>,
+        layout: &Layout,
+    ) -> Observation {
+        let mr = MrObs::from_packet(packet, layout);
+        Observation {
+            frame,
+            ts_ns,
+            src,
+            dst,
+            src_port: metaroce::udp_source_port(mr.ev),
+            dst_port: metaroce::DEFAULT_PORT,
+            ecn: ecn & 3,
+            malformed: matches!(mr.body, MrBody::Malformed),
+            kind: ObsKind::MetaRoce(mr),
+        }
+    }
+
+    /// From a frame decoded by `proto_parse::frame::decode`. `None` when the
+    /// frame is neither MetaRoCE nor RoCEv2 (count it with
+    /// [`crate::Engine::ingest_other`]).
+    pub fn from_frame(frame_no: u64, ts_ns: u64, frame: &Frame<'_>) -> Option<Observation> {
+        let ip = frame.ip.as_ref();
+        let udp = frame.udp.as_ref();
+        let unspecified = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        let (src, dst, ecn) = ip.map_or((unspecified, unspecified, 0), |ip| {
+            (ip.src, ip.dst, ip.ecn.bits())
+        });
+        let (src_port, dst_port) = udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
+        // A cut capture (snaplen) is not malformed: the headers were read.
+        let broken = frame
+            .error
+            .as_ref()
+            .is_some_and(|e| !e.is_capture_truncation());
+        let (kind, malformed) = match &frame.payload {
+            Transport::MetaRoce(lax) => match (&lax.packet, &lax.layout) {
+                (Some(packet), Some(layout)) if !broken => {
+                    let mr = MrObs::from_packet(packet, layout);
+                    let bad = matches!(mr.body, MrBody::Malformed);
+                    (ObsKind::MetaRoce(mr), bad)
+                }
+                (Some(packet), _) => (ObsKind::MetaRoce(MrObs::malformed(packet)), true),
+                // Not even the base header: malformed, or cut by the snaplen;
+                // either way nothing to analyse.
+                (None, _) => (
+                    ObsKind::MetaRoce(MrObs {
+                        ptype: PacketType::Unknown(0xFF),
+                        flags: Flags::empty(),
+                        tx_attempt: 0,
+                        ev: 0,
+                        path_seq: 0,
+                        dst_conn: 0,
+                        src_conn: 0,
+                        psn: 0,
+                        tx_ts: 0,
+                        body: MrBody::Malformed,
+                    }),
+                    true,
+                ),
+            },
+            Transport::RoceV2(r) => match &r.packet {
+                Some(p) => (ObsKind::RoceV2(RoceObs::from_packet(p)), broken),
+                None => (
+                    ObsKind::RoceV2(RoceObs {
+                        opcode: rocev2::Opcode::Unknown(0xFF),
+                        dest_qp: 0,
+                        psn: 0,
+                        ack_req: false,
+                        fecn: false,
+                        becn: false,
+                        syndrome: None,
+                        msn: 0,
+                        dma_len: None,
+                        payload_len: 0,
+                    }),
+                    true,
+                ),
+            },
+            Transport::Other => return None,
+        };
+        Some(Observation {
+            frame: frame_no,
+            ts_ns,
+            src,
+            dst,
+            src_port,
+            dst_port,
+            ecn,
+            malformed,
+            kind,
+        })
+    }
+
+    /// True when the IP header carried ECN CE.
+    pub fn ce(&self) -> bool {
+        self.ecn & 3 == ECN_CE
+    }
+}

@@ -1,0 +1,553 @@
+//! RoCEv2 RC flows. A flow is `(src IP, dst IP, dest QP)` of the requests
+//! it carries (both ends may use one QP number, so the IPs are part of the
+//! key). Responses (ACK, NAK, RNR NAK, READ responses, atomic ACKs, CNPs)
+//! travel to the requester's QP; they are matched to the request flow
+//! going the other way between the same hosts (by PSN when several QPs
+//! share the host pair) and the match is cached.
+//!
+//! PSNs are 24 bits; they are extended to 32 bits against the flow's
+//! highest PSN so the serial arithmetic of [`super::window`] applies.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use proto_parse::rocev2::{NakCode, Opcode, Service, Syndrome};
+use rustc_hash::FxHashMap;
+
+use super::hist::LazyHist;
+use super::observation::{Observation, RoceObs};
+use super::report::RoceFlowReport;
+use super::verdict::{MsgDone, MsgView, Retransmission, RetxKind, Verdict};
+use super::window::{Window, diff, lt};
+use super::{Config, StateSize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct RoceKey {
+    src: IpAddr,
+    dst: IpAddr,
+    qp: u32,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct RSlot {
+    seen: bool,
+    sampled: bool,
+    frame: u64,
+    ts: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    Send,
+    Write,
+    Read,
+    Atomic,
+}
+
+impl OpKind {
+    fn name(self) -> &'static str {
+        match self {
+            OpKind::Send => "send",
+            OpKind::Write => "write",
+            OpKind::Read => "read",
+            OpKind::Atomic => "atomic",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            OpKind::Send => 0,
+            OpKind::Write => 1,
+            OpKind::Read => 2,
+            OpKind::Atomic => 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RMsg {
+    last: Option<u32>,
+    op: OpKind,
+    ts: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RRead {
+    psn: u32,
+    op: OpKind,
+    ts: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct RCounters {
+    data_packets: u64,
+    data_bytes: u64,
+    retransmissions: u64,
+    naks: u64,
+    rnr_naks: u64,
+    acks: u64,
+    cnps: u64,
+    ce_marked: u64,
+    read_requests: u64,
+    read_response_packets: u64,
+    messages_completed: u64,
+}
+
+struct Flow {
+    key: RoceKey,
+    first_frame: u64,
+    last_ts: u64,
+    c: RCounters,
+    highest: Option<u32>,
+    acked: Option<u32>,
+    nak_pending: bool,
+    window: Window<RSlot>,
+    msgs: VecDeque<RMsg>,
+    reads: VecDeque<RRead>,
+    msg_hist: LazyHist,
+    by_op: [LazyHist; 4],
+    rtt: LazyHist,
+}
+
+/// Opcode roles of the RC service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Request { op: OpKind, first: bool, last: bool },
+    ReadResponse { first: bool, last: bool },
+    Ack,
+    AtomicAck,
+    Cnp,
+    NotRc,
+}
+
+fn role(op: Opcode) -> Role {
+    use Opcode::*;
+    let req = |op, first, last| Role::Request { op, first, last };
+    match op {
+        RcSendFirst => req(OpKind::Send, true, false),
+        RcSendMiddle => req(OpKind::Send, false, false),
+        RcSendLast | RcSendLastImm | RcSendLastInvalidate => req(OpKind::Send, false, true),
+        RcSendOnly | RcSendOnlyImm | RcSendOnlyInvalidate => req(OpKind::Send, true, true),
+        RcRdmaWriteFirst => req(OpKind::Write, true, false),
+        RcRdmaWriteMiddle => req(OpKind::Write, false, false),
+        RcRdmaWriteLast | RcRdmaWriteLastImm => req(OpKind::Write, false, true),
+        RcRdmaWriteOnly | RcRdmaWriteOnlyImm => req(OpKind::Write, true, true),
+        RcRdmaReadRequest => req(OpKind::Read, true, false),
+        RcCompareSwap | RcFetchAdd => req(OpKind::Atomic, true, false),
+        RcRdmaReadResponseFirst => Role::ReadResponse {
+            first: true,
+            last: false,
+        },
+        RcRdmaReadResponseMiddle => Role::ReadResponse {
+            first: false,
+            last: false,
+        },
+        RcRdmaReadResponseLast => Role::ReadResponse {
+            first: false,
+            last: true,
+        },
+        RcRdmaReadResponseOnly => Role::ReadResponse {
+            first: true,
+            last: true,
+        },
+        RcAcknowledge => Role::Ack,
+        RcAtomicAcknowledge => Role::AtomicAck,
+        Cnp => Role::Cnp,
+        other if other.service() == Service::Cnp => Role::Cnp,
+        _ => Role::NotRc,
+    }
+}
+
+/// Sign-extends a 24-bit difference.
+fn sext24(d: u32) -> i32 {
+    ((d << 8) as i32) >> 8
+}
+
+/// Extends a 24-bit PSN to 32 bits next to `reference` (a 32-bit PSN).
+fn extend(psn24: u32, reference: Option<u32>) -> u32 {
+    match reference {
+        None => psn24,
+        Some(r) => {
+            let d = sext24(psn24.wrapping_sub(r) & 0x00FF_FFFF);
+            r.wrapping_add(d as u32)
+        }
+    }
+}
+
+impl Flow {
+    fn new(key: RoceKey, frame: u64, ts: u64, cfg: &Config) -> Flow {
+        Flow {
+            key,
+            first_frame: frame,
+            last_ts: ts,
+            c: RCounters::default(),
+            highest: None,
+            acked: None,
+            nak_pending: false,
+            window: Window::new(cfg.window),
+            msgs: VecDeque::new(),
+            reads: VecDeque::new(),
+            msg_hist: LazyHist::default(),
+            by_op: Default::default(),
+            rtt: LazyHist::default(),
+        }
+    }
+
+    fn complete(&mut self, op: OpKind, msg_id: u32, latency: u64, view: MsgView, v: &mut Verdict) {
+        self.msg_hist.record(latency);
+        self.by_op[op.index()].record(latency);
+        self.c.messages_completed += 1;
+        v.messages_completed = v.messages_completed.saturating_add(1);
+        if v.message.is_none() {
+            v.message = Some(MsgDone {
+                msg_id,
+                op: op.name(),
+                view,
+                latency_ns: latency,
+            });
+        }
+    }
+
+    fn request(
+        &mut self,
+        obs: &Observation,
+        r: &RoceObs,
+        op: OpKind,
+        first: bool,
+        last: bool,
+        cfg: &Config,
+        v: &mut Verdict,
+    ) {
+        let ts = obs.ts_ns;
+        self.c.data_packets += 1;
+        self.c.data_bytes += u64::from(r.payload_len);
+        let psn = extend(r.psn, self.highest);
+        let is_retx = self.highest.is_some_and(|h| !lt(h, psn));
+        if is_retx {
+            self.c.retransmissions += 1;
+            let original = self.window.get(psn).filter(|s| s.seen).map(|s| s.frame);
+            let kind = if self.nak_pending {
+                RetxKind::Fast
+            } else if self.acked.is_some_and(|a| !lt(a, psn)) {
+                RetxKind::Spurious
+            } else {
+                RetxKind::Timeout
+            };
+            v.retransmission = Some(Retransmission {
+                original_frame: original,
+                attempt: 1,
+                kind,
+            });
+            return;
+        }
+        self.nak_pending = false;
+        self.highest = Some(psn);
+        if let Some(slot) = self.window.entry(psn) {
+            *slot = RSlot {
+                seen: true,
+                sampled: false,
+                frame: obs.frame,
+                ts,
+            };
+        }
+        match op {
+            OpKind::Read | OpKind::Atomic => {
+                if op == OpKind::Read {
+                    self.c.read_requests += 1;
+                }
+                if self.reads.len() >= cfg.max_messages {
+                    self.reads.pop_front();
+                }
+                self.reads.push_back(RRead { psn, op, ts });
+            }
+            OpKind::Send | OpKind::Write => {
+                if first {
+                    if self.msgs.len() >= cfg.max_messages {
+                        self.msgs.pop_front();
+                    }
+                    self.msgs.push_back(RMsg { last: None, op, ts });
+                }
+                if last && let Some(m) = self.msgs.back_mut() {
+                    m.last.get_or_insert(psn);
+                }
+            }
+        }
+    }
+
+    /// Responder acknowledged every PSN up to and including `psn`.
+    fn ack_through(&mut self, psn: u32, ts: u64, v: &mut Verdict) {
+        if let Some(slot) = self.window.get_mut(psn)
+            && slot.seen
+        {
+            v.acked_frame = Some(slot.frame);
+            if !slot.sampled && ts >= slot.ts {
+                slot.sampled = true;
+                let rtt = ts - slot.ts;
+                self.rtt.record(rtt);
+                v.ack_rtt_ns = Some(rtt);
+            }
+        }
+        if self.acked.is_none_or(|a| lt(a, psn)) {
+            v.cum_ack_advance = Some(self.acked.map_or(0, |a| diff(a, psn) as u32));
+            self.acked = Some(psn);
+            self.window.prune_below(psn.wrapping_add(1), |_, _| {});
+        }
+        while let Some(m) = self.msgs.front().copied() {
+            match m.last {
+                Some(last) if !lt(psn, last) => {
+                    self.msgs.pop_front();
+                    self.complete(m.op, last, ts.saturating_sub(m.ts), MsgView::Acked, v);
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn report(&self) -> RoceFlowReport {
+        RoceFlowReport {
+            src: self.key.src,
+            dst: self.key.dst,
+            dest_qp: self.key.qp,
+            first_frame: self.first_frame,
+            data_packets: self.c.data_packets,
+            data_bytes: self.c.data_bytes,
+            retransmissions: self.c.retransmissions,
+            naks: self.c.naks,
+            rnr_naks: self.c.rnr_naks,
+            acks: self.c.acks,
+            cnps: self.c.cnps,
+            ce_marked: self.c.ce_marked,
+            read_requests: self.c.read_requests,
+            read_response_packets: self.c.read_response_packets,
+            messages_completed: self.c.messages_completed,
+            msg_completion_ns: self.msg_hist.summary(),
+            msg_completion_by_op_ns: [
+                ("send", self.by_op[0].summary()),
+                ("write", self.by_op[1].summary()),
+                ("read", self.by_op[2].summary()),
+                ("atomic", self.by_op[3].summary()),
+            ]
+            .into_iter()
+            .collect(),
+            ack_rtt_ns: self.rtt.summary(),
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct RoceTable {
+    flows: Vec<Option<Flow>>,
+    free: Vec<u32>,
+    index: FxHashMap<RoceKey, u32>,
+    /// Response key (responder -> requester, requester QP) -> request flow.
+    assoc: FxHashMap<RoceKey, u32>,
+    pub evicted: u64,
+    pub unmatched: u64,
+    pub not_rc: u64,
+}
+
+impl RoceTable {
+    pub fn live(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn add_size(&self, s: &mut StateSize) {
+        s.rocev2_flows = self.index.len() + self.assoc.len();
+        for f in self.flows.iter().flatten() {
+            s.rocev2_slots += f.window.len();
+            s.rocev2_messages += f.msgs.len() + f.reads.len();
+        }
+    }
+
+    fn flow_index(&mut self, key: RoceKey, frame: u64, ts: u64, cfg: &Config) -> u32 {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        if self.index.len() >= cfg.max_flows {
+            self.evict();
+        }
+        let flow = Flow::new(key, frame, ts, cfg);
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.flows[i as usize] = Some(flow);
+                i
+            }
+            None => {
+                self.flows.push(Some(flow));
+                (self.flows.len() - 1) as u32
+            }
+        };
+        self.index.insert(key, i);
+        i
+    }
+
+    fn evict(&mut self) {
+        let mut ages: Vec<(u64, u32)> = self
+            .flows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.as_ref().map(|f| (f.last_ts, i as u32)))
+            .collect();
+        if ages.is_empty() {
+            return;
+        }
+        let n = (ages.len() / 16).max(1);
+        ages.select_nth_unstable(n - 1);
+        for &(_, i) in &ages[..n] {
+            if let Some(f) = self.flows[i as usize].take() {
+                self.index.remove(&f.key);
+                self.free.push(i);
+                self.evicted += 1;
+            }
+        }
+        let flows = &self.flows;
+        self.assoc
+            .retain(|_, i| flows.get(*i as usize).is_some_and(Option::is_some));
+    }
+
+    /// The request flow a response packet answers.
+    fn responder_flow(&mut self, obs: &Observation, r: &RoceObs) -> Option<u32> {
+        let rk = RoceKey {
+            src: obs.src,
+            dst: obs.dst,
+            qp: r.dest_qp,
+        };
+        if let Some(&i) = self.assoc.get(&rk)
+            && self.flows.get(i as usize).is_some_and(Option::is_some)
+        {
+            return Some(i);
+        }
+        let mut best: Option<(u32, u32)> = None;
+        let mut candidates = 0;
+        for (i, f) in self.flows.iter().enumerate() {
+            let Some(f) = f else { continue };
+            if f.key.src != obs.dst || f.key.dst != obs.src {
+                continue;
+            }
+            candidates += 1;
+            let distance = f.highest.map_or(u32::MAX, |h| {
+                sext24(r.psn.wrapping_sub(h) & 0x00FF_FFFF).unsigned_abs()
+            });
+            if best.is_none_or(|(_, d)| distance < d) {
+                best = Some((i as u32, distance));
+            }
+        }
+        let (i, distance) = best?;
+        if candidates == 1 || distance < 1 << 16 {
+            self.assoc.insert(rk, i);
+        }
+        Some(i)
+    }
+
+    pub fn ingest(&mut self, obs: &Observation, r: &RoceObs, cfg: &Config, v: &mut Verdict) {
+        let ts = obs.ts_ns;
+        let ce = obs.ce();
+        v.ce_marked = ce;
+        match role(r.opcode) {
+            Role::NotRc => self.not_rc += 1,
+            Role::Request { op, first, last } => {
+                let key = RoceKey {
+                    src: obs.src,
+                    dst: obs.dst,
+                    qp: r.dest_qp,
+                };
+                let i = self.flow_index(key, obs.frame, ts, cfg);
+                v.flow = Some(i);
+                if let Some(f) = self.flows[i as usize].as_mut() {
+                    f.last_ts = ts;
+                    if ce {
+                        f.c.ce_marked += 1;
+                    }
+                    f.request(obs, r, op, first, last, cfg, v);
+                }
+            }
+            role => {
+                let Some(i) = self.responder_flow(obs, r) else {
+                    self.unmatched += 1;
+                    return;
+                };
+                v.flow = Some(i);
+                let Some(f) = self.flows[i as usize].as_mut() else {
+                    return;
+                };
+                f.last_ts = ts;
+                if ce {
+                    f.c.ce_marked += 1;
+                }
+                let psn = extend(r.psn, f.highest);
+                match role {
+                    Role::Cnp => {
+                        f.c.cnps += 1;
+                        v.cnp_rocev2 = true;
+                    }
+                    Role::Ack => match r.syndrome.map(Syndrome::from_byte) {
+                        Some(Syndrome::Ack { .. }) => {
+                            f.c.acks += 1;
+                            f.ack_through(psn, ts, v);
+                        }
+                        Some(Syndrome::RnrNak { .. }) => {
+                            f.c.rnr_naks += 1;
+                            v.rocev2_nak = r.syndrome;
+                            f.ack_through(psn.wrapping_sub(1), ts, v);
+                        }
+                        Some(Syndrome::Nak(code)) => {
+                            f.c.naks += 1;
+                            v.rocev2_nak = r.syndrome;
+                            if code == NakCode::PsnSequenceError {
+                                f.nak_pending = true;
+                            }
+                            f.ack_through(psn.wrapping_sub(1), ts, v);
+                        }
+                        _ => {}
+                    },
+                    Role::ReadResponse { first, last } => {
+                        f.c.read_response_packets += 1;
+                        if first {
+                            // The response acks every request before it.
+                            f.ack_through(psn, ts, v);
+                        }
+                        if last {
+                            f.complete_read(psn, OpKind::Read, ts, v);
+                        }
+                    }
+                    Role::AtomicAck => {
+                        f.c.acks += 1;
+                        f.ack_through(psn, ts, v);
+                        f.complete_read(psn, OpKind::Atomic, ts, v);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    pub fn report(&self) -> Vec<RoceFlowReport> {
+        let mut flows: Vec<RoceFlowReport> =
+            self.flows.iter().flatten().map(Flow::report).collect();
+        flows.sort_by_key(|f| (f.first_frame, f.src, f.dst, f.dest_qp));
+        flows
+    }
+}
+
+impl Flow {
+    /// A READ (or atomic) whose last response PSN is `psn`: completes the
+    /// oldest pending request at or before it.
+    fn complete_read(&mut self, psn: u32, op: OpKind, ts: u64, v: &mut Verdict) {
+        let mut done = None;
+        while let Some(rd) = self.reads.front().copied() {
+            if lt(psn, rd.psn) {
+                break;
+            }
+            self.reads.pop_front();
+            done = Some(rd);
+        }
+        if let Some(rd) = done {
+            let _ = op;
+            self.complete(rd.op, rd.psn, ts.saturating_sub(rd.ts), MsgView::Read, v);
+        }
+        if self.highest.is_none_or(|h| lt(h, psn)) {
+            // The READ consumed PSNs up to its last response.
+            self.highest = Some(psn);
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The per-packet analysis the engine returns from `ingest`: what the
+//! Wireshark plugin shows under `metaroce.analysis.*`.
+
+use proto_parse::metaroce::{CnpReason, NackCode};
+use serde::Serialize;
+
+/// Why a PSN was sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetxKind {
+    /// After a NACK for the PSN, or a SACK showing later PSNs received
+    /// (MetaRoCE), or a sequence-error NAK (RoCEv2 go-back-N).
+    Fast,
+    /// No loss signal was captured before it.
+    Timeout,
+    /// The PSN was already cumulatively acked or SACKed (spec 11.10).
+    Spurious,
+}
+
+impl RetxKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RetxKind::Fast => "fast",
+            RetxKind::Timeout => "timeout",
+            RetxKind::Spurious => "spurious",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Retransmission {
+    /// Frame number of the first captured transmission of this PSN (`None`
+    /// when the original was not captured).
+    pub original_frame: Option<u64>,
+    /// tx_attempt, or the number of earlier captured transmissions if
+    /// larger.
+    pub attempt: u8,
+    pub kind: RetxKind,
+}
+
+/// Which message view completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MsgView {
+    /// Start of message to the first feedback whose cumulative ack passes
+    /// its last PSN (spec 9, sender view).
+    Acked,
+    /// First captured packet to the capture of the last missing byte
+    /// (receiver view).
+    Delivered,
+    /// RDMA READ: request to the last response byte.
+    Read,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MsgDone {
+    pub msg_id: u32,
+    pub op: &'static str,
+    pub view: MsgView,
+    pub latency_ns: u64,
+}
+
+/// A stall this packet lies in (or ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StallMark {
+    pub start_ns: u64,
+    /// Time from the stall start to this packet.
+    pub elapsed_ns: u64,
+    /// This packet (a feedback advancing the cumulative ack) ended it.
+    pub ended: bool,
+}
+
+/// The analysis of one packet. Every field is `None`/`false` when it does
+/// not apply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub frame: u64,
+    /// Index of the flow (MetaRoCE direction or RoCEv2 flow) in the engine;
+    /// stable until the flow is evicted.
+    pub flow: Option<u32>,
+    pub retransmission: Option<Retransmission>,
+    /// DATA below the highest PSN of its direction, not a retransmission:
+    /// the distance in PSNs.
+    pub out_of_order: Option<u32>,
+    /// path_seq values missing on this packet's path just before it.
+    pub path_loss: Option<u32>,
+    pub trimmed: bool,
+    pub ce_marked: bool,
+    /// Feedback with the ECE flag.
+    pub ece: bool,
+    #[serde(serialize_with = "ser_name")]
+    pub nack: Option<NackCode>,
+    /// RoCEv2 AETH NAK / RNR NAK syndrome byte.
+    pub rocev2_nak: Option<u8>,
+    /// MetaRoCE CNP reason (RoCEv2 CNPs: `cnp_rocev2`).
+    #[serde(serialize_with = "ser_name")]
+    pub cnp: Option<CnpReason>,
+    pub cnp_rocev2: bool,
+    /// Feedback: capture time minus the capture time of the transmission
+    /// it echoes (first feedback only, spec 11.9).
+    pub ack_rtt_ns: Option<u64>,
+    /// ack_rtt minus the receiver hold time T3 - T2 (may be negative when
+    /// clocks or units disagree).
+    pub fabric_rtt_ns: Option<i64>,
+    /// Feedback: the frame of the transmission it echoes.
+    pub acked_frame: Option<u64>,
+    /// Feedback with DUP: the frame of the retransmission it shows was
+    /// spurious.
+    pub dup_of_frame: Option<u64>,
+    /// Feedback: PSNs newly covered by the cumulative ack.
+    pub cum_ack_advance: Option<u32>,
+    /// A message completed at this packet (the first one, when several).
+    pub message: Option<MsgDone>,
+    /// Messages completed at this packet.
+    pub messages_completed: u16,
+    pub stall: Option<StallMark>,
+}
+
+/// Serializes an open enum by its spec name ("GAP", "unknown (9)").
+fn ser_name<T: std::fmt::Display, S: serde::Serializer>(
+    value: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
