@@ -625,7 +625,8 @@ fn tlv_node(tlv: &Tlv<'_>) -> Node {
 }
 
 fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, d: &mut Dissection) {
-    if !p.flags().contains(Flags::EXT) {
+    // TLVs follow the fixed header: nothing to show unless it is captured.
+    if !p.flags().contains(Flags::EXT) || fixed_len(p).is_none() {
         return;
     }
     let cap = p.as_bytes().len();
@@ -865,6 +866,208 @@ fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -
 #[cfg(test)]
 mod test {
     use super::*;
+    use proto_parse::metaroce::{
+        AckRepr, Body, DataRepr, FeedbackRepr, NackCode, NackRepr, Op, Repr, SackBitmap, TlvRepr,
+    };
+
+    fn repr(body: Body, payload: &'static [u8], crc: bool) -> Repr<'static> {
+        Repr {
+            flags: Flags::SOM,
+            tx_attempt: 1,
+            ev: 7,
+            path_seq: 3,
+            dst_conn: 0x22,
+            src_conn: 0x11,
+            psn: 100,
+            tx_ts: 9,
+            body,
+            tlvs: Vec::new(),
+            payload,
+            crc,
+        }
+    }
+
+    fn write(payload_len: u16) -> Body {
+        Body::Data(DataRepr {
+            op: Op::Write {
+                remote_va: 0x1000,
+                rkey: 5,
+            },
+            payload_len,
+            msg_id: 4,
+            msg_offset: 0,
+            msg_len: 64,
+        })
+    }
+
+    fn uint(d: &Dissection, hf: Hf) -> Option<u64> {
+        match d.value(hf)? {
+            Value::Uint(v) => Some(*v),
+            Value::Bits(v) => Some(u64::from(*v)),
+            _ => None,
+        }
+    }
+
+    /// Every item and note range lies within the captured bytes, at every
+    /// depth: `ffi` relies on it.
+    fn assert_ranges_within(d: &Dissection, captured: usize) {
+        d.walk(|n| {
+            assert!(
+                n.range.end <= captured && n.range.start <= n.range.end,
+                "{n:?}"
+            )
+        });
+        for note in &d.notes {
+            assert!(note.range.end <= captured, "{note:?}");
+        }
+        if let Some(p) = &d.payload {
+            assert!(p.end <= captured);
+        }
+        if let Checksum::Present { offset, .. } = d.checksum {
+            assert!(offset + 4 <= captured);
+        }
+        assert!(d.header.end <= captured.max(d.header.start));
+    }
+
+    #[test]
+    fn data_packet_fields_and_crc_are_decoded() {
+        static PAYLOAD: [u8; 32] = [0xAB; 32];
+        let bytes = repr(write(32), &PAYLOAD, true).to_vec();
+        let d = dissect(&bytes, bytes.len(), &Options::default());
+        assert_eq!(d.packet_type, Some(PacketType::Data));
+        assert_eq!(uint(&d, Hf::Psn), Some(100));
+        assert_eq!(uint(&d, Hf::Ev), Some(7));
+        assert_eq!(uint(&d, Hf::DataOp), Some(2));
+        assert_eq!(uint(&d, Hf::RemoteVa), Some(0x1000));
+        assert_eq!(uint(&d, Hf::Rkey), Some(5));
+        assert_eq!(uint(&d, Hf::TxAttempt), Some(1 << 4));
+        assert_eq!(d.payload, Some(52..84));
+        assert!(
+            matches!(d.checksum, Checksum::Present { offset: 84, computed: Some(c), stored } if c == stored)
+        );
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+        assert!(
+            d.info
+                .starts_with("DATA WRITE 0x11\u{2192}0x22 PSN=100 ev=7 msg=4:0/64"),
+            "{}",
+            d.info
+        );
+        assert_ranges_within(&d, bytes.len());
+
+        let off = dissect(&bytes, bytes.len(), &Options { check_crc: false });
+        assert!(matches!(
+            off.checksum,
+            Checksum::Present { computed: None, .. }
+        ));
+    }
+
+    #[test]
+    fn trimmed_packet_has_marker_note_and_no_trailer() {
+        static PAYLOAD: [u8; 10] = [1; 10];
+        let bytes = repr(write(32), &PAYLOAD, true).to_vec();
+        let d = dissect(&bytes, bytes.len(), &Options::default());
+        assert!(d.has_note(Ei::Trimmed));
+        assert_eq!(d.value(Hf::Trimmed), Some(&Value::Marker));
+        assert_eq!(uint(&d, Hf::PayloadActual), Some(10));
+        assert_eq!(d.checksum, Checksum::Missing { trimmed: true });
+        assert!(d.info.ends_with("[TRIMMED]"), "{}", d.info);
+    }
+
+    #[test]
+    fn ack_info_names_cumulative_ack_sack_ranges_and_echo() {
+        let fb = FeedbackRepr {
+            echo_psn: 104,
+            echo_ev: 2,
+            flags: FbFlags::DUP,
+            ..FeedbackRepr::default()
+        };
+        let mut r = repr(
+            Body::Ack(AckRepr {
+                feedback: fb,
+                sack_base: 100,
+                sack: SackBitmap::from_psns(100, [101, 102, 104, 200]),
+            }),
+            &[],
+            false,
+        );
+        r.flags = Flags::empty();
+        let bytes = r.to_vec();
+        let d = dissect(&bytes, bytes.len(), &Options::default());
+        assert_eq!(
+            d.info,
+            "ACK 0x11\u{2192}0x22 cack=100 SACK=101-102,104,200 echo=104@ev2 <DUP> try=1"
+        );
+        assert_eq!(
+            d.value(Hf::SackRanges),
+            Some(&Value::Text("101-102,104,200".into()))
+        );
+        assert_ranges_within(&d, bytes.len());
+    }
+
+    #[test]
+    fn malformed_packets_carry_the_proto_parse_error_text() {
+        let r = repr(
+            Body::Nack(NackRepr {
+                feedback: FeedbackRepr::default(),
+                code: NackCode::Gap,
+                rnr_timer: 0,
+                nack_psn: 5,
+            }),
+            &[],
+            false,
+        );
+        let mut bytes = r.to_vec();
+        bytes.push(0); // a NACK has no payload
+        let d = dissect(&bytes, bytes.len(), &Options::default());
+        let note = d
+            .notes
+            .iter()
+            .find(|n| n.ei == Ei::Malformed)
+            .expect("malformed");
+        let err = metaroce::parse_lax(&bytes, bytes.len()).stop.unwrap();
+        assert_eq!(note.text, err.to_string());
+        assert!(d.info.ends_with("[Malformed]"));
+    }
+
+    #[test]
+    fn tlv_running_past_hlen_is_malformed() {
+        let mut r = repr(write(0), &[], false);
+        r.tlvs = vec![TlvRepr::Ts64(1)];
+        let mut bytes = r.to_vec();
+        bytes[52 + 1] = 9; // TS64 len: 9 words, past hlen
+        let d = dissect(&bytes, bytes.len(), &Options::default());
+        assert!(d.has_note(Ei::Malformed), "{:?}", d.notes);
+        assert_ranges_within(&d, bytes.len());
+    }
+
+    #[test]
+    fn every_truncation_and_byte_flip_stays_within_the_capture() {
+        static PAYLOAD: [u8; 40] = [7; 40];
+        let mut r = repr(write(40), &PAYLOAD, true);
+        r.tlvs = vec![
+            TlvRepr::Ts64(1),
+            TlvRepr::Unknown {
+                tlv_type: 77,
+                value: vec![1, 2],
+            },
+        ];
+        let bytes = r.to_vec();
+        for cut in 0..=bytes.len() {
+            // A snaplen cut (wire length kept) and a short packet.
+            for wire in [bytes.len(), cut] {
+                let d = dissect(&bytes[..cut], wire, &Options::default());
+                assert_ranges_within(&d, cut);
+            }
+        }
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut b = bytes.clone();
+                b[i] ^= 1 << bit;
+                let d = dissect(&b, b.len(), &Options::default());
+                assert_ranges_within(&d, b.len());
+            }
+        }
+    }
 
     #[test]
     fn empty_and_short_payloads_are_malformed_not_panics() {

@@ -13,9 +13,9 @@ use std::sync::OnceLock;
 use proto_parse::build::UdpFrameBuilder;
 use proto_parse::capture::PcapWriter;
 use proto_parse::metaroce::{
-    AckRepr, Body, CcAlgo, CnpReason, CnpRepr, CtrlOp, CtrlRepr, DataRepr, Features,
-    FeedbackRepr, FbFlags, Flags, HopTelemetry, NackCode, NackRepr, Op, PathState,
-    PathStatusEntry, Repr, SackBitmap, TlvRepr, udp_source_port,
+    AckRepr, Body, CcAlgo, CnpReason, CnpRepr, CtrlOp, CtrlRepr, DataRepr, FbFlags, Features,
+    FeedbackRepr, Flags, HopTelemetry, NackCode, NackRepr, Op, PathState, PathStatusEntry, Repr,
+    SackBitmap, TlvRepr, udp_source_port,
 };
 
 pub const PORT: u16 = 4794;
@@ -137,18 +137,16 @@ impl Tshark {
     pub fn run(&self, args: &[&str]) -> Output {
         let mut cmd = if is_root() {
             let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "env",
-            ]);
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "env"]);
             c
         } else {
             Command::new("env")
         };
         cmd.arg(format!("HOME={}", self.home.display()))
-            .arg(format!("WIRESHARK_PLUGIN_DIR={}", self.plugin_dir.display()))
+            .arg(format!(
+                "WIRESHARK_PLUGIN_DIR={}",
+                self.plugin_dir.display()
+            ))
             .arg("WIRESHARK_ABORT_ON_DISSECTOR_BUG=1")
             .arg("tshark")
             .args(args)
@@ -170,7 +168,7 @@ impl Tshark {
         );
         for text in [&stdout, &stderr] {
             assert!(
-                !text.contains("Dissector bug") && !text.contains("panicked"),
+                !text.contains("[Dissector bug") && !text.contains("panicked"),
                 "tshark {args:?} reported a dissector bug:\n{stderr}\n{stdout}"
             );
         }
