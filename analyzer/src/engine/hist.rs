@@ -7,7 +7,11 @@ use serde::Serialize;
 /// A latency histogram in nanoseconds; created empty and small (it
 /// resizes as larger values arrive).
 #[derive(Debug, Clone)]
-pub struct Hist(Histogram<u64>);
+pub struct Hist {
+    h: Histogram<u64>,
+    min: u64,
+    max: u64,
+}
 
 impl Default for Hist {
     fn default() -> Self {
@@ -19,50 +23,58 @@ impl Hist {
     pub fn new() -> Self {
         let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
         h.auto(true);
-        Hist(h)
+        Hist {
+            h,
+            min: u64::MAX,
+            max: 0,
+        }
     }
 
     #[inline]
     pub fn record(&mut self, ns: u64) {
         // Auto-resize makes recording infallible for any u64 below the
         // histogram's hard limit; saturate rather than fail otherwise.
-        if self.0.record(ns).is_err() {
-            let _ = self.0.saturating_record(ns);
+        if self.h.record(ns).is_err() {
+            self.h.saturating_record(ns);
         }
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
     }
 
     pub fn len(&self) -> u64 {
-        self.0.len()
+        self.h.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.h.is_empty()
     }
 
     pub fn inner(&self) -> &Histogram<u64> {
-        &self.0
+        &self.h
     }
 
     pub fn summary(&self) -> Summary {
-        let h = &self.0;
+        let h = &self.h;
         if h.is_empty() {
             return Summary::default();
         }
+        // Bucket values, clamped to the exact extremes.
+        let q = |q: f64| h.value_at_quantile(q).clamp(self.min, self.max);
         Summary {
             count: h.len(),
-            min: h.min(),
-            p50: h.value_at_quantile(0.5),
-            p90: h.value_at_quantile(0.9),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
+            min: self.min,
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: self.max,
         }
     }
 }
 
 /// `{"count", "min", "p50", "p90", "p99", "p999", "max"}` in ns; all 0
 /// when `count` is 0. Values are HdrHistogram bucket values (3 significant
-/// digits): `max`/`min` are exact to 0.1 %.
+/// digits, clamped to [min, max]); `min` and `max` are exact.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
     pub count: u64,

@@ -608,25 +608,28 @@ impl Dir {
                 DataOp::ReadResp => read_done = Some(d.msg_id),
                 _ => {}
             }
-            if !self.fb_seen {
-                // Nothing will ack it in this capture (so far).
-                self.msgs.remove(&key);
-            }
         }
         read_done
     }
 
     fn evict_messages(&mut self) {
-        let mut ages: Vec<(u64, (u32, bool))> =
-            self.msgs.iter().map(|(k, m)| (m.first_ts, *k)).collect();
+        // Delivered messages go first (a capture without feedback never
+        // acks them); then the oldest. Only undelivered ones are counted.
+        let mut ages: Vec<(bool, u64, (u32, bool))> = self
+            .msgs
+            .iter()
+            .map(|(k, m)| (!m.delivered, m.first_ts, *k))
+            .collect();
         let n = (ages.len() / 4).max(1).min(ages.len());
         if n == 0 {
             return;
         }
         ages.select_nth_unstable(n - 1);
-        for (_, k) in &ages[..n] {
+        for (undelivered, _, k) in &ages[..n] {
             self.msgs.remove(k);
-            self.messages_evicted += 1;
+            if *undelivered {
+                self.messages_evicted += 1;
+            }
         }
     }
 

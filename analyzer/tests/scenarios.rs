@@ -1,0 +1,349 @@
+//! Scripted MetaRoCE scenarios. Every expected number below is worked out
+//! by hand from the script (see the comments), never computed by the
+//! engine.
+
+mod common;
+
+use analyzer::engine::{Config, Engine, MsgView, RetxKind};
+use common::*;
+use proto_parse::metaroce::{FbFlags, NackCode, Op};
+
+/// The scenario (times in us after T0; A = 10.0.0.1 conn 0x11 sends DATA to
+/// B = 10.0.0.2 conn 0x22 over ev 1 and ev 2; the capture point sees both
+/// directions; B's timestamp unit is 2 ns and it holds each packet 500
+/// units = 1 us before its feedback):
+///
+/// ```text
+/// f1  t0     CONNECT A->B            f2  t0    ACCEPT B->A (ts_unit 2000 ps)
+/// f3  t0     D psn100 ev1 seq1 SOM   msg0 SEND 4000 B, off 0
+/// f4  t1     D psn102 ev1 seq2       msg0 off 2000
+/// f5  t2     D psn101 ev2 seq1       msg0 off 1000      -> out of order, distance 1
+/// f6  t3     D psn103 ev2 seq2 EOM   msg0 off 3000, CE  -> msg0 delivered (3 us)
+///            [psn104 ev2 seq3 WRITE msg1 off 0 lost before the capture point]
+/// f7  t4     D psn105 ev2 seq4 EOM   msg1 WRITE off 1000, trimmed to 200 B
+///                                    -> path loss 1 on ev2 (seq 3 missing)
+/// f8  t10    ACK cum101 echo100      -> RTT 10 us (f3)
+/// f9  t11    ACK cum101 echo102 SACK{102}       -> RTT 10 us (f4)
+/// f10 t12    ACK cum103 echo101      -> RTT 10 us (f5)
+/// f11 t13    ACK cum104 echo103 ECE  -> RTT 10 us (f6); msg0 acked: 13 us
+/// f12 t14    NACK TRIMMED 105 cum104 echo105 TRIM -> RTT 10 us (f7)
+/// f13 t15    NACK GAP 104 cum104 echo105  -> same transmission: no sample
+/// f14 t16    CNP ECN cum104 echo103 ECE   -> already sampled: no sample
+/// f15 t20    D psn104 att1 ev1 seq3 SOM msg1 off 0   -> retx fast (NACKed), original not captured
+/// f16 t21    D psn105 att1 ev1 seq4 EOM msg1 off 1000 -> retx fast of f7; ev2 charged lost_inferred;
+///                                                       msg1 delivered (17 us after f7)
+/// f17 t22    D psn103 att1 ev2 seq5      -> below cum ack: spurious
+/// f18 t30    ACK cum105 echo104 (f15)    -> RTT 10 us
+/// f19 t31    ACK cum106 echo105 (f16)    -> RTT 10 us; msg1 acked: 11 us (SOM f15)
+/// f20 t32    ACK cum106 echo103 (f17) DUP -> already counted spurious
+/// f21 t100   D psn106 ev1 seq5 SOM EOM msg2 -> outstanding from t100; delivered at once
+/// f22 t2100  D psn106 att1 ev2 seq6      -> stall detected (start t100), retx timeout,
+///                                           ev1 charged lost_inferred
+/// f23 t2110  ACK cum107 echo106 (f22)    -> RTT 10 us; stall ends: 2010 us,
+///                                           cause timeout_retransmission; msg2 acked 2010 us
+/// f24 t3000  D psn107 ev1 seq6 SOM EOM msg3 -> outstanding from t3000; delivered at once
+/// finish(t5000)                          -> open stall from t3000, 2000 us
+/// ```
+fn scenario() -> Script {
+    let mut s = Script::default();
+    s.ctrl(0, true, 1000);
+    s.ctrl(0, false, 2000);
+    s.data(0, Data::send(100, 1, 1, 0, 0, 4000));
+    s.data(1, Data::send(102, 1, 2, 0, 2000, 4000));
+    s.data(2, Data::send(101, 2, 1, 0, 1000, 4000));
+    s.data(
+        3,
+        Data {
+            ce: true,
+            ..Data::send(103, 2, 2, 0, 3000, 4000)
+        },
+    );
+    let write = Op::Write {
+        remote_va: 0x1000,
+        rkey: 7,
+    };
+    s.data(
+        4,
+        Data {
+            op: write,
+            carried: 200,
+            ..Data::send(105, 2, 4, 1, 1000, 2000)
+        },
+    );
+    s.ack(10, 101, 100, 0, FbFlags::empty(), &[]);
+    s.ack(11, 101, 102, 1, FbFlags::empty(), &[102]);
+    s.ack(12, 103, 101, 2, FbFlags::empty(), &[]);
+    s.ack(13, 104, 103, 3, FbFlags::ECE, &[]);
+    s.nack(14, 104, 105, 4, FbFlags::TRIM, NackCode::Trimmed, 105);
+    s.nack(15, 104, 105, 4, FbFlags::empty(), NackCode::Gap, 104);
+    s.cnp(16, 104, 103, 3);
+    s.data(
+        20,
+        Data {
+            op: write,
+            tx_attempt: 1,
+            ..Data::send(104, 1, 3, 1, 0, 2000)
+        },
+    );
+    s.data(
+        21,
+        Data {
+            op: write,
+            tx_attempt: 1,
+            ..Data::send(105, 1, 4, 1, 1000, 2000)
+        },
+    );
+    s.data(
+        22,
+        Data {
+            tx_attempt: 1,
+            ..Data::send(103, 2, 5, 0, 3000, 4000)
+        },
+    );
+    s.ack(30, 105, 104, 20, FbFlags::empty(), &[]);
+    s.ack(31, 106, 105, 21, FbFlags::empty(), &[]);
+    s.ack(32, 106, 103, 22, FbFlags::DUP, &[]);
+    s.data(100, Data::send(106, 1, 5, 2, 0, 1000));
+    s.data(
+        2100,
+        Data {
+            tx_attempt: 1,
+            ..Data::send(106, 2, 6, 2, 0, 1000)
+        },
+    );
+    s.ack(2110, 107, 106, 2100, FbFlags::empty(), &[]);
+    s.data(3000, Data::send(107, 1, 6, 3, 0, 1000));
+    s
+}
+
+fn run() -> (Engine, Vec<analyzer::engine::Verdict>) {
+    let mut engine = Engine::new(Config::default());
+    let verdicts = scenario().run(&mut engine);
+    engine.finish(us(5000));
+    (engine, verdicts)
+}
+
+#[test]
+fn per_packet_verdicts() {
+    let (_, v) = run();
+    let f = |n: usize| &v[n - 1];
+    assert_eq!(v.len(), 24);
+
+    assert_eq!(f(5).out_of_order, Some(1));
+    assert_eq!(f(4).out_of_order, None);
+    assert!(f(6).ce_marked);
+    assert_eq!(
+        f(6).message.map(|m| (m.view, m.latency_ns)),
+        Some((MsgView::Delivered, 3_000))
+    );
+    assert_eq!(f(7).path_loss, Some(1));
+    assert!(f(7).trimmed);
+
+    assert_eq!(f(8).ack_rtt_ns, Some(10_000));
+    assert_eq!(f(8).acked_frame, Some(3));
+    // Hold 500 units of 2 ns = 1 us.
+    assert_eq!(f(8).fabric_rtt_ns, Some(9_000));
+    assert_eq!(f(9).acked_frame, Some(4));
+    assert_eq!(f(10).acked_frame, Some(5));
+    assert_eq!(f(10).cum_ack_advance, Some(2));
+    assert!(f(11).ece);
+    assert_eq!(
+        f(11).message.map(|m| (m.view, m.latency_ns)),
+        Some((MsgView::Acked, 13_000))
+    );
+    assert_eq!(f(12).nack, Some(NackCode::Trimmed));
+    assert_eq!(f(12).ack_rtt_ns, Some(10_000));
+    assert_eq!(f(12).acked_frame, Some(7));
+    // Second feedback echoing the same transmission: no sample (11.9).
+    assert_eq!(f(13).nack, Some(NackCode::Gap));
+    assert_eq!(f(13).ack_rtt_ns, None);
+    assert_eq!(f(13).acked_frame, Some(7));
+    assert!(f(14).cnp.is_some());
+    assert_eq!(f(14).ack_rtt_ns, None);
+
+    let r15 = f(15).retransmission.unwrap();
+    assert_eq!(
+        (r15.original_frame, r15.attempt, r15.kind),
+        (None, 1, RetxKind::Fast)
+    );
+    let r16 = f(16).retransmission.unwrap();
+    assert_eq!(
+        (r16.original_frame, r16.attempt, r16.kind),
+        (Some(7), 1, RetxKind::Fast)
+    );
+    assert_eq!(
+        f(16).message.map(|m| (m.view, m.latency_ns)),
+        Some((MsgView::Delivered, 17_000))
+    );
+    assert_eq!(f(17).retransmission.unwrap().kind, RetxKind::Spurious);
+    assert_eq!(f(18).ack_rtt_ns, Some(10_000));
+    assert_eq!(f(18).acked_frame, Some(15));
+    assert_eq!(
+        f(19).message.map(|m| (m.view, m.latency_ns)),
+        Some((MsgView::Acked, 11_000))
+    );
+
+    let r22 = f(22).retransmission.unwrap();
+    assert_eq!(
+        (r22.original_frame, r22.kind),
+        (Some(21), RetxKind::Timeout)
+    );
+    let stall = f(22).stall.unwrap();
+    assert_eq!(
+        (stall.start_ns, stall.elapsed_ns, stall.ended),
+        (us(100), 2_000_000, false)
+    );
+    let end = f(23).stall.unwrap();
+    assert_eq!(
+        (end.start_ns, end.elapsed_ns, end.ended),
+        (us(100), 2_010_000, true)
+    );
+    assert_eq!(f(23).ack_rtt_ns, Some(10_000));
+    assert_eq!(
+        f(23).message.map(|m| (m.view, m.latency_ns)),
+        Some((MsgView::Acked, 2_010_000))
+    );
+    assert_eq!(f(24).retransmission, None);
+}
+
+#[test]
+fn direction_counts() {
+    let (engine, _) = run();
+    let report = engine.snapshot();
+    assert_eq!(report.capture.frames, 24);
+    assert_eq!(report.capture.metaroce_packets, 24);
+    assert_eq!(report.capture.malformed, 0);
+    // CONNECT (A->B, dst_conn 0), B->A (ACCEPT and feedback), A->B data.
+    assert_eq!(report.directions.len(), 3);
+    let d = report
+        .directions
+        .iter()
+        .find(|d| d.src_conn == CONN_A && d.dst_conn == CONN_B)
+        .unwrap();
+    assert_eq!(d.data_packets, 11);
+    // 4 x 1000 + 200 (trimmed) + 6 x 1000.
+    assert_eq!(d.data_bytes, 10_200);
+    // First transmissions, not trimmed: f3-f6, f21, f24.
+    assert_eq!(d.goodput_bytes, 6_000);
+    assert_eq!(d.retransmissions, 4);
+    assert_eq!(d.fast_retransmissions, 2);
+    assert_eq!(d.timeout_retransmissions, 1);
+    assert_eq!(d.spurious_retransmissions, 1);
+    assert_eq!(d.out_of_order, 1);
+    assert_eq!(d.max_reorder_distance, 1);
+    assert_eq!(d.trimmed, 1);
+    assert_eq!(d.ce_marked, 1);
+    // f11 and the CNP f14.
+    assert_eq!(d.ece, 2);
+    assert_eq!(d.acks, 8);
+    assert_eq!(d.nacks, 2);
+    assert_eq!(d.nacks_by_code.get("GAP"), Some(&1));
+    assert_eq!(d.nacks_by_code.get("TRIMMED"), Some(&1));
+    assert_eq!(d.cnps, 1);
+    assert_eq!(d.path_loss, 1);
+    assert_eq!(d.messages_completed, 3);
+    assert_eq!(d.messages_delivered, 4);
+    assert_eq!(d.cum_ack, Some(107));
+    assert_eq!(d.outstanding_packets, 1);
+
+    // f8 f9 f10 f11 f12 f18 f19 f23, all 10 us.
+    assert_eq!(d.ack_rtt_ns.count, 8);
+    assert_eq!((d.ack_rtt_ns.min, d.ack_rtt_ns.max), (10_000, 10_000));
+    assert_eq!(d.fabric_rtt_ns.count, 8);
+    assert_eq!((d.fabric_rtt_ns.min, d.fabric_rtt_ns.max), (9_000, 9_000));
+    // msg0 13 us, msg1 11 us, msg2 2010 us (HdrHistogram, 3 digits).
+    assert_eq!(d.msg_completion_ns.count, 3);
+    assert_eq!(d.msg_completion_ns.min, 11_000);
+    assert!((2_009_000..=2_011_000).contains(&d.msg_completion_ns.max));
+    assert_eq!(d.msg_completion_by_op_ns["send"].count, 2);
+    assert_eq!(d.msg_completion_by_op_ns["write"].count, 1);
+    assert_eq!(d.msg_delivery_ns.count, 4);
+
+    // Stalls: one closed, one open at the end.
+    assert_eq!(d.stalls.len(), 2);
+    let s = &d.stalls[0];
+    assert_eq!(
+        (s.start_ns, s.duration_ns, s.open),
+        (us(100), 2_010_000, false)
+    );
+    assert_eq!(s.end_cause, "timeout_retransmission");
+    assert_eq!(s.end_frame, Some(23));
+    assert_eq!(s.paths_in_flight, vec![1]);
+    assert_eq!(s.retransmissions, 1);
+    let s = &d.stalls[1];
+    assert_eq!(
+        (s.start_ns, s.duration_ns, s.open),
+        (us(3000), 2_000_000, true)
+    );
+    assert_eq!(s.paths_in_flight, vec![1]);
+
+    // Paths.
+    assert_eq!(d.paths.len(), 2);
+    let ev1 = &d.paths[0];
+    assert_eq!(ev1.ev, 1);
+    assert_eq!(ev1.packets, 6);
+    assert_eq!(ev1.data_packets, 6);
+    assert_eq!(ev1.retransmissions, 2);
+    assert_eq!(ev1.lost, 0);
+    assert_eq!(ev1.lost_inferred, 1);
+    assert_eq!(ev1.ce_marked, 0);
+    assert_eq!(ev1.ack_rtt_ns.count, 4);
+    let ev2 = &d.paths[1];
+    assert_eq!(ev2.ev, 2);
+    assert_eq!(ev2.packets, 5);
+    assert_eq!(ev2.retransmissions, 2);
+    assert_eq!(ev2.lost, 1);
+    assert_eq!(ev2.lost_inferred, 1);
+    assert_eq!(ev2.ce_marked, 1);
+    assert_eq!(ev2.ack_rtt_ns.count, 4);
+
+    // The feedback direction.
+    let b = report
+        .directions
+        .iter()
+        .find(|d| d.src_conn == CONN_B)
+        .unwrap();
+    assert_eq!(b.feedback_sent, 11);
+    assert_eq!(b.ctrl, 1);
+    assert_eq!(b.data_packets, 0);
+}
+
+#[test]
+fn live_stall_is_visible_before_it_ends() {
+    let script = scenario();
+    let obs = script.observations();
+    let mut engine = Engine::new(Config::default());
+    // Up to f21 (t100): nothing stalled yet.
+    for o in &obs[..21] {
+        engine.ingest(o);
+    }
+    let open = |e: &Engine| {
+        e.snapshot()
+            .directions
+            .iter()
+            .flat_map(|d| d.stalls.clone())
+            .filter(|s| s.open)
+            .count()
+    };
+    engine.advance_time(us(900));
+    assert_eq!(open(&engine), 0);
+    engine.advance_time(us(1200));
+    assert_eq!(open(&engine), 1);
+    // A stricter threshold sees it earlier.
+    let mut strict = Engine::new(Config {
+        stall_threshold_ns: 100_000,
+        ..Config::default()
+    });
+    for o in &obs[..21] {
+        strict.ingest(o);
+    }
+    strict.advance_time(us(250));
+    assert_eq!(open(&strict), 1);
+}
+
+#[test]
+fn report_json_snapshot() {
+    let (engine, _) = run();
+    let json = serde_json::to_value(engine.snapshot()).unwrap();
+    insta::assert_json_snapshot!("scenario_report", json);
+}
