@@ -1,0 +1,190 @@
+//! The engine's state is bounded by the live flows, never by the number of
+//! packets: ingesting 10x more packets of the same flows must not grow any
+//! map or window. Also: the flow cap evicts and counts.
+
+mod common;
+
+use std::net::IpAddr;
+
+use analyzer::engine::{
+    Config, DataObs, Engine, FbKind, FeedbackObs, MrBody, MrObs, ObsKind, Observation, StateSize,
+};
+use proto_parse::metaroce::{DataOp, FbFlags, Flags, PacketType};
+
+const FLOWS: u32 = 8;
+const EVS: u16 = 16;
+
+fn obs(frame: u64, ts: u64, src: IpAddr, dst: IpAddr, mr: MrObs) -> Observation {
+    Observation {
+        frame,
+        ts_ns: ts,
+        src,
+        dst,
+        src_port: 0xC000,
+        dst_port: 4794,
+        ecn: 2,
+        malformed: false,
+        kind: ObsKind::MetaRoce(mr),
+    }
+}
+
+/// `rounds` rounds of: every flow sends 4 DATA packets (one 4-packet
+/// message, sprayed over 16 evs, with one reordered pair) and gets one
+/// coalesced ACK.
+fn feed(engine: &mut Engine, rounds: std::ops::Range<u32>, frame: &mut u64, ts: &mut u64) {
+    let a: IpAddr = "10.1.0.1".parse().unwrap();
+    let b: IpAddr = "10.1.0.2".parse().unwrap();
+    for round in rounds {
+        for flow in 0..FLOWS {
+            let psn0 = round * 4;
+            let mut last_tx = 0;
+            for k in [0u32, 2, 1, 3] {
+                let psn = psn0 + k;
+                let ev = ((psn + flow) % u32::from(EVS)) as u16;
+                let mut flags = Flags::empty();
+                flags.set(Flags::SOM, k == 0);
+                flags.set(Flags::EOM, k == 3);
+                *frame += 1;
+                *ts += 100;
+                last_tx = *ts as u32;
+                let mr = MrObs {
+                    ptype: PacketType::Data,
+                    flags,
+                    tx_attempt: 0,
+                    ev,
+                    path_seq: 0,
+                    dst_conn: 1000 + flow,
+                    src_conn: flow,
+                    psn,
+                    tx_ts: last_tx,
+                    body: MrBody::Data(DataObs {
+                        op: DataOp::Send,
+                        payload_len: 1000,
+                        actual_len: 1000,
+                        trimmed: false,
+                        msg_id: round,
+                        msg_offset: k * 1000,
+                        msg_len: 4000,
+                    }),
+                };
+                engine.ingest(&obs(*frame, *ts, a, b, mr));
+            }
+            *frame += 1;
+            *ts += 100;
+            let ack = MrObs {
+                ptype: PacketType::Ack,
+                flags: Flags::empty(),
+                tx_attempt: 0,
+                ev: 0,
+                path_seq: 0,
+                dst_conn: flow,
+                src_conn: 1000 + flow,
+                psn: psn0 + 4,
+                tx_ts: 0,
+                body: MrBody::Feedback(FeedbackObs {
+                    flags: FbFlags::COAL,
+                    echo_ev: 0,
+                    echo_psn: psn0 + 3,
+                    echo_tx_ts: last_tx,
+                    rx_ts: 0,
+                    ce_count: 0,
+                    credit: u32::MAX,
+                    kind: FbKind::Ack {
+                        sack_base: psn0 + 4,
+                        sack_words: 0,
+                        sack: [0; 4],
+                    },
+                }),
+            };
+            engine.ingest(&obs(*frame, *ts, b, a, ack));
+        }
+    }
+}
+
+#[test]
+fn ten_times_more_packets_same_state() {
+    let mut engine = Engine::new(Config::default());
+    let (mut frame, mut ts) = (0, 1_000_000);
+    feed(&mut engine, 0..100, &mut frame, &mut ts);
+    let small: StateSize = engine.state_size();
+    feed(&mut engine, 100..1000, &mut frame, &mut ts);
+    let large = engine.state_size();
+    assert_eq!(small, large);
+    // 8 data directions + 8 ack directions; 16 evs per data direction plus
+    // ev 0 of each ack direction.
+    assert_eq!(large.directions, 16);
+    assert_eq!(large.paths, 8 * 16 + 8);
+    assert_eq!(large.messages, 0);
+    assert_eq!(large.window_slots, 0);
+    let report = engine.snapshot();
+    let d = report
+        .directions
+        .iter()
+        .find(|d| d.data_packets > 0)
+        .unwrap();
+    assert_eq!(d.data_packets, 4000);
+    assert_eq!(d.messages_completed, 1000);
+    // One reordered packet per message (PSN 1 after PSN 2).
+    assert_eq!(d.out_of_order, 1000);
+}
+
+#[test]
+fn flow_cap_evicts_and_counts() {
+    let mut engine = Engine::new(Config {
+        max_flows: 4,
+        ..Config::default()
+    });
+    let (mut frame, mut ts) = (0, 1_000_000);
+    feed(&mut engine, 0..10, &mut frame, &mut ts);
+    let size = engine.state_size();
+    assert!(size.directions <= 4, "{size:?}");
+    let report = engine.snapshot();
+    assert!(report.engine.evicted_directions >= 12);
+    assert_eq!(report.engine.live_directions as usize, size.directions);
+}
+
+#[test]
+fn no_feedback_capture_stays_bounded() {
+    // DATA only (a one-way capture): windows and message maps stop at
+    // their caps.
+    let cfg = Config {
+        window: 64,
+        max_messages: 32,
+        ..Config::default()
+    };
+    let mut engine = Engine::new(cfg);
+    let a: IpAddr = "10.2.0.1".parse().unwrap();
+    let b: IpAddr = "10.2.0.2".parse().unwrap();
+    let mut sizes = Vec::new();
+    for n in [1_000u32, 10_000] {
+        let mut e = Engine::new(cfg);
+        for psn in 0..n {
+            let mr = MrObs {
+                ptype: PacketType::Data,
+                flags: Flags::SOM | Flags::EOM,
+                tx_attempt: 0,
+                ev: (psn % 4) as u16,
+                path_seq: (psn / 4 + 1) as u16,
+                dst_conn: 2,
+                src_conn: 1,
+                psn,
+                tx_ts: psn,
+                body: MrBody::Data(DataObs {
+                    op: DataOp::Send,
+                    payload_len: 100,
+                    actual_len: 100,
+                    trimmed: false,
+                    msg_id: psn,
+                    msg_offset: 0,
+                    msg_len: 100,
+                }),
+            };
+            e.ingest(&obs(u64::from(psn) + 1, u64::from(psn) * 10, a, b, mr));
+        }
+        sizes.push(e.state_size());
+    }
+    assert_eq!(sizes[0], sizes[1]);
+    assert!(sizes[1].window_slots <= 64);
+    assert!(sizes[1].messages <= 32);
+    engine.finish(0);
+}
