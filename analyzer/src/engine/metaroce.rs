@@ -399,6 +399,7 @@ impl Dir {
     /// A DATA packet of this direction. Returns the msg_id of a READ_RESP
     /// message whose last byte arrived (the engine then completes the READ
     /// on the reverse direction).
+    #[allow(clippy::too_many_arguments)]
     pub fn on_data(
         &mut self,
         frame: u64,

@@ -208,6 +208,7 @@ impl Flow {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn request(
         &mut self,
         obs: &Observation,
