@@ -5,7 +5,7 @@ mod capture_util;
 
 use capture_util::{Item, Trickle, drain, errors, frame, read_bytes, records, tmp_path};
 use proto_parse::capture::{
-    Format, OpenError, PcapOptions, PcapWriter, Reader, LINKTYPE_ERF, LINKTYPE_ETHERNET,
+    Format, LINKTYPE_ERF, LINKTYPE_ETHERNET, OpenError, PcapOptions, PcapWriter, Reader,
 };
 use proto_parse::{ErrorKind, Layer, LenSource};
 
@@ -66,15 +66,15 @@ fn hand_built_both_orders_both_resolutions() {
             assert_eq!(recs[0].orig_len, 60);
             assert!(recs[1].data.is_empty());
             assert_eq!(recs[2].data, frame(2, 1514));
-            assert_eq!(
-                recs.iter().map(|r| r.index).collect::<Vec<_>>(),
-                [1, 2, 3]
-            );
+            assert_eq!(recs.iter().map(|r| r.index).collect::<Vec<_>>(), [1, 2, 3]);
             assert_eq!(
                 recs.iter().map(|r| r.offset).collect::<Vec<_>>(),
                 [24, 24 + 19, 24 + 19 + 16]
             );
-            assert!(recs.iter().all(|r| r.linktype == 1 && r.interface.is_none()));
+            assert!(
+                recs.iter()
+                    .all(|r| r.linktype == 1 && r.interface.is_none())
+            );
             let st = reader.stats();
             assert_eq!((st.records, st.errors, st.resyncs), (3, 0, 0));
             assert_eq!(st.bytes, 3 + 1514);
@@ -141,7 +141,8 @@ fn writer_roundtrip_all_variants() {
 fn file_open_and_trickling_pipe_agree() {
     let mut w = PcapWriter::new(Vec::new()).unwrap();
     for i in 0..300usize {
-        w.write_frame(i as u64 * 1000, &frame(i, 60 + i % 90)).unwrap();
+        w.write_frame(i as u64 * 1000, &frame(i, 60 + i % 90))
+            .unwrap();
     }
     // One record larger than the small buffer: it must grow.
     w.write_frame(5, &frame(9, 9000)).unwrap();
@@ -182,11 +183,21 @@ fn corrupt_record_in_the_middle_resyncs() {
         assert_eq!(errs[0].layer, Layer::Capture);
         assert_eq!(errs[0].offset, bad + 8, "the FILE offset of caplen");
         assert!(
-            matches!(errs[0].kind, ErrorKind::BadValue { value: 0x7fff_0000, .. }),
+            matches!(
+                errs[0].kind,
+                ErrorKind::BadValue {
+                    value: 0x7fff_0000,
+                    ..
+                }
+            ),
             "{:?}",
             errs[0]
         );
-        assert!(errs[0].to_string().starts_with(&format!("capture at byte {}", bad + 8)));
+        assert!(
+            errs[0]
+                .to_string()
+                .starts_with(&format!("capture at byte {}", bad + 8))
+        );
         // The error comes in order: after 4 records, before the rest.
         assert!(matches!(items[4], Item::Err(_)));
         let recs = records(&items);
@@ -280,12 +291,18 @@ fn not_a_capture() {
     std::fs::write(&path, "Hello, this is a text file\n").unwrap();
     let err = Reader::open(&path).unwrap_err();
     assert!(matches!(err, OpenError::NotCapture { magic: 0x4865_6c6c }));
-    assert_eq!(err.to_string(), "not a pcap or pcapng file: magic 0x48656c6c");
+    assert_eq!(
+        err.to_string(),
+        "not a pcap or pcapng file: magic 0x48656c6c"
+    );
     std::fs::remove_file(path).ok();
 
     let err = Reader::from_reader(&b"ab"[..]).unwrap_err();
     assert_eq!(err.to_string(), "not a pcap or pcapng file: only 2 bytes");
-    assert!(matches!(Reader::from_reader(&b""[..]), Err(OpenError::TooShort { len: 0 })));
+    assert!(matches!(
+        Reader::from_reader(&b""[..]),
+        Err(OpenError::TooShort { len: 0 })
+    ));
     // A pcap magic with a cut header.
     let err = Reader::from_reader(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0][..]).unwrap_err();
     assert!(matches!(err, OpenError::BadHeader(_)), "{err}");
@@ -315,7 +332,10 @@ fn io_error_keeps_what_was_read() {
     let items = drain(&mut r, 100);
     assert_eq!(records(&items).len(), 3);
     assert_eq!(errors(&items).len(), 1);
-    assert_eq!(r.io_error().map(|e| e.to_string()), Some("disk on fire".into()));
+    assert_eq!(
+        r.io_error().map(|e| e.to_string()),
+        Some("disk on fire".into())
+    );
 }
 
 #[test]

@@ -49,7 +49,7 @@ mod pcapng;
 mod reader;
 mod writer;
 
-pub use reader::{Reader, DEFAULT_BUFFER_SIZE};
+pub use reader::{DEFAULT_BUFFER_SIZE, Reader};
 pub use writer::{PcapNgWriter, PcapOptions, PcapWriter};
 
 use std::fmt;
@@ -105,7 +105,10 @@ impl Record<'_> {
 
     /// Seconds and nanoseconds of the timestamp.
     pub const fn ts_parts(&self) -> (u64, u32) {
-        (self.ts_ns / 1_000_000_000, (self.ts_ns % 1_000_000_000) as u32)
+        (
+            self.ts_ns / 1_000_000_000,
+            (self.ts_ns % 1_000_000_000) as u32,
+        )
     }
 }
 
@@ -194,22 +197,61 @@ pub enum OpenError {
 /// Converts a pcapng timestamp in `if_tsresol` units to nanoseconds, adding
 /// `if_tsoffset` seconds; saturates at `0` and `u64::MAX`.
 pub fn pcapng_ts_to_ns(units: u64, tsresol: u8, tsoffset: i64) -> u64 {
-    let units = u128::from(units);
-    let ns: u128 = if tsresol & 0x80 == 0 {
-        let e = u32::from(tsresol);
-        if e <= 9 {
-            units * 10u128.pow(9 - e)
-        } else if e - 9 <= 38 {
-            units / 10u128.pow(e - 9)
+    TsConv::new(tsresol, tsoffset).to_ns(units)
+}
+
+/// A pcapng interface's timestamp conversion, computed once per interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TsConv {
+    scale: Scale,
+    offset_ns: i128,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scale {
+    /// Units of `10^-e` s with `e <= 9`: multiply by `10^(9-e)`.
+    Mul(u64),
+    /// `9 < e <= 28`: divide by `10^(e-9)`.
+    Div(u64),
+    /// Units of `2^-e` s: `units * 10^9 >> e`.
+    Shift(u32),
+    /// Finer than `10^-28` s: every timestamp is 0 ns.
+    Zero,
+}
+
+impl TsConv {
+    pub(crate) fn new(tsresol: u8, tsoffset: i64) -> Self {
+        let scale = if tsresol & 0x80 == 0 {
+            let e = u32::from(tsresol);
+            if e <= 9 {
+                Scale::Mul(10u64.pow(9 - e))
+            } else if e - 9 <= 19 {
+                Scale::Div(10u64.pow(e - 9))
+            } else {
+                Scale::Zero
+            }
         } else {
-            0
+            // e <= 127, so the shift of a u128 is in range.
+            Scale::Shift(u32::from(tsresol & 0x7f))
+        };
+        TsConv {
+            scale,
+            offset_ns: i128::from(tsoffset) * 1_000_000_000,
         }
-    } else {
-        // 2^-e seconds per unit; e <= 127 so the shift is in range.
-        (units * 1_000_000_000) >> u32::from(tsresol & 0x7f)
-    };
-    let total = i128::try_from(ns).unwrap_or(i128::MAX) + i128::from(tsoffset) * 1_000_000_000;
-    u64::try_from(total.max(0)).unwrap_or(u64::MAX)
+    }
+
+    #[inline]
+    pub(crate) fn to_ns(self, units: u64) -> u64 {
+        let ns: u128 = match self.scale {
+            Scale::Mul(m) => u128::from(units) * u128::from(m),
+            Scale::Div(d) => u128::from(units / d),
+            Scale::Shift(e) => (u128::from(units) * 1_000_000_000) >> e,
+            Scale::Zero => 0,
+        };
+        // ns < 2^94: no overflow in i128.
+        let total = ns as i128 + self.offset_ns;
+        u64::try_from(total.max(0)).unwrap_or(u64::MAX)
+    }
 }
 
 /// Converts nanoseconds since the epoch to pcapng timestamp units of the

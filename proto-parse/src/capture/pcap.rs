@@ -2,9 +2,7 @@
 
 use std::io::Read;
 
-use pcap_parser::{
-    LegacyPcapBlock, PcapHeader, parse_pcap_frame, parse_pcap_frame_be, parse_pcap_frame_modified,
-};
+use pcap_parser::PcapHeader;
 
 use super::reader::{Reader, RecordMeta, State, Step};
 use super::{Format, MAX_RECORD_LEN, PCAP_MAX_SNAPLEN};
@@ -67,6 +65,7 @@ impl PcapState {
         if self.modified { 24 } else { 16 }
     }
 
+    #[inline]
     fn u32_at(&self, b: &[u8], off: usize) -> u32 {
         let v = [b[off], b[off + 1], b[off + 2], b[off + 3]];
         if self.big_endian {
@@ -144,29 +143,16 @@ impl<R: Read> Reader<R> {
             self.consume(avail);
             return Step::Error(truncated_tail(offset, total, avail));
         }
-        let bytes = &self.window()[..total];
-        let parsed = if st.modified {
-            parse_pcap_frame_modified(bytes)
-        } else if st.big_endian {
-            parse_pcap_frame_be(bytes)
-        } else {
-            parse_pcap_frame(bytes)
-        };
-        // The whole record is buffered and `caplen` checked: cannot fail.
-        let Ok((_, LegacyPcapBlock {
-            ts_sec,
-            ts_usec,
-            origlen,
-            ..
-        })) = parsed
-        else {
-            self.consume(avail);
-            return Step::Error(truncated_tail(offset, total, avail));
-        };
+        // The hot path: fixed fields by hand (pcap-parser's
+        // `parse_pcap_frame{,_be,_modified}` read the same four fields).
+        let w = self.window();
+        let ts_sec = st.u32_at(w, 0);
+        let ts_frac = st.u32_at(w, 4);
+        let origlen = st.u32_at(w, 12);
         let meta = RecordMeta {
             data_start: self.start + hl,
             data_len: caplen as usize,
-            ts_ns: st.ts_ns(ts_sec, ts_usec),
+            ts_ns: st.ts_ns(ts_sec, ts_frac),
             linktype: st.linktype,
             orig_len: origlen,
             interface: None,

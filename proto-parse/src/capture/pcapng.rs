@@ -6,14 +6,13 @@ use std::io::Read;
 use pcap_parser::pcapng::{
     BOM_MAGIC, CB_MAGIC, DCB_MAGIC, DSB_MAGIC, EPB_MAGIC, IDB_MAGIC, ISB_MAGIC, NRB_MAGIC,
     OptionCode, PIB_MAGIC, PcapNGOption, SHB_MAGIC, SJE_MAGIC, SPB_MAGIC,
-    parse_enhancedpacketblock_be, parse_enhancedpacketblock_le,
     parse_interfacedescriptionblock_be, parse_interfacedescriptionblock_le,
     parse_sectionheaderblock,
 };
 
 use super::pcap::truncated_tail;
 use super::reader::{Reader, RecordMeta, State, Step};
-use super::{Interface, MAX_RECORD_LEN, pcapng_ts_to_ns};
+use super::{Interface, MAX_RECORD_LEN, TsConv};
 use crate::{Error, ErrorKind, Layer, LenSource};
 
 /// Offset of the packet data in an Enhanced Packet Block.
@@ -25,6 +24,8 @@ const SPB_DATA: usize = 12;
 pub(super) struct NgState {
     big_endian: bool,
     pub(super) interfaces: Vec<Interface>,
+    /// Timestamp conversion of each interface.
+    conv: Vec<TsConv>,
 }
 
 impl NgState {
@@ -32,7 +33,13 @@ impl NgState {
         NgState {
             big_endian,
             interfaces: Vec::new(),
+            conv: Vec::new(),
         }
+    }
+
+    fn push(&mut self, iface: Interface) {
+        self.conv.push(TsConv::new(iface.tsresol, iface.tsoffset));
+        self.interfaces.push(iface);
     }
 }
 
@@ -101,7 +108,9 @@ fn ts_options(options: &[PcapNGOption<'_>], big_endian: bool) -> (u8, i64) {
 /// What the block at the reader's position turned out to be.
 enum Block {
     Packet(RecordMeta),
-    Section { big_endian: bool },
+    Section {
+        big_endian: bool,
+    },
     Interface(Interface),
     Skip,
     /// A block after which nothing can be read (an unsupported section).
@@ -115,16 +124,16 @@ enum Block {
 }
 
 impl<R: Read> Reader<R> {
-    fn ng_state(&self) -> Option<(bool, &[Interface])> {
+    fn ng_state(&self) -> Option<&NgState> {
         match &self.state {
-            State::PcapNg(ng) => Some((ng.big_endian, &ng.interfaces)),
+            State::PcapNg(ng) => Some(ng),
             State::Pcap(_) => None,
         }
     }
 
     pub(super) fn step_pcapng(&mut self) -> Step {
         loop {
-            let Some((section_be, _)) = self.ng_state() else {
+            let Some(section_be) = self.ng_state().map(|ng| ng.big_endian) else {
                 return Step::End;
             };
             let offset = self.position();
@@ -157,7 +166,9 @@ impl<R: Read> Reader<R> {
             }
             let block_type = u32_at(w, 0, be);
             let len1 = u32_at(w, 4, be);
-            if len1 < min_block_len(block_type) || !len1.is_multiple_of(4) || len1 as usize > MAX_RECORD_LEN
+            if len1 < min_block_len(block_type)
+                || !len1.is_multiple_of(4)
+                || len1 as usize > MAX_RECORD_LEN
             {
                 self.resync_from = Some(offset + 1);
                 return Step::Error(Error::bad_value(
@@ -195,9 +206,10 @@ impl<R: Read> Reader<R> {
                 Block::Section { big_endian } => {
                     ng.big_endian = big_endian;
                     ng.interfaces.clear();
+                    ng.conv.clear();
                     self.stats.sections += 1;
                 }
-                Block::Interface(iface) => ng.interfaces.push(iface),
+                Block::Interface(iface) => ng.push(iface),
                 Block::Skip => self.stats.blocks_skipped += 1,
                 Block::Fatal(error) => {
                     let rest = self.avail();
@@ -208,7 +220,7 @@ impl<R: Read> Reader<R> {
                 }
                 Block::Bad { error, interface } => {
                     if let Some(iface) = interface {
-                        ng.interfaces.push(iface);
+                        ng.push(iface);
                     }
                     return Step::Error(error);
                 }
@@ -219,7 +231,7 @@ impl<R: Read> Reader<R> {
     /// Decodes the whole, framing-checked block of `len` bytes at the
     /// reader's position (file offset `offset`).
     fn classify(&self, offset: u64, block_type: u32, len: usize, be: bool) -> Block {
-        let Some((_, interfaces)) = self.ng_state() else {
+        let Some(ng) = self.ng_state() else {
             return Block::Skip;
         };
         let w = &self.window()[..len];
@@ -288,33 +300,28 @@ impl<R: Read> Reader<R> {
                         interface: None,
                     };
                 }
-                let Some(iface) = interfaces.get(if_id as usize) else {
-                    return bad(at(8), "pcapng packet interface id", if_id).with_expected("an interface described earlier in the section");
+                let (Some(iface), Some(conv)) = (
+                    ng.interfaces.get(if_id as usize),
+                    ng.conv.get(if_id as usize),
+                ) else {
+                    return bad(at(8), "pcapng packet interface id", if_id)
+                        .with_expected("an interface described earlier in the section");
                 };
-                let parsed = if be {
-                    parse_enhancedpacketblock_be(w)
-                } else {
-                    parse_enhancedpacketblock_le(w)
-                };
-                match parsed {
-                    Ok((_, epb)) => {
-                        let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-                        Block::Packet(RecordMeta {
-                            data_start: self.start + EPB_DATA,
-                            data_len: caplen,
-                            ts_ns: pcapng_ts_to_ns(units, iface.tsresol, iface.tsoffset),
-                            linktype: iface.linktype,
-                            orig_len: epb.origlen,
-                            interface: Some(if_id),
-                            offset,
-                        })
-                    }
-                    Err(_) => bad(at(EPB_DATA), "pcapng enhanced packet block", block_type)
-                        .with_expected("well-formed options"),
-                }
+                // The fixed fields by hand (the hot path); options are not
+                // needed and not parsed.
+                let units = (u64::from(u32_at(w, 12, be)) << 32) | u64::from(u32_at(w, 16, be));
+                Block::Packet(RecordMeta {
+                    data_start: self.start + EPB_DATA,
+                    data_len: caplen,
+                    ts_ns: conv.to_ns(units),
+                    linktype: iface.linktype,
+                    orig_len: u32_at(w, 24, be),
+                    interface: Some(if_id),
+                    offset,
+                })
             }
             SPB_MAGIC => {
-                let Some(iface) = interfaces.first() else {
+                let Some(iface) = ng.interfaces.first() else {
                     return bad(at(0), "pcapng simple packet block", block_type)
                         .with_expected("an interface described earlier in the section");
                 };
@@ -345,10 +352,12 @@ impl<R: Read> Reader<R> {
         self.stats.skipped_bytes += skip.min(self.avail()) as u64;
         self.consume(skip);
         loop {
-            let Some((section_be, interfaces)) = self.ng_state() else {
+            let Some((section_be, n_ifaces)) = self
+                .ng_state()
+                .map(|ng| (ng.big_endian, ng.interfaces.len()))
+            else {
                 return false;
             };
-            let n_ifaces = interfaces.len();
             if self.fill(12) < 12 {
                 return false;
             }

@@ -1,4 +1,4 @@
-//! The buffered reader: one large buffer refilled from any `Read`, records
+//! The buffered reader: one buffer refilled from any `Read`, records
 //! lent out of it.
 
 use std::fs::File;
@@ -13,9 +13,12 @@ use super::pcapng::NgState;
 use super::{Format, Interface, MAX_RECORD_LEN, OpenError, Record, Stats};
 use crate::{Error, Layer, LenSource};
 
-/// Default size of the read buffer (8 MiB): one `read` call per 8 MiB of
-/// file, and a record is moved only when it straddles the buffer's end.
-pub const DEFAULT_BUFFER_SIZE: usize = 8 * 1024 * 1024;
+/// Default size of the read buffer (256 KiB; it grows when one record needs
+/// more). A record is moved only when it straddles the buffer's end. Bigger
+/// is slower: measured on 1M 142-byte records, 64 KiB-1 MiB buffers walk at
+/// 20-24M records/s of CPU time, an 8 MiB one (beyond the caches, so the
+/// kernel's copy and the parse both miss) at 12-13M.
+pub const DEFAULT_BUFFER_SIZE: usize = 256 * 1024;
 
 /// Smallest buffer (it grows when one record needs more).
 const MIN_BUFFER_SIZE: usize = 64;
@@ -297,6 +300,7 @@ impl<R: Read> Reader<R> {
         self.end - self.start
     }
 
+    #[inline]
     pub(super) fn consume(&mut self, n: usize) {
         let n = n.min(self.avail());
         self.start += n;
@@ -310,10 +314,16 @@ impl<R: Read> Reader<R> {
 
     /// Makes at least `need` bytes available if the input holds them;
     /// returns how many are available (fewer only at the end of input).
+    #[inline(always)]
     pub(super) fn fill(&mut self, need: usize) -> usize {
         if self.avail() >= need || self.eof {
             return self.avail();
         }
+        self.refill(need)
+    }
+
+    #[inline(never)]
+    fn refill(&mut self, need: usize) -> usize {
         if self.buf.len() < need {
             let new_len = need.next_power_of_two().max(self.buf.len());
             self.buf.copy_within(self.start..self.end, 0);

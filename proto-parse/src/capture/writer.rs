@@ -21,13 +21,25 @@ struct Order(bool);
 
 impl Order {
     fn u16(self, v: u16) -> [u8; 2] {
-        if self.0 { v.to_be_bytes() } else { v.to_le_bytes() }
+        if self.0 {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
     }
     fn u32(self, v: u32) -> [u8; 4] {
-        if self.0 { v.to_be_bytes() } else { v.to_le_bytes() }
+        if self.0 {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
     }
     fn u64(self, v: u64) -> [u8; 8] {
-        if self.0 { v.to_be_bytes() } else { v.to_le_bytes() }
+        if self.0 {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
     }
 }
 
