@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use capture_util::{Owned, drain, errors, frame, records, tmp_path};
-use proto_parse::capture::{LINKTYPE_ERF, PcapNgWriter, PcapOptions, PcapWriter, Reader};
+use proto_parse::capture::{
+    LINKTYPE_ERF, PcapNgWriter, PcapOptions, PcapWriter, Reader, erf_ts_ns,
+};
 
 /// One tshark line: number, time in ns, frame.len, frame.cap_len, interface id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +128,13 @@ fn real_captures_match_tshark() {
                 // tshark shows the ERF record's own (finer) timestamp; the
                 // pcap record header holds it to the microsecond.
                 assert_eq!(o.ts_ns / 1000, t.ts_ns / 1000, "{name} frame {}", t.number);
+                // ... and the ERF timestamp decoded from the data, to the ns.
+                assert_eq!(
+                    erf_ts_ns(&o.data),
+                    Some(t.ts_ns),
+                    "{name} frame {}",
+                    t.number
+                );
             } else {
                 assert_eq!(o.ts_ns, t.ts_ns, "{name} frame {}", t.number);
                 assert_eq!(o.orig_len, t.len, "{name} frame {}", t.number);

@@ -4,7 +4,8 @@
 //! blocks, per-interface `if_tsresol` and `if_tsoffset`).
 //!
 //! # Reading
-//! [`Reader`] reads through one large buffer (8 MiB by default) that it
+//! [`Reader`] reads through one buffer (256 KiB by default, grown for a
+//! larger record) that it
 //! refills from any [`std::io::Read`]: a file is never loaded whole, and no
 //! memory map is needed (this crate forbids `unsafe`). Every record is lent
 //! as a [`Record`] whose `data` borrows the buffer: there is no copy and no
@@ -98,6 +99,16 @@ pub struct Record<'a> {
 }
 
 impl Record<'_> {
+    /// For an ERF record (`LINKTYPE_ERF`): the ERF header's own timestamp,
+    /// finer than the pcap record's microseconds (tshark shows this one).
+    pub fn erf_ts_ns(&self) -> Option<u64> {
+        if self.linktype == LINKTYPE_ERF {
+            erf_ts_ns(self.data)
+        } else {
+            None
+        }
+    }
+
     /// True when the capture holds fewer bytes than were on the wire.
     pub const fn is_cut(&self) -> bool {
         (self.data.len() as u64) < self.orig_len as u64
@@ -192,6 +203,19 @@ pub enum OpenError {
     /// A capture magic, but the file header is unusable.
     #[error("bad capture file header: {0}")]
     BadHeader(crate::Error),
+}
+
+/// The timestamp of an ERF record header (64-bit little-endian fixed point:
+/// seconds in the high 32 bits, a binary fraction in the low 32), in
+/// nanoseconds rounded to nearest as Wireshark does. `None` if `erf` is
+/// shorter than 8 bytes.
+pub fn erf_ts_ns(erf: &[u8]) -> Option<u64> {
+    let b: [u8; 8] = erf.get(..8)?.try_into().ok()?;
+    let ts = u64::from_le_bytes(b);
+    let secs = ts >> 32;
+    let frac = (ts & 0xffff_ffff) * 1_000_000_000;
+    let ns = (frac + ((frac & 0x8000_0000) << 1)) >> 32;
+    Some(secs * 1_000_000_000 + ns)
 }
 
 /// Converts a pcapng timestamp in `if_tsresol` units to nanoseconds, adding

@@ -122,6 +122,9 @@ impl<R: Read> Reader<R> {
         match magic_le {
             0xa1b2_c3d4 | 0xa1b2_3c4d | 0xa1b2_cd34 | 0xd4c3_b2a1 | 0x4d3c_b2a1 => {
                 let avail = self.fill(24);
+                if let Some(e) = self.io_error.take() {
+                    return Err(OpenError::Io(e));
+                }
                 if avail < 24 {
                     return Err(OpenError::BadHeader(Error::truncated(
                         Layer::Capture,
@@ -151,6 +154,9 @@ impl<R: Read> Reader<R> {
             }
             SHB_MAGIC => {
                 let avail = self.fill(28);
+                if let Some(e) = self.io_error.take() {
+                    return Err(OpenError::Io(e));
+                }
                 if avail < 28 {
                     return Err(OpenError::BadHeader(Error::truncated(
                         Layer::Capture,
@@ -189,6 +195,9 @@ impl<R: Read> Reader<R> {
     }
 
     /// The next record, an error, or `None` at the end.
+    ///
+    /// The record borrows the reader's buffer (no copy): drop it before the
+    /// next call, or copy what must outlive it.
     ///
     /// After an `Err` the reader either resynchronises (the next call goes
     /// on after the corrupt bytes) or ends (the next call returns `None`).
