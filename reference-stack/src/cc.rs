@@ -113,7 +113,11 @@ impl CongestionController for DelayCc {
     fn on_ack(&mut self, now: Time, bytes: u64, fabric_rtt: Option<u64>) {
         if let Some(rtt) = fabric_rtt {
             self.min_rtt = self.min_rtt.min(rtt);
-            self.srtt = if self.srtt == 0 { rtt } else { (7 * self.srtt + rtt) / 8 };
+            self.srtt = if self.srtt == 0 {
+                rtt
+            } else {
+                (7 * self.srtt + rtt) / 8
+            };
             let target = self.target();
             if rtt > target {
                 // Swift: decrease in proportion to the excess delay, capped.
@@ -188,7 +192,11 @@ impl CongestionController for EcnCc {
 
     fn on_ack(&mut self, _now: Time, bytes: u64, fabric_rtt: Option<u64>) {
         if let Some(rtt) = fabric_rtt {
-            self.srtt = if self.srtt == 0 { rtt } else { (7 * self.srtt + rtt) / 8 };
+            self.srtt = if self.srtt == 0 {
+                rtt
+            } else {
+                (7 * self.srtt + rtt) / 8
+            };
         }
         self.alpha *= 1.0 - 1.0 / 16.0;
         self.cwnd = (self.cwnd + self.p.mss as f64 * bytes as f64 / self.cwnd)

@@ -180,7 +180,9 @@ pub enum Event {
     Completion(Completion),
     /// The connection ended; `error` is set for ABORT, idle timeout or too
     /// many retransmissions.
-    Closed { error: Option<String> },
+    Closed {
+        error: Option<String>,
+    },
 }
 
 /// Counters of one connection.
@@ -288,8 +290,14 @@ struct PendingRead {
 
 #[derive(Debug)]
 enum RxTarget {
-    Write { imm: Option<u32> },
-    Send { wr_id: u64, buf: Vec<u8>, imm: Option<u32> },
+    Write {
+        imm: Option<u32>,
+    },
+    Send {
+        wr_id: u64,
+        buf: Vec<u8>,
+        imm: Option<u32>,
+    },
 }
 
 #[derive(Debug)]
@@ -313,8 +321,16 @@ struct Trigger {
 #[derive(Debug, Clone, Copy)]
 enum FbOut {
     Ack(Trigger),
-    Nack { trig: Trigger, code: NackCode, psn: u32, rnr: u8 },
-    Cnp { trig: Trigger, reason: CnpReason },
+    Nack {
+        trig: Trigger,
+        code: NackCode,
+        psn: u32,
+        rnr: u8,
+    },
+    Cnp {
+        trig: Trigger,
+        reason: CnpReason,
+    },
     ProbeReply(Trigger),
 }
 
@@ -516,7 +532,12 @@ impl Connection {
             },
         );
         c.ctrl_out.push_back(CtrlOut::Connect);
-        c.trace_ev(now, TraceEvent::State { state: "connecting" });
+        c.trace_ev(
+            now,
+            TraceEvent::State {
+                state: "connecting",
+            },
+        );
         c
     }
 
@@ -543,7 +564,12 @@ impl Connection {
         c.start_receive(connect.init_psn);
         c.ctrl_out.push_back(CtrlOut::Accept);
         c.events.push_back(Event::Connected);
-        c.trace_ev(now, TraceEvent::State { state: "established" });
+        c.trace_ev(
+            now,
+            TraceEvent::State {
+                state: "established",
+            },
+        );
         c
     }
 
@@ -611,7 +637,14 @@ impl Connection {
         id
     }
 
-    fn push_msg(&mut self, now: Time, op: Op, data: Vec<u8>, len: u32, track: Option<CompletionKind>) -> u64 {
+    fn push_msg(
+        &mut self,
+        now: Time,
+        op: Op,
+        data: Vec<u8>,
+        len: u32,
+        track: Option<CompletionKind>,
+    ) -> u64 {
         let wr_id = self.wr();
         let msg_id = self.next_msg_id;
         self.next_msg_id = self.next_msg_id.wrapping_add(1);
@@ -631,7 +664,14 @@ impl Connection {
 
     /// RDMA WRITE (WRITE_IMM with `imm`) of `data` to `remote_va` in the
     /// peer's region `rkey`. Returns the work request id.
-    pub fn post_write(&mut self, now: Time, data: Vec<u8>, remote_va: u64, rkey: u32, imm: Option<u32>) -> u64 {
+    pub fn post_write(
+        &mut self,
+        now: Time,
+        data: Vec<u8>,
+        remote_va: u64,
+        rkey: u32,
+        imm: Option<u32>,
+    ) -> u64 {
         let len = data.len() as u32;
         let op = match imm {
             Some(imm_data) => Op::WriteImm {
@@ -736,7 +776,12 @@ impl Connection {
     }
 
     fn max_srtt(&self) -> u64 {
-        self.paths.iter().filter(|p| p.has_rtt).map(|p| p.srtt).max().unwrap_or(0)
+        self.paths
+            .iter()
+            .filter(|p| p.has_rtt)
+            .map(|p| p.srtt)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The earliest time `handle_timeout` has work to do.
@@ -932,7 +977,11 @@ impl Connection {
     /// presumed lost: two smoothed RTTs plus the ACK delay and the path's
     /// reordering window.
     fn loss_threshold(&self, p: &Path) -> u64 {
-        let srtt = if p.has_rtt { p.srtt } else { self.cfg.rto_initial / 2 };
+        let srtt = if p.has_rtt {
+            p.srtt
+        } else {
+            self.cfg.rto_initial / 2
+        };
         2 * srtt + self.cfg.ack_delay + p.reo_wnd
     }
 
@@ -993,8 +1042,12 @@ impl Connection {
                     self.on_data(now, meta, repr, data, trimmed, mem);
                 }
             }
-            Body::Ack(ack) => self.on_feedback(now, repr.tx_ts, repr.psn, &ack.feedback, Some(ack), None),
-            Body::Nack(nack) => self.on_feedback(now, repr.tx_ts, repr.psn, &nack.feedback, None, Some(nack)),
+            Body::Ack(ack) => {
+                self.on_feedback(now, repr.tx_ts, repr.psn, &ack.feedback, Some(ack), None)
+            }
+            Body::Nack(nack) => {
+                self.on_feedback(now, repr.tx_ts, repr.psn, &nack.feedback, None, Some(nack))
+            }
             Body::Cnp(cnp) => {
                 self.stats.cnp_rx += 1;
                 if let Some(i) = self.path_index(cnp.feedback.echo_ev) {
@@ -1048,7 +1101,12 @@ impl Connection {
                     self.state = State::Established;
                     self.last_progress = now;
                     self.events.push_back(Event::Connected);
-                    self.trace_ev(now, TraceEvent::State { state: "established" });
+                    self.trace_ev(
+                        now,
+                        TraceEvent::State {
+                            state: "established",
+                        },
+                    );
                 }
             }
             CtrlOp::Connect => {
@@ -1158,7 +1216,10 @@ impl Connection {
         let mut nack: Option<NackCode> = None;
         let key_resp = matches!(data.op, Op::ReadResp);
         match data.op {
-            Op::Write { remote_va, rkey } | Op::WriteImm { remote_va, rkey, .. } => {
+            Op::Write { remote_va, rkey }
+            | Op::WriteImm {
+                remote_va, rkey, ..
+            } => {
                 let imm = match data.op {
                     Op::WriteImm { imm_data, .. } => Some(imm_data),
                     _ => None,
@@ -1196,7 +1257,11 @@ impl Connection {
                         RxMsg {
                             target: RxTarget::Send {
                                 wr_id,
-                                buf: if ok { vec![0; data.msg_len as usize] } else { Vec::new() },
+                                buf: if ok {
+                                    vec![0; data.msg_len as usize]
+                                } else {
+                                    Vec::new()
+                                },
                                 imm,
                             },
                             len: data.msg_len,
@@ -1223,7 +1288,9 @@ impl Connection {
                 }
             }
             Op::ReadReq { remote_va, rkey } => {
-                let bytes = mem.read(rkey, remote_va, u64::from(data.msg_len)).map(<[u8]>::to_vec);
+                let bytes = mem
+                    .read(rkey, remote_va, u64::from(data.msg_len))
+                    .map(<[u8]>::to_vec);
                 match bytes {
                     Some(bytes) => {
                         self.queue.push_back(OutMsg {
@@ -1302,7 +1369,9 @@ impl Connection {
             || off >= SackBitmap::MAX_BITS
             || self.mode == Mode::GoBackN && off != 0;
         let count = self.ack_pending.map_or(0, |(_, c, _)| c) + 1;
-        let deadline = self.ack_pending.map_or(now + self.cfg.ack_delay, |(_, _, d)| d);
+        let deadline = self
+            .ack_pending
+            .map_or(now + self.cfg.ack_delay, |(_, _, d)| d);
         if immediate || count >= self.cfg.ack_every {
             let mut t = trig;
             if count > 1 {
@@ -1372,9 +1441,15 @@ impl Connection {
                 };
                 if done && let Some(m) = self.rx_msgs.remove(&key) {
                     let (kind, wr_id, imm, bytes) = match m.target {
-                        RxTarget::Write { imm: Some(imm) } => (CompletionKind::RecvWriteImm, 0, Some(imm), None),
-                        RxTarget::Write { imm: None } => (CompletionKind::RemoteWrite, 0, None, None),
-                        RxTarget::Send { wr_id, buf, imm } => (CompletionKind::Recv, wr_id, imm, Some(buf)),
+                        RxTarget::Write { imm: Some(imm) } => {
+                            (CompletionKind::RecvWriteImm, 0, Some(imm), None)
+                        }
+                        RxTarget::Write { imm: None } => {
+                            (CompletionKind::RemoteWrite, 0, None, None)
+                        }
+                        RxTarget::Send { wr_id, buf, imm } => {
+                            (CompletionKind::Recv, wr_id, imm, Some(buf))
+                        }
                     };
                     self.stats.messages_completed_rx += 1;
                     let latency = now.saturating_sub(m.first_rx);
@@ -1482,13 +1557,33 @@ impl Connection {
                 self.paths[i].ce_ewma += (1.0 - self.paths[i].ce_ewma) / 16.0;
             }
         }
-        if fb.flags.contains(FbFlags::DUP) && self.in_send_window(fb.echo_psn) || fb.flags.contains(FbFlags::DUP) && psn_lt(fb.echo_psn, self.snd_una) {
+        if fb.flags.contains(FbFlags::DUP) && self.in_send_window(fb.echo_psn)
+            || fb.flags.contains(FbFlags::DUP) && psn_lt(fb.echo_psn, self.snd_una)
+        {
             self.stats.spurious_retransmissions += 1;
             let ev = fb.echo_ev;
-            self.trace_ev(now, TraceEvent::Spurious { psn: fb.echo_psn, ev });
+            self.trace_ev(
+                now,
+                TraceEvent::Spurious {
+                    psn: fb.echo_psn,
+                    ev,
+                },
+            );
             if let Some(i) = self.path_index(ev) {
                 let p = &mut self.paths[i];
                 p.reo_wnd = (p.reo_wnd * 2).min(p.srtt.max(self.cfg.reorder_window));
+            }
+        }
+        // A refused PSN is marked before the cumulative ack that covers it
+        // completes its message.
+        if let Some(n) = nack
+            && n.code == NackCode::RemoteAccess
+        {
+            let psn = n.nack_psn;
+            for m in self.sender_msgs.iter_mut() {
+                if !psn_lt(psn, m.first_psn) && !psn_lt(m.last_psn, psn) {
+                    m.ok = false;
+                }
             }
         }
         // Cumulative ack.
@@ -1528,7 +1623,11 @@ impl Connection {
                     },
                 );
             }
-            self.rto_at = if self.outstanding > 0 { Some(now + self.rto()) } else { None };
+            self.rto_at = if self.outstanding > 0 {
+                Some(now + self.rto())
+            } else {
+                None
+            };
             self.complete_acked(now);
         }
         if let Some(nack) = nack {
@@ -1567,11 +1666,26 @@ impl Connection {
         }
         if s.state != SentState::Sacked {
             let rack = s.attempts == 0 || s.sampled;
-            self.delivered_on_path(now, s.ev, s.sent_at, s.bytes.len() as u64, s.in_flight, rack);
+            self.delivered_on_path(
+                now,
+                s.ev,
+                s.sent_at,
+                s.bytes.len() as u64,
+                s.in_flight,
+                rack,
+            );
         }
     }
 
-    fn delivered_on_path(&mut self, now: Time, ev: u16, sent_at: Time, len: u64, in_flight: bool, rack: bool) {
+    fn delivered_on_path(
+        &mut self,
+        now: Time,
+        ev: u16,
+        sent_at: Time,
+        len: u64,
+        in_flight: bool,
+        rack: bool,
+    ) {
         if let Some(i) = self.path_index(ev) {
             let p = &mut self.paths[i];
             if in_flight {
@@ -1594,7 +1708,9 @@ impl Connection {
             if !m.done_packetizing || !psn_lt(m.last_psn, self.snd_una) {
                 break;
             }
-            let Some(m) = self.sender_msgs.pop_front() else { break };
+            let Some(m) = self.sender_msgs.pop_front() else {
+                break;
+            };
             self.complete_sender(
                 now,
                 Completion {
@@ -1610,7 +1726,10 @@ impl Connection {
             );
         }
         if self.close_requested && self.state == State::Established && self.pending_work() == 0 {
-            self.state = State::Closing { attempts: 0, next: now };
+            self.state = State::Closing {
+                attempts: 0,
+                next: now,
+            };
             self.ctrl_out.push_back(CtrlOut::Close);
         }
     }
@@ -1628,7 +1747,8 @@ impl Connection {
                     // resent less than an RTT ago).
                     let recent = self.max_srtt().max(self.cfg.reorder_window);
                     if let Some(s) = self.sent_mut(psn)
-                        && (s.state == SentState::Lost || now.saturating_sub(s.sent_at) < recent && s.attempts > 0)
+                        && (s.state == SentState::Lost
+                            || now.saturating_sub(s.sent_at) < recent && s.attempts > 0)
                     {
                         return;
                     }
@@ -1799,7 +1919,15 @@ impl Connection {
         let to = status.name();
         let ev = self.paths[i].ev;
         if from != to {
-            self.trace_ev(now, TraceEvent::PathChange { ev, from, to, reason });
+            self.trace_ev(
+                now,
+                TraceEvent::PathChange {
+                    ev,
+                    from,
+                    to,
+                    reason,
+                },
+            );
         }
     }
 
@@ -1833,7 +1961,11 @@ impl Connection {
         }
         for i in 0..self.paths.len() {
             let p = &mut self.paths[i];
-            let rtt = if p.has_rtt { p.srtt.max(1000) } else { continue };
+            let rtt = if p.has_rtt {
+                p.srtt.max(1000)
+            } else {
+                continue;
+            };
             if now < p.round_start + rtt {
                 continue;
             }
@@ -1933,6 +2065,13 @@ impl Connection {
     /// Fills `buf` with the next datagram to send, if any. Call until it
     /// returns `None`, after every input.
     pub fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.close_requested && self.state == State::Established && self.pending_work() == 0 {
+            self.state = State::Closing {
+                attempts: 0,
+                next: now,
+            };
+            self.ctrl_out.push_back(CtrlOut::Close);
+        }
         if let Some(c) = self.ctrl_out.pop_front() {
             return Some(self.emit_ctrl(now, c, buf));
         }
@@ -2056,7 +2195,12 @@ impl Connection {
                     String::new(),
                 )
             }
-            FbOut::Nack { trig, code, psn, rnr } => (
+            FbOut::Nack {
+                trig,
+                code,
+                psn,
+                rnr,
+            } => (
                 trig.ev,
                 Body::Nack(NackRepr {
                     feedback: self.feedback_repr(&trig),
@@ -2112,12 +2256,8 @@ impl Connection {
             .iter()
             .map(|p| p.is_active() && p.has_room(len))
             .collect();
-        let any_other = avoid.is_some_and(|ev| {
-            self.paths
-                .iter()
-                .zip(&room)
-                .any(|(p, &r)| r && p.ev != ev)
-        });
+        let any_other =
+            avoid.is_some_and(|ev| self.paths.iter().zip(&room).any(|(p, &r)| r && p.ev != ev));
         let ok = |i: usize, paths: &[Path]| room[i] && !(any_other && Some(paths[i].ev) == avoid);
         match self.cfg.spray {
             Spray::RoundRobin => {
@@ -2236,7 +2376,8 @@ impl Connection {
         }
         if self.credit != u64::MAX
             && inflight_psns > 0
-            && (inflight_psns + 1) * u64::from(self.mtu) > self.credit + inflight_psns * u64::from(self.mtu)
+            && (inflight_psns + 1) * u64::from(self.mtu)
+                > self.credit + inflight_psns * u64::from(self.mtu)
         {
             // The credit counts bytes beyond the cumulative ack at the time
             // the feedback left; what we sent since is already inside it.
@@ -2252,7 +2393,9 @@ impl Connection {
         let ps = self.next_path_seq(ev);
         let psn = self.snd_nxt;
         let more_queued = self.queue.len() > 1;
-        let Some(m) = self.queue.front_mut() else { return None };
+        let Some(m) = self.queue.front_mut() else {
+            return None;
+        };
         let off = m.next_off;
         let end = off + chunk;
         let mut flags = Flags::empty();

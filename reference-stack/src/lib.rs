@@ -36,7 +36,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-pub use conn::{Completion, CompletionKind, Config, ConnStats, Connection, Event, Mode, RxMeta, Spray};
+pub use conn::{
+    Completion, CompletionKind, Config, ConnStats, Connection, Event, Mode, RxMeta, Spray,
+};
 pub use memory::Memory;
 pub use path::PathStats;
 pub use trace::{TraceEvent, TraceRecord, TxCause};
@@ -188,7 +190,10 @@ impl Endpoint {
             self.stats.malformed += 1;
             return;
         };
-        if matches!(packet.crc_status(&layout), proto_parse::metaroce::CrcStatus::Bad { .. }) {
+        if matches!(
+            packet.crc_status(&layout),
+            proto_parse::metaroce::CrcStatus::Bad { .. }
+        ) {
             self.stats.bad_crc += 1;
             return;
         }

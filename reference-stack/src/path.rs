@@ -119,7 +119,11 @@ impl Path {
     /// The weight used by the weighted spraying policy: faster, cleaner
     /// paths get more packets.
     pub fn weight(&self) -> f64 {
-        let rtt = if self.has_rtt { self.srtt.max(1000) } else { 50_000 } as f64;
+        let rtt = if self.has_rtt {
+            self.srtt.max(1000)
+        } else {
+            50_000
+        } as f64;
         1e6 / rtt * (1.0 - self.loss_ewma).max(0.05) * (1.0 - self.ce_ewma).max(0.05)
     }
 
@@ -133,7 +137,11 @@ impl Path {
         let mut s = self.stats.clone();
         s.state = self.status.name();
         s.srtt_ns = self.srtt;
-        s.min_rtt_ns = if self.min_rtt == u64::MAX { 0 } else { self.min_rtt };
+        s.min_rtt_ns = if self.min_rtt == u64::MAX {
+            0
+        } else {
+            self.min_rtt
+        };
         s.cwnd = self.cc.window();
         s
     }

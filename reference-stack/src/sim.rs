@@ -136,13 +136,8 @@ impl Pair {
     /// Sets the link of one ev, both directions.
     pub fn set_link(&mut self, ev: u16, cfg: LinkConfig) {
         for dir in [false, true] {
-            self.links.insert(
-                (dir, ev),
-                LinkState {
-                    cfg,
-                    busy_until: 0,
-                },
-            );
+            self.links
+                .insert((dir, ev), LinkState { cfg, busy_until: 0 });
         }
     }
 
@@ -188,7 +183,11 @@ impl Pair {
     fn send(&mut self, to_server: bool, ev: u16, mut bytes: Vec<u8>) {
         self.stats.sent += 1;
         let now = self.time;
-        let from = if to_server { self.client_addr } else { self.server_addr };
+        let from = if to_server {
+            self.client_addr
+        } else {
+            self.server_addr
+        };
         let link = *self.link(to_server, ev);
         let cfg = link.cfg;
         if let Some((a, b)) = cfg.blackhole
@@ -202,7 +201,8 @@ impl Pair {
             self.stats.dropped += 1;
             return;
         }
-        let is_data = Packet::new_checked(&bytes[..]).is_ok_and(|p| p.packet_type() == PacketType::Data);
+        let is_data =
+            Packet::new_checked(&bytes[..]).is_ok_and(|p| p.packet_type() == PacketType::Data);
         let mut trim = cfg.trim > 0.0 && is_data && self.rng.random_bool(cfg.trim.min(1.0));
         // Queue model.
         let start = link.busy_until.max(now);
@@ -449,7 +449,9 @@ impl Pair {
             let conn = self.client.conn_mut(c);
             let id = match op {
                 WorkOp::Write => conn.post_write(start, pattern(i, size), va, rkey, None),
-                WorkOp::WriteImm => conn.post_write(start, pattern(i, size), va, rkey, Some(i as u32)),
+                WorkOp::WriteImm => {
+                    conn.post_write(start, pattern(i, size), va, rkey, Some(i as u32))
+                }
                 WorkOp::Read => conn.post_read(start, size as u32, va, rkey),
                 WorkOp::Send => conn.post_send(start, pattern(i, size), None),
             };
@@ -521,7 +523,10 @@ impl Pair {
             }
             WorkOp::Read => {
                 for x in &client_done {
-                    let i = wr_ids.iter().position(|w| *w == x.wr_id).unwrap_or(usize::MAX);
+                    let i = wr_ids
+                        .iter()
+                        .position(|w| *w == x.wr_id)
+                        .unwrap_or(usize::MAX);
                     if i == usize::MAX || x.data.as_deref() != Some(&pattern(i, size)[..]) {
                         byte_exact = false;
                     }
