@@ -308,6 +308,10 @@ fn not_a_capture() {
     assert!(matches!(err, OpenError::BadHeader(_)), "{err}");
     let err = Reader::open(tmp_path("does-not-exist.pcap")).unwrap_err();
     assert!(matches!(err, OpenError::Io(_)));
+    // A directory opens but cannot be read.
+    let err = Reader::open(env!("CARGO_TARGET_TMPDIR")).unwrap_err();
+    assert!(matches!(err, OpenError::Io(_)), "{err}");
+    assert!(err.to_string().starts_with("cannot read capture: "));
 }
 
 #[test]
@@ -347,7 +351,7 @@ fn for_each_and_create() {
     }
     w.flush().unwrap();
     drop(w);
-    let mut r = Reader::open(&path).unwrap();
+    let mut r = Reader::open_or_stdin(&path).unwrap();
     let mut seen = 0;
     let stats = r.for_each(|rec| {
         let rec = rec.unwrap();

@@ -82,6 +82,20 @@ impl Reader<File> {
     }
 }
 
+impl Reader<Box<dyn Read + Send>> {
+    /// Opens a capture file, or reads standard input when `path` is `-`
+    /// (for command lines: `tool -r -` after `tcpdump -w -`).
+    pub fn open_or_stdin(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        let path = path.as_ref();
+        let src: Box<dyn Read + Send> = if path.as_os_str() == "-" {
+            Box::new(io::stdin())
+        } else {
+            Box::new(File::open(path)?)
+        };
+        Reader::from_reader(src)
+    }
+}
+
 impl<R: Read> Reader<R> {
     /// Reads a capture from any byte stream (a pipe, stdin, a slice).
     pub fn from_reader(src: R) -> Result<Self, OpenError> {
