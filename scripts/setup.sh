@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian (bookworm) machine lacks to build and test
+# the toolkit: Wireshark/tshark with its headers (the plugin's bindgen),
+# libpcap (live capture), clang (bindgen), tcpdump, tmux (TUI tests),
+# nftables and iproute2 (network-namespace tests), and the Rust components.
+# Idempotent: installs only what is missing. Needs root (or sudo) for apt.
+set -euo pipefail
+
+packages=(tshark libwireshark-dev wireshark-dev libpcap-dev clang libclang-dev
+          pkg-config tcpdump tmux nftables iproute2 util-linux)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # tshark asks whether non-root users may capture; answer no.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections
+    $sudo apt-get update -q
+    $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null; then
+    echo "setup: cargo is missing: install Rust (rustup) first" >&2
+    exit 1
+fi
+for component in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
+done
