@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 use super::Config;
 use super::hist::LazyHist;
 use super::interval::IntervalSet;
-use super::observation::{DataObs, FbKind, FeedbackObs, MrObs};
+use super::observation::{DataObs, FbKind, FeedbackObs, MrBody, MrObs};
 use super::report::{DirectionReport, PathReport, StallReport};
 use super::verdict::{MsgDone, MsgView, Retransmission, RetxKind, StallMark, Verdict};
 use super::window::{Window, diff, lt};
@@ -27,7 +27,31 @@ pub(crate) struct DirKey {
     pub dst_conn: u32,
 }
 
+/// `DirKey` packed for fast hashing (IPv4 as IPv4-mapped IPv6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PackedKey {
+    src: u128,
+    dst: u128,
+    conns: u64,
+}
+
+pub(crate) fn ip_bits(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().to_bits(),
+        IpAddr::V6(v6) => v6.to_bits(),
+    }
+}
+
 impl DirKey {
+    #[inline]
+    pub fn packed(&self) -> PackedKey {
+        PackedKey {
+            src: ip_bits(self.src),
+            dst: ip_bits(self.dst),
+            conns: (u64::from(self.src_conn) << 32) | u64::from(self.dst_conn),
+        }
+    }
+
     pub fn reverse(&self) -> DirKey {
         DirKey {
             src: self.dst,
@@ -361,6 +385,10 @@ impl Dir {
     pub fn on_path_packet(&mut self, mr: &MrObs, ce: bool, v: &mut Verdict) {
         let path = self.paths.entry(mr.ev).or_default();
         path.packets += 1;
+        if let MrBody::Data(d) = &mr.body {
+            path.data_packets += 1;
+            path.data_bytes += u64::from(d.actual_len);
+        }
         if ce {
             path.ce_marked += 1;
         }
@@ -422,10 +450,6 @@ impl Dir {
         if ce {
             self.c.ce_marked += 1;
             v.ce_marked = true;
-        }
-        if let Some(p) = self.paths.get_mut(&mr.ev) {
-            p.data_packets += 1;
-            p.data_bytes += u64::from(d.actual_len);
         }
         self.check_stall(ts, cfg);
         let was_outstanding = self.outstanding();

@@ -40,7 +40,7 @@ pub use report::{
 };
 pub use verdict::{MsgDone, MsgView, Retransmission, RetxKind, StallMark, Verdict};
 
-use metaroce::{Dir, DirKey};
+use metaroce::{Dir, DirKey, PackedKey};
 use rocev2::RoceTable;
 
 /// Engine settings.
@@ -98,7 +98,7 @@ pub struct Engine {
     capture: CaptureReport,
     dirs: Vec<Option<Dir>>,
     free: Vec<u32>,
-    index: FxHashMap<DirKey, u32>,
+    index: FxHashMap<PackedKey, u32>,
     /// ts_unit_ps announced by CTRL, by (sender IP, sender conn).
     units: FxHashMap<(IpAddr, u32), u32>,
     evicted_dirs: u64,
@@ -196,7 +196,8 @@ impl Engine {
     }
 
     fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
-        if let Some(&i) = self.index.get(&key) {
+        let packed = key.packed();
+        if let Some(&i) = self.index.get(&packed) {
             return i;
         }
         if self.index.len() >= self.cfg.max_flows {
@@ -213,7 +214,7 @@ impl Engine {
                 (self.dirs.len() - 1) as u32
             }
         };
-        self.index.insert(key, i);
+        self.index.insert(packed, i);
         i
     }
 
@@ -233,7 +234,7 @@ impl Engine {
         ages.select_nth_unstable(n - 1);
         for &(_, i) in &ages[..n] {
             if let Some(dir) = self.dirs[i as usize].take() {
-                self.index.remove(&dir.key);
+                self.index.remove(&dir.key.packed());
                 self.free.push(i);
                 self.evicted_dirs += 1;
             }
@@ -269,7 +270,7 @@ impl Engine {
                 let read_done = dir.on_data(obs.frame, ts, mr, d, ce, &cfg, v);
                 if let Some(msg_id) = read_done {
                     // The READ_REQ was sent by the reverse direction.
-                    if let Some(&req) = self.index.get(&key.reverse())
+                    if let Some(&req) = self.index.get(&key.reverse().packed())
                         && let Some(req_dir) = self.dir(req)
                     {
                         req_dir.complete_read(msg_id, ts, v);

@@ -15,6 +15,7 @@ use proto_parse::rocev2::{NakCode, Opcode, Service, Syndrome};
 use rustc_hash::FxHashMap;
 
 use super::hist::LazyHist;
+use super::metaroce::ip_bits;
 use super::observation::{Observation, RoceObs};
 use super::report::RoceFlowReport;
 use super::verdict::{MsgDone, MsgView, Retransmission, RetxKind, Verdict};
@@ -26,6 +27,16 @@ struct RoceKey {
     src: IpAddr,
     dst: IpAddr,
     qp: u32,
+}
+
+/// `RoceKey` packed for fast hashing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Packed(u128, u128, u32);
+
+impl RoceKey {
+    fn packed(&self) -> Packed {
+        Packed(ip_bits(self.src), ip_bits(self.dst), self.qp)
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -339,9 +350,9 @@ impl Flow {
 pub(crate) struct RoceTable {
     flows: Vec<Option<Flow>>,
     free: Vec<u32>,
-    index: FxHashMap<RoceKey, u32>,
+    index: FxHashMap<Packed, u32>,
     /// Response key (responder -> requester, requester QP) -> request flow.
-    assoc: FxHashMap<RoceKey, u32>,
+    assoc: FxHashMap<Packed, u32>,
     pub evicted: u64,
     pub unmatched: u64,
     pub not_rc: u64,
@@ -361,7 +372,8 @@ impl RoceTable {
     }
 
     fn flow_index(&mut self, key: RoceKey, frame: u64, ts: u64, cfg: &Config) -> u32 {
-        if let Some(&i) = self.index.get(&key) {
+        let packed = key.packed();
+        if let Some(&i) = self.index.get(&packed) {
             return i;
         }
         if self.index.len() >= cfg.max_flows {
@@ -378,7 +390,7 @@ impl RoceTable {
                 (self.flows.len() - 1) as u32
             }
         };
-        self.index.insert(key, i);
+        self.index.insert(packed, i);
         i
     }
 
@@ -396,7 +408,7 @@ impl RoceTable {
         ages.select_nth_unstable(n - 1);
         for &(_, i) in &ages[..n] {
             if let Some(f) = self.flows[i as usize].take() {
-                self.index.remove(&f.key);
+                self.index.remove(&f.key.packed());
                 self.free.push(i);
                 self.evicted += 1;
             }
@@ -413,6 +425,7 @@ impl RoceTable {
             dst: obs.dst,
             qp: r.dest_qp,
         };
+        let rk = rk.packed();
         if let Some(&i) = self.assoc.get(&rk)
             && self.flows.get(i as usize).is_some_and(Option::is_some)
         {
