@@ -53,16 +53,17 @@ fn main() {
              p_add_proto_data|p_get_proto_data|register_tap|tap_queue_packet|prefs_register_.*|\
              find_dissector|find_dissector_add_dependency|call_dissector|call_data_dissector|\
              create_dissector_handle|register_dissector|register_init_routine|\
-             register_cleanup_routine|val_to_str.*|register_decode_as|epan_get_version",
+             register_cleanup_routine|val_to_str.*|register_decode_as|epan_get_version|\
+             get_data_source_tvb",
         )
         .allowlist_type(
             "hf_register_info|ei_register_info|proto_plugin|packet_info|frame_data|\
              expert_field|value_string|true_false_string|range_string|field_display_e|\
-             proto_checksum_enum_e|ftenum|hf_ref_type|heuristic_enable_e",
+             proto_checksum_enum_e|ftenum|hf_ref_type|heuristic_enable_e|address_type|nstime_t",
         )
         .allowlist_var(
             "WIRESHARK_VERSION_.*|ENC_.*|COL_.*|PI_.*|BASE_.*|FT_.*|FI_.*|HF_REF_.*|HEURISTIC_.*|\
-             PROTO_CHECKSUM_.*|FIELD_DISPLAY_E_MASK|BASE_DISPLAY_E_MASK|proto_checksum_vals",
+             PROTO_CHECKSUM_.*|FIELD_DISPLAY_E_MASK|BASE_DISPLAY_E_MASK|proto_checksum_vals|WTAP_ENCAP_.*",
         )
         .default_enum_style(bindgen::EnumVariation::Consts)
         .prepend_enum_name(false)

@@ -42,6 +42,8 @@ pub enum Value {
     Text(String),
     /// `FT_NONE` marker.
     Marker,
+    /// A duration in ns (`FT_RELATIVE_TIME`).
+    Time(i64),
 }
 
 /// What a tree node shows.

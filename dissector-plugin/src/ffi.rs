@@ -17,13 +17,16 @@
 
 use std::any::Any;
 use std::ffi::{CString, c_char, c_int, c_void};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::{null, null_mut};
-use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 use epan_sys as ws;
+use proto_parse::frame::LinkType;
 use proto_parse::metaroce;
 
+use crate::analysis::{self, FrameMeta};
 use crate::decode::{self, Checksum, Dissection, Label, Node, Options, Value};
 use crate::fields::{Base, EXPERTS, Ei, Ett, FIELDS, FieldDef, Group, Hf, Kind, Names, Severity};
 use crate::state;
@@ -91,6 +94,9 @@ static EI: [EiSlot; Ei::COUNT] = [const {
 /// `gboolean` preferences Wireshark writes to.
 static PREF_CHECK_CRC: AtomicI32 = AtomicI32::new(1);
 static PREF_HEUR_SRC_PORT: AtomicI32 = AtomicI32::new(1);
+static PREF_ANALYZE: AtomicI32 = AtomicI32::new(1);
+/// `guint` preference: the stall threshold in microseconds.
+static PREF_STALL_US: AtomicU32 = AtomicU32::new(1000);
 
 static HANDLE: AtomicPtr<ws::dissector_handle> = AtomicPtr::new(null_mut());
 
@@ -128,12 +134,20 @@ unsafe extern "C" fn register_handoff() {
     guard("handoff", || unsafe { handoff() });
 }
 
+/// The engine settings from the preferences (`None`: analysis off).
+fn analysis_config() -> Option<analyzer::Config> {
+    (PREF_ANALYZE.load(Ordering::Relaxed) != 0).then(|| analyzer::Config {
+        stall_threshold_ns: u64::from(PREF_STALL_US.load(Ordering::Relaxed)) * 1000,
+        ..analyzer::Config::default()
+    })
+}
+
 unsafe extern "C" fn init_routine() {
-    guard("init", state::reset);
+    guard("init", || state::reset(analysis_config()));
 }
 
 unsafe extern "C" fn cleanup_routine() {
-    guard("cleanup", state::reset);
+    guard("cleanup", || state::reset(analysis_config()));
 }
 
 fn value_strings(values: &'static [(u8, &'static str)]) -> *const c_void {
@@ -161,12 +175,15 @@ fn ft(kind: Kind) -> ws::ftenum {
         Kind::Bytes => ws::FT_BYTES,
         Kind::Str => ws::FT_STRING,
         Kind::Marker => ws::FT_NONE,
+        Kind::Time => ws::FT_RELATIVE_TIME,
+        Kind::FrameNum => ws::FT_FRAMENUM,
     }
 }
 
 fn display(def: &FieldDef) -> c_int {
     match (def.kind, def.base) {
         (Kind::Bool(bits), _) => bits.into(),
+        (Kind::Time | Kind::FrameNum, _) => ws::BASE_NONE as c_int,
         (_, Base::Dec) => ws::BASE_DEC as c_int,
         (_, Base::Hex) => ws::BASE_HEX as c_int,
         (_, Base::NoBase) => ws::BASE_NONE as c_int,
@@ -309,6 +326,26 @@ unsafe fn register() {
               0xC000 | (ev & 0x3FFF), as MetaRoCE senders set it (spec section 1)"
                 .as_ptr(),
             PREF_HEUR_SRC_PORT.as_ptr(),
+        );
+        ws::prefs_register_bool_preference(
+            prefs,
+            c"analyze".as_ptr(),
+            c"Analyze sequences (metaroce.analysis.*)".as_ptr(),
+            c"Run the analyzer's flow engine over the capture: retransmissions, spurious \
+              retransmissions, out-of-order packets, path loss, CE marks, RTTs, message \
+              completion and stalls"
+                .as_ptr(),
+            PREF_ANALYZE.as_ptr(),
+        );
+        ws::prefs_register_uint_preference(
+            prefs,
+            c"stall_threshold_us".as_ptr(),
+            c"Stall threshold (us)".as_ptr(),
+            c"An interval longer than this with unacknowledged data and no cumulative-ack \
+              advance is a stall (spec section 9)"
+                .as_ptr(),
+            10,
+            PREF_STALL_US.as_ptr(),
         );
         let handle = ws::register_dissector(c"metaroce".as_ptr(), Some(dissect_cb), proto);
         HANDLE.store(handle, Ordering::Relaxed);
@@ -498,7 +535,20 @@ unsafe fn dissect_packet(
     let opts = Options {
         check_crc: PREF_CHECK_CRC.load(Ordering::Relaxed) != 0,
     };
-    let d = decode::dissect(bytes, wire, &opts);
+    let mut d = decode::dissect(bytes, wire, &opts);
+    // SAFETY: valid pointers (see above).
+    if let Some(verdict) = unsafe { verdict(tvb, pinfo, bytes, wire) } {
+        let (node, notes, tags) = analysis::items(&verdict);
+        if !node.children.is_empty() {
+            d.items.push(node);
+        }
+        d.notes.extend(notes);
+        for tag in tags {
+            d.info.push_str(" [");
+            d.info.push_str(tag);
+            d.info.push(']');
+        }
+    }
     let info = cstring(&d.info);
     // SAFETY: col_add_str copies the string.
     unsafe { ws::col_add_str(cinfo, ws::COL_INFO as c_int, info.as_ptr()) };
@@ -517,6 +567,121 @@ unsafe fn dissect_packet(
     Done {
         consumed: c_int::try_from(wire).unwrap_or(c_int::MAX),
         payload,
+    }
+}
+
+/// The sequence analysis of this frame: fed to the engine on the first
+/// pass, looked up on later ones. `None` when the analysis is off or the
+/// packet could not be analysed.
+///
+/// # Safety
+/// Valid Wireshark pointers; `bytes` are the captured bytes of `tvb`.
+unsafe fn verdict(
+    _tvb: *mut ws::tvbuff_t,
+    pinfo: *mut ws::packet_info,
+    bytes: &[u8],
+    wire: usize,
+) -> Option<analyzer::Verdict> {
+    if PREF_ANALYZE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    // SAFETY: pinfo and its frame_data are valid during dissection.
+    let (num, visited) = unsafe {
+        let fd = (*pinfo).fd;
+        ((*pinfo).num, !fd.is_null() && (*fd).visited() != 0)
+    };
+    if visited {
+        return state::with(|s| s.analysis.as_ref()?.lookup(num));
+    }
+    // SAFETY: as above.
+    let meta = unsafe { frame_meta(pinfo, bytes) };
+    state::with(|s| s.analysis.as_mut()?.ingest(&meta, bytes, wire))
+}
+
+/// `WTAP_ENCAP_*` to the link types `proto_parse::frame` decodes.
+fn link_type(encap: u32) -> Option<LinkType> {
+    Some(match encap {
+        ws::WTAP_ENCAP_ETHERNET => LinkType::Ethernet,
+        ws::WTAP_ENCAP_SLL => LinkType::LinuxSll,
+        ws::WTAP_ENCAP_SLL2 => LinkType::LinuxSll2,
+        ws::WTAP_ENCAP_RAW_IP => LinkType::Raw,
+        ws::WTAP_ENCAP_RAW_IP4 => LinkType::Ipv4,
+        ws::WTAP_ENCAP_RAW_IP6 => LinkType::Ipv6,
+        ws::WTAP_ENCAP_NULL => LinkType::Null,
+        ws::WTAP_ENCAP_LOOP => LinkType::Loop,
+        _ => return None,
+    })
+}
+
+/// Frame number, time, IP addresses and ECN bits of the packet. The IP
+/// layer is decoded by `proto_parse::frame` from the frame's bytes (so the
+/// engine sees what the `metaroce-analyze` CLI sees); when that is not
+/// possible (another link type, a tunnel) the addresses come from
+/// Wireshark's `pinfo` and the ECN bits are taken as not-CE.
+///
+/// # Safety
+/// Valid Wireshark pointers; `bytes` are the captured bytes of the packet.
+unsafe fn frame_meta(pinfo: *mut ws::packet_info, bytes: &[u8]) -> FrameMeta {
+    // SAFETY: pinfo is valid; abs_ts and num are plain values.
+    let (num, ts) = unsafe { ((*pinfo).num, (*pinfo).abs_ts) };
+    let ts_ns = u64::try_from(ts.secs)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.nsecs).unwrap_or(0));
+    // SAFETY: as above; rec, data_src and the data source are valid or NULL.
+    let outer = unsafe {
+        let rec = (*pinfo).rec;
+        let link = if rec.is_null() || (*rec).rec_type != 0 {
+            None
+        } else {
+            link_type((*rec).rec_header.packet_header.pkt_encap as u32)
+        };
+        let ds = (*pinfo).data_src;
+        match (link, ds.is_null()) {
+            (Some(link), false) => {
+                let frame_tvb = ws::get_data_source_tvb((*ds).data as *const ws::data_source);
+                if frame_tvb.is_null() {
+                    None
+                } else {
+                    let frame = captured_bytes(frame_tvb);
+                    analysis::outer_layers(link, &frame, bytes)
+                }
+            }
+            _ => None,
+        }
+    };
+    let (src, dst, ecn) = outer.unwrap_or_else(|| {
+        // SAFETY: pinfo is valid; the addresses are read per their type/len.
+        unsafe { (address(&(*pinfo).src), address(&(*pinfo).dst), 0) }
+    });
+    FrameMeta {
+        frame: num,
+        ts_ns,
+        src,
+        dst,
+        ecn,
+    }
+}
+
+/// An IPv4/IPv6 Wireshark address (unspecified for other types).
+///
+/// # Safety
+/// `addr.data` points at `addr.len` bytes when non-NULL.
+unsafe fn address(addr: &ws::address) -> IpAddr {
+    let len = usize::try_from(addr.len).unwrap_or(0);
+    if addr.data.is_null() {
+        return IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+    }
+    // SAFETY: per the contract above.
+    let data = unsafe { std::slice::from_raw_parts(addr.data.cast::<u8>(), len) };
+    match (addr.type_ as u32, data.len()) {
+        (ws::AT_IPv4, 4) => IpAddr::V4(Ipv4Addr::new(data[0], data[1], data[2], data[3])),
+        (ws::AT_IPv6, 16) => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(data);
+            IpAddr::V6(Ipv6Addr::from(o))
+        }
+        _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
     }
 }
 
@@ -653,6 +818,13 @@ impl Emitter {
                         }
                         (Value::Marker, _) => {
                             ws::proto_tree_add_item(tree, id, tvb, start, 0, ws::ENC_NA)
+                        }
+                        (Value::Time(ns), _) => {
+                            let t = ws::nstime_t {
+                                secs: (*ns / 1_000_000_000) as ws::time_t,
+                                nsecs: (*ns % 1_000_000_000) as c_int,
+                            };
+                            ws::proto_tree_add_time(tree, id, tvb, start, len, &t)
                         }
                     }
                 }

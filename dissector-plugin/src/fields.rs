@@ -25,6 +25,10 @@ pub enum Kind {
     Str,
     /// `FT_NONE`: a marker (e.g. `metaroce.analysis.trimmed`).
     Marker,
+    /// `FT_RELATIVE_TIME` (seconds, from a value in ns).
+    Time,
+    /// `FT_FRAMENUM`: a link to another frame.
+    FrameNum,
 }
 
 /// Display base (mapped to Wireshark's `BASE_*`).
@@ -190,6 +194,40 @@ fields! {
     // Per-packet derived values.
     Trimmed = (c"metaroce.analysis.trimmed", c"Trimmed by a switch", Marker, NoBase, No, 0,
         Some(c"The payload is shorter than payload_len (spec 11.1)")),
+
+    // Sequence analysis (spec section 9), from the analyzer's flow engine.
+    AnFlow = (c"metaroce.analysis.flow", c"Flow", U32, Dec, No, 0,
+        Some(c"Index of the connection direction in the analyzer engine (stable within a capture)")),
+    AnRetx = (c"metaroce.analysis.retransmission", c"Retransmission", Marker, NoBase, No, 0,
+        Some(c"DATA with tx_attempt > 0, or a PSN seen again on its direction")),
+    AnRetxOriginal = (c"metaroce.analysis.retransmission.original_frame", c"Original transmission in frame", FrameNum, NoBase, No, 0, None),
+    AnRetxAttempt = (c"metaroce.analysis.retransmission.attempt", c"Attempt", U8, Dec, No, 0, None),
+    AnRetxKind = (c"metaroce.analysis.retransmission.kind", c"Kind", Str, NoBase, No, 0,
+        Some(c"fast (after a loss signal), timeout (none captured) or spurious")),
+    AnSpurious = (c"metaroce.analysis.spurious_retransmission", c"Spurious retransmission", Marker, NoBase, No, 0,
+        Some(c"The PSN was already cumulatively acked or SACKed, or a DUP feedback echoes it (spec 11.10)")),
+    AnOutOfOrder = (c"metaroce.analysis.out_of_order", c"Out of order (PSNs below the highest)", U32, Dec, No, 0, None),
+    AnPathLoss = (c"metaroce.analysis.path_loss", c"Path loss (path_seq values missing)", U32, Dec, No, 0, None),
+    AnCeMarked = (c"metaroce.analysis.ce_marked", c"CE-marked", Marker, NoBase, No, 0,
+        Some(c"The IP header carried ECN CE")),
+    AnEce = (c"metaroce.analysis.ece", c"ECE echoed", Marker, NoBase, No, 0, None),
+    AnAckRtt = (c"metaroce.analysis.ack_rtt", c"ACK RTT", Time, NoBase, No, 0,
+        Some(c"Capture time of this feedback minus that of the transmission it echoes")),
+    AnFabricRtt = (c"metaroce.analysis.fabric_rtt", c"Fabric RTT", Time, NoBase, No, 0,
+        Some(c"ACK RTT minus the receiver hold time T3 - T2")),
+    AnAckedFrame = (c"metaroce.analysis.acked_frame", c"Echoes the transmission in frame", FrameNum, NoBase, No, 0, None),
+    AnDupOfFrame = (c"metaroce.analysis.dup_of_frame", c"Shows as spurious the retransmission in frame", FrameNum, NoBase, No, 0, None),
+    AnCumAckAdvance = (c"metaroce.analysis.cum_ack_advance", c"Cumulative ack advance (PSNs)", U32, Dec, No, 0, None),
+    AnMsgCount = (c"metaroce.analysis.messages_completed", c"Messages completed", U16, Dec, No, 0, None),
+    AnMsgId = (c"metaroce.analysis.message.msg_id", c"Message id", U32, Dec, No, 0, None),
+    AnMsgOp = (c"metaroce.analysis.message.op", c"Operation", Str, NoBase, No, 0, None),
+    AnMsgView = (c"metaroce.analysis.message.view", c"View", Str, NoBase, No, 0,
+        Some(c"acked (sender view), delivered (receiver view) or read")),
+    AnMsgLatency = (c"metaroce.analysis.message.latency", c"Message completion time", Time, NoBase, No, 0, None),
+    AnStall = (c"metaroce.analysis.stall", c"Stall", Marker, NoBase, No, 0,
+        Some(c"Unacknowledged data and no cumulative-ack advance for longer than the threshold")),
+    AnStallElapsed = (c"metaroce.analysis.stall.elapsed", c"Time since the stall began", Time, NoBase, No, 0, None),
+    AnStallEnded = (c"metaroce.analysis.stall.ended", c"Ended by this packet", Bool(0), NoBase, No, 0, None),
 }
 
 impl Hf {
@@ -213,10 +251,11 @@ pub enum Ett {
     Tlv,
     TlvEntry,
     Crc,
+    Analysis,
 }
 
 impl Ett {
-    pub const COUNT: usize = Ett::Crc as usize + 1;
+    pub const COUNT: usize = Ett::Analysis as usize + 1;
 }
 
 /// Expert info groups (mapped to `PI_*`).
@@ -255,6 +294,12 @@ pub enum Ei {
     CrcBad,
     Warning,
     UnknownValue,
+    Retransmission,
+    SpuriousRetransmission,
+    OutOfOrder,
+    PathLoss,
+    CeMarked,
+    Stall,
 }
 
 pub const EXPERTS: &[ExpertDef] = &[
@@ -294,6 +339,42 @@ pub const EXPERTS: &[ExpertDef] = &[
         severity: Severity::Note,
         summary: c"Value not defined by MetaRoCE v1",
     },
+    ExpertDef {
+        abbrev: c"metaroce.retransmission",
+        group: Group::Sequence,
+        severity: Severity::Note,
+        summary: c"Retransmission",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.spurious_retransmission",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"Spurious retransmission",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.out_of_order",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"Out-of-order DATA packet",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.path_loss",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"Packets lost on this path",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.ce_marked",
+        group: Group::Sequence,
+        severity: Severity::Note,
+        summary: c"CE-marked packet",
+    },
+    ExpertDef {
+        abbrev: c"metaroce.stall",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"Connection stalled",
+    },
 ];
 
 impl Ei {
@@ -319,8 +400,8 @@ mod test {
         for e in EXPERTS {
             assert!(seen.insert(e.abbrev.to_str().unwrap()));
         }
-        assert_eq!(Hf::Trimmed as usize + 1, Hf::COUNT);
-        assert_eq!(Ei::UnknownValue as usize + 1, Ei::COUNT);
+        assert_eq!(Hf::AnStallEnded as usize + 1, Hf::COUNT);
+        assert_eq!(Ei::Stall as usize + 1, Ei::COUNT);
     }
 
     #[test]

@@ -6,9 +6,12 @@
 //!   and expert notes, reading every byte through `proto_parse::metaroce`.
 //! - [`fields`]: the registered fields (spec section 10 names), subtrees and
 //!   expert infos, as plain tables.
+//! - [`analysis`]: `metaroce.analysis.*`, from the `analyzer` crate's flow
+//!   engine (fed on the first pass, verdicts kept per frame).
 //! - `ffi`: the only `unsafe` code: the four plugin symbols, registration,
 //!   and callbacks wrapped in `catch_unwind`.
 
+pub mod analysis;
 pub mod decode;
 mod ffi;
 pub mod fields;

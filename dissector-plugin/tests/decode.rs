@@ -301,8 +301,10 @@ fn protocol_and_info_columns() {
         "PROBE_REPLY 0x22→0x11 cack=1001 echo=5@ev9",
         "DATA SEND_IMM 0x11→0x22 PSN=1002 ev=4 msg=8:0/16 len=16 [SOM,EOM]",
         "DATA SEND 0x11→0x22 PSN=1003 ev=4 msg=9:0/0 len=0 [Malformed]",
-        "DATA WRITE 0x11→0x22 PSN=1001 ev=6 msg=7:64/128 len=64 try=2 [EOM]",
-        "DATA READ_REQ 0x11→0x22 PSN=1002 ev=3 msg=10:0/1048576 len=0 [SOM,EOM]",
+        // The analyzer's engine: PSN 1001 was sent in frame 3 (trimmed) and
+        // NACKed in frame 5.
+        "DATA WRITE 0x11→0x22 PSN=1001 ev=6 msg=7:64/128 len=64 try=2 [EOM] [Retransmission]",
+        "DATA READ_REQ 0x11→0x22 PSN=1004 ev=3 msg=10:0/1048576 len=0 [SOM,EOM]",
     ];
     assert_eq!(info, expected);
 }

@@ -478,7 +478,7 @@ pub fn fixture_frames() -> Vec<Vec<u8>> {
             0,
             1 << 20,
         ),
-        1002,
+        1004,
         3,
     );
     read.flags = Flags::SOM | Flags::EOM;

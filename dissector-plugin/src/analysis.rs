@@ -1,0 +1,368 @@
+//! `metaroce.analysis.*`: the sequence analysis of spec section 9, computed
+//! by the `analyzer` crate's flow engine (the same engine as the
+//! `metaroce-analyze` CLI and the TUI). This module only feeds the engine
+//! and turns its [`Verdict`]s into tree items and expert notes; it holds no
+//! flow logic.
+//!
+//! Wireshark dissects every frame once in capture order on the first pass
+//! (frame not yet visited) and again, in any order, on later passes. The
+//! engine is fed on the first pass only; verdicts are kept per frame number
+//! and shown on every pass. [`crate::state::reset`] drops everything when a
+//! capture is opened or closed.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use analyzer::engine::{Config, Engine, Observation, RetxKind, Verdict};
+use proto_parse::frame::{self, DecodeConfig, LinkType};
+use proto_parse::metaroce;
+
+use crate::decode::{Label, Node, Note, Value};
+use crate::fields::{Ei, Ett, Hf};
+
+/// What the engine needs about a frame besides the MetaRoCE bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameMeta {
+    /// Frame number (1-based).
+    pub frame: u32,
+    pub ts_ns: u64,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// The two IP ECN bits (3 = CE).
+    pub ecn: u8,
+}
+
+/// The outer layers of a frame, decoded by `proto_parse::frame` from the
+/// frame's bytes: the IP addresses and ECN bits of the packet whose UDP
+/// payload is `udp_payload` (`None` when the frame's UDP payload is another
+/// one, e.g. inside a tunnel, or the link type is not supported).
+pub fn outer_layers(
+    link: LinkType,
+    frame_bytes: &[u8],
+    udp_payload: &[u8],
+) -> Option<(IpAddr, IpAddr, u8)> {
+    let cfg = DecodeConfig {
+        verify_crc: false,
+        ..DecodeConfig::default()
+    };
+    let decoded = frame::decode(link, frame_bytes, &cfg);
+    let ip = decoded.ip?;
+    let udp = decoded.udp?;
+    (udp.payload == udp_payload).then_some((ip.src, ip.dst, ip.ecn.bits()))
+}
+
+/// The engine and the verdicts of the current capture.
+pub struct Analysis {
+    engine: Engine,
+    /// Verdicts with something to show besides the flow.
+    verdicts: HashMap<u32, Verdict>,
+    /// The flow of every analysed frame.
+    flows: HashMap<u32, u32>,
+}
+
+impl Analysis {
+    pub fn new(cfg: Config) -> Self {
+        Analysis {
+            engine: Engine::new(cfg),
+            verdicts: HashMap::new(),
+            flows: HashMap::new(),
+        }
+    }
+
+    /// First pass: feeds the packet to the engine, once per frame, and keeps
+    /// its verdict. A frame already fed returns its kept verdict.
+    pub fn ingest(
+        &mut self,
+        meta: &FrameMeta,
+        captured: &[u8],
+        wire_len: usize,
+    ) -> Option<Verdict> {
+        if let Some(v) = self.lookup(meta.frame) {
+            return Some(v);
+        }
+        let lax = metaroce::parse_lax(captured, wire_len);
+        let (Some(packet), Some(layout)) = (lax.packet, lax.layout) else {
+            self.engine.ingest_other(meta.ts_ns);
+            return None;
+        };
+        let obs = Observation::from_metaroce(
+            meta.frame.into(),
+            meta.ts_ns,
+            meta.src,
+            meta.dst,
+            meta.ecn,
+            &packet,
+            &layout,
+        );
+        let v = self.engine.ingest(&obs);
+        if let Some(flow) = v.flow {
+            self.flows.insert(meta.frame, flow);
+        }
+        let plain = Verdict {
+            frame: v.frame,
+            flow: v.flow,
+            ..Verdict::default()
+        };
+        if v != plain {
+            self.verdicts.insert(meta.frame, v);
+        }
+        Some(v)
+    }
+
+    /// Later passes: the verdict kept for `frame`.
+    pub fn lookup(&self, frame: u32) -> Option<Verdict> {
+        if let Some(v) = self.verdicts.get(&frame) {
+            return Some(*v);
+        }
+        self.flows.get(&frame).map(|&flow| Verdict {
+            frame: frame.into(),
+            flow: Some(flow),
+            ..Verdict::default()
+        })
+    }
+
+    /// Frames the engine has seen.
+    pub fn frames(&self) -> u64 {
+        self.engine.snapshot().capture.frames
+    }
+}
+
+fn time(hf: Hf, ns: i64) -> Node {
+    generated(hf, Value::Time(ns))
+}
+
+fn generated(hf: Hf, value: Value) -> Node {
+    Node {
+        label: Label::Field(hf, value),
+        range: 0..0,
+        shown: None,
+        generated: true,
+        subtree: None,
+        children: Vec::new(),
+    }
+}
+
+fn note(ei: Ei, text: String) -> Note {
+    Note {
+        ei,
+        text,
+        range: 0..0,
+    }
+}
+
+fn fmt_ns(ns: i64) -> String {
+    let abs = ns.unsigned_abs();
+    let sign = if ns < 0 { "-" } else { "" };
+    if abs >= 1_000_000 {
+        format!("{sign}{:.3} ms", abs as f64 / 1e6)
+    } else if abs >= 1_000 {
+        format!("{sign}{:.3} us", abs as f64 / 1e3)
+    } else {
+        format!("{sign}{abs} ns")
+    }
+}
+
+/// The analysis subtree of one packet and its expert notes (empty when the
+/// verdict has nothing to show but the flow).
+pub fn items(v: &Verdict) -> (Node, Vec<Note>, Vec<&'static str>) {
+    let mut kids = Vec::new();
+    let mut notes = Vec::new();
+    // Short tags for the Info column.
+    let mut tags = Vec::new();
+    if let Some(flow) = v.flow {
+        kids.push(generated(Hf::AnFlow, Value::Uint(flow.into())));
+    }
+    if let Some(r) = v.retransmission {
+        let spurious = r.kind == RetxKind::Spurious;
+        let mut sub = vec![
+            generated(Hf::AnRetxAttempt, Value::Uint(r.attempt.into())),
+            generated(Hf::AnRetxKind, Value::Text(r.kind.as_str().to_owned())),
+        ];
+        if let Some(orig) = r.original_frame {
+            sub.insert(0, generated(Hf::AnRetxOriginal, Value::Uint(orig)));
+        }
+        let mut n = generated(Hf::AnRetx, Value::Marker);
+        n.subtree = Some(Ett::Analysis);
+        n.children = sub;
+        kids.push(n);
+        if spurious {
+            kids.push(generated(Hf::AnSpurious, Value::Marker));
+            notes.push(note(
+                Ei::SpuriousRetransmission,
+                "Spurious retransmission: the PSN was already acknowledged".to_owned(),
+            ));
+            tags.push("Spurious Retransmission");
+        } else {
+            let orig = r
+                .original_frame
+                .map_or(String::new(), |f| format!(" of frame {f}"));
+            notes.push(note(
+                Ei::Retransmission,
+                format!("Retransmission ({}){orig}", r.kind.as_str()),
+            ));
+            tags.push("Retransmission");
+        }
+    }
+    if let Some(d) = v.out_of_order {
+        kids.push(generated(Hf::AnOutOfOrder, Value::Uint(d.into())));
+        notes.push(note(
+            Ei::OutOfOrder,
+            format!("Out of order: {d} PSNs below the highest seen"),
+        ));
+        tags.push("Out-Of-Order");
+    }
+    if let Some(n) = v.path_loss {
+        kids.push(generated(Hf::AnPathLoss, Value::Uint(n.into())));
+        notes.push(note(
+            Ei::PathLoss,
+            format!("Path loss: {n} path_seq values missing on this path"),
+        ));
+        tags.push("Path Loss");
+    }
+    if v.ce_marked {
+        kids.push(generated(Hf::AnCeMarked, Value::Marker));
+        notes.push(note(
+            Ei::CeMarked,
+            "IP ECN CE (congestion experienced)".to_owned(),
+        ));
+    }
+    if v.ece {
+        kids.push(generated(Hf::AnEce, Value::Marker));
+    }
+    if let Some(rtt) = v.ack_rtt_ns {
+        kids.push(time(Hf::AnAckRtt, i64::try_from(rtt).unwrap_or(i64::MAX)));
+    }
+    if let Some(rtt) = v.fabric_rtt_ns {
+        kids.push(time(Hf::AnFabricRtt, rtt));
+    }
+    if let Some(f) = v.acked_frame {
+        kids.push(generated(Hf::AnAckedFrame, Value::Uint(f)));
+    }
+    if let Some(f) = v.dup_of_frame {
+        kids.push(generated(Hf::AnDupOfFrame, Value::Uint(f)));
+    }
+    if let Some(n) = v.cum_ack_advance {
+        kids.push(generated(Hf::AnCumAckAdvance, Value::Uint(n.into())));
+    }
+    if let Some(m) = v.message {
+        let view = match m.view {
+            analyzer::engine::MsgView::Acked => "acked",
+            analyzer::engine::MsgView::Delivered => "delivered",
+            analyzer::engine::MsgView::Read => "read",
+        };
+        let mut n = generated(Hf::AnMsgCount, Value::Uint(v.messages_completed.into()));
+        n.subtree = Some(Ett::Analysis);
+        n.children = vec![
+            generated(Hf::AnMsgId, Value::Uint(m.msg_id.into())),
+            generated(Hf::AnMsgOp, Value::Text(m.op.to_owned())),
+            generated(Hf::AnMsgView, Value::Text(view.to_owned())),
+            time(
+                Hf::AnMsgLatency,
+                i64::try_from(m.latency_ns).unwrap_or(i64::MAX),
+            ),
+        ];
+        kids.push(n);
+    }
+    if let Some(s) = v.stall {
+        let mut n = generated(Hf::AnStall, Value::Marker);
+        n.subtree = Some(Ett::Analysis);
+        n.children = vec![
+            time(
+                Hf::AnStallElapsed,
+                i64::try_from(s.elapsed_ns).unwrap_or(i64::MAX),
+            ),
+            generated(Hf::AnStallEnded, Value::Bits(s.ended.into())),
+        ];
+        kids.push(n);
+        notes.push(note(
+            Ei::Stall,
+            format!(
+                "Stall: no cumulative-ack advance for {}{}",
+                fmt_ns(i64::try_from(s.elapsed_ns).unwrap_or(i64::MAX)),
+                if s.ended {
+                    " (ended by this packet)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+        tags.push(if s.ended { "Stall End" } else { "Stall" });
+    }
+    let node = Node {
+        label: Label::Text("[Sequence analysis]".to_owned()),
+        range: 0..0,
+        shown: None,
+        generated: true,
+        subtree: Some(Ett::Analysis),
+        children: kids,
+    };
+    (node, notes, tags)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use proto_parse::metaroce::{Body, DataRepr, Flags, Op, Repr};
+    use std::net::Ipv4Addr;
+
+    fn data_packet(psn: u32, tx_attempt: u8) -> Vec<u8> {
+        Repr {
+            flags: Flags::SOM | Flags::EOM,
+            tx_attempt,
+            ev: 1,
+            path_seq: 1,
+            dst_conn: 2,
+            src_conn: 1,
+            psn,
+            tx_ts: 0,
+            body: Body::Data(DataRepr {
+                op: Op::Send,
+                payload_len: 0,
+                msg_id: psn,
+                msg_offset: 0,
+                msg_len: 0,
+            }),
+            tlvs: Vec::new(),
+            payload: &[],
+            crc: false,
+        }
+        .to_vec()
+    }
+
+    fn meta(frame: u32) -> FrameMeta {
+        FrameMeta {
+            frame,
+            ts_ns: u64::from(frame) * 1000,
+            src: Ipv4Addr::new(10, 0, 0, 1).into(),
+            dst: Ipv4Addr::new(10, 0, 0, 2).into(),
+            ecn: 2,
+        }
+    }
+
+    #[test]
+    fn retransmission_is_found_once_and_kept_for_later_passes() {
+        let mut a = Analysis::new(Config::default());
+        let first = data_packet(10, 0);
+        let again = data_packet(10, 1);
+        a.ingest(&meta(1), &first, first.len());
+        let v = a.ingest(&meta(2), &again, again.len()).unwrap();
+        let r = v.retransmission.expect("a retransmission");
+        assert_eq!(r.original_frame, Some(1));
+        // A second pass over frame 2 does not feed the engine again.
+        assert_eq!(a.ingest(&meta(2), &again, again.len()), Some(v));
+        assert_eq!(a.lookup(2), Some(v));
+        assert_eq!(a.frames(), 2);
+        let (node, notes, tags) = items(&v);
+        assert!(notes.iter().any(|n| n.ei == Ei::Retransmission));
+        assert_eq!(tags, ["Retransmission"]);
+        assert!(!node.children.is_empty());
+    }
+
+    #[test]
+    fn malformed_packets_only_advance_time() {
+        let mut a = Analysis::new(Config::default());
+        assert_eq!(a.ingest(&meta(1), &[0x20; 30], 30), None);
+        assert_eq!(a.lookup(1), None);
+        assert_eq!(a.frames(), 1);
+    }
+}
