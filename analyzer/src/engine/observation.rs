@@ -253,6 +253,7 @@ impl MrObs {
 impl RoceObs {
     /// Reads a checked RoCEv2 packet.
     pub fn from_packet<T: AsRef<[u8]>>(packet: &rocev2::Packet<T>) -> RoceObs {
+        let packet = packet.as_view();
         let bth = packet.bth();
         RoceObs {
             opcode: packet.opcode(),

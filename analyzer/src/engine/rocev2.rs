@@ -43,6 +43,8 @@ impl RoceKey {
 struct RSlot {
     seen: bool,
     sampled: bool,
+    /// Retransmitted: no RTT sample (Karn), RoCEv2 has no echo timestamp.
+    retx: bool,
     frame: u64,
     ts: u64,
 }
@@ -237,7 +239,13 @@ impl Flow {
         let is_retx = self.highest.is_some_and(|h| !lt(h, psn));
         if is_retx {
             self.c.retransmissions += 1;
-            let original = self.window.get(psn).filter(|s| s.seen).map(|s| s.frame);
+            let original = match self.window.get_mut(psn) {
+                Some(slot) if slot.seen => {
+                    slot.retx = true;
+                    Some(slot.frame)
+                }
+                _ => None,
+            };
             let kind = if self.nak_pending {
                 RetxKind::Fast
             } else if self.acked.is_some_and(|a| !lt(a, psn)) {
@@ -258,6 +266,7 @@ impl Flow {
             *slot = RSlot {
                 seen: true,
                 sampled: false,
+                retx: false,
                 frame: obs.frame,
                 ts,
             };
@@ -292,7 +301,7 @@ impl Flow {
             && slot.seen
         {
             v.acked_frame = Some(slot.frame);
-            if !slot.sampled && ts >= slot.ts {
+            if !slot.sampled && !slot.retx && ts >= slot.ts {
                 slot.sampled = true;
                 let rtt = ts - slot.ts;
                 self.rtt.record(rtt);
