@@ -45,6 +45,7 @@ impl<T: Default> Window<T> {
         self.base
     }
 
+    #[cfg(test)]
     pub fn get(&self, psn: u32) -> Option<&T> {
         let d = diff(self.base, psn);
         if d < 0 {
