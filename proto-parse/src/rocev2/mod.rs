@@ -215,10 +215,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer.as_ref()
     }
 
-    /// The BTH.
+    /// A borrowed view of this packet, for the accessors that return
+    /// slices and header views (they live on `Packet<&'a [u8]>` so that
+    /// what they return outlives the view itself).
     #[inline]
-    pub fn bth(&self) -> bth::Packet<&[u8]> {
-        bth::Packet::new_unchecked(&self.bytes()[..bth::HEADER_LEN])
+    pub fn as_view(&self) -> Packet<&[u8]> {
+        Packet {
+            buffer: self.bytes(),
+            wire_len: self.wire_len,
+            headers: self.headers,
+        }
     }
     #[inline]
     pub fn opcode(&self) -> Opcode {
@@ -229,42 +235,22 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn ext_headers(&self) -> ExtHeaders {
         self.headers
     }
-
-    #[inline]
-    fn ext(&self, which: ExtHeaders) -> Option<&[u8]> {
-        if self.headers.contains(which) {
-            let off = ext_offset(self.headers, which);
-            Some(&self.bytes()[off..off + which.byte_len()])
-        } else {
-            None
-        }
-    }
-
-    pub fn deth(&self) -> Option<deth::Packet<&[u8]>> {
-        self.ext(ExtHeaders::DETH).map(deth::Packet::new_unchecked)
-    }
-    pub fn reth(&self) -> Option<reth::Packet<&[u8]>> {
-        self.ext(ExtHeaders::RETH).map(reth::Packet::new_unchecked)
-    }
+    /// The AtomicETH of a Compare & Swap or Fetch & Add.
     pub fn atomic_eth(&self) -> Option<AtomicEthRepr> {
-        self.ext(ExtHeaders::ATOMIC_ETH)
-            .and_then(AtomicEthRepr::parse)
-    }
-    pub fn aeth(&self) -> Option<aeth::Packet<&[u8]>> {
-        self.ext(ExtHeaders::AETH).map(aeth::Packet::new_unchecked)
+        ext(self.bytes(), self.headers, ExtHeaders::ATOMIC_ETH).and_then(AtomicEthRepr::parse)
     }
     /// The original remote data of an Atomic Acknowledge.
     pub fn atomic_ack_eth(&self) -> Option<u64> {
-        self.ext(ExtHeaders::ATOMIC_ACK_ETH)
+        ext(self.bytes(), self.headers, ExtHeaders::ATOMIC_ACK_ETH)
             .and_then(atomic::parse_atomic_ack)
     }
     /// Immediate data (big-endian, as `infiniband.immdt` shows it).
     pub fn imm_dt(&self) -> Option<u32> {
-        self.ext(ExtHeaders::IMM_DT).map(|b| be32(b, 0..4))
+        ext(self.bytes(), self.headers, ExtHeaders::IMM_DT).map(|b| be32(b, 0..4))
     }
     /// The R_Key to invalidate of a Send with Invalidate.
     pub fn ieth(&self) -> Option<u32> {
-        self.ext(ExtHeaders::IETH).map(|b| be32(b, 0..4))
+        ext(self.bytes(), self.headers, ExtHeaders::IETH).map(|b| be32(b, 0..4))
     }
 
     /// Length of BTH plus extension headers.
@@ -287,24 +273,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn payload_wire_len(&self) -> usize {
         self.wire_len - ICRC_LEN - self.header_len()
     }
-    /// The captured payload bytes (pad included; fewer than
-    /// [`payload_wire_len`](Self::payload_wire_len) when cut by snaplen).
-    #[inline]
-    pub fn payload(&self) -> &[u8] {
-        let start = self.header_len();
-        let end = (self.wire_len - ICRC_LEN).min(self.bytes().len());
-        self.bytes().get(start..end).unwrap_or(&[])
-    }
     /// Payload length on the wire without the BTH pad bytes.
     #[inline]
     pub fn data_len(&self) -> usize {
-        self.payload_wire_len()
-            .saturating_sub(usize::from(self.bth().pad_count()))
-    }
-    /// The bytes the ICRC covers after the pseudo-header: BTH up to the
-    /// ICRC (`None` when cut by snaplen).
-    pub fn icrc_covered(&self) -> Option<&[u8]> {
-        self.bytes().get(..self.wire_len - ICRC_LEN)
+        let pad = (self.bytes()[1] >> 4) & 0x3;
+        self.payload_wire_len().saturating_sub(usize::from(pad))
     }
     /// The four ICRC bytes as on the wire (`None` when cut by snaplen).
     pub fn icrc_bytes(&self) -> Option<[u8; 4]> {
@@ -318,10 +291,54 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Verifies the ICRC given the IP headers (IP header up to the UDP
     /// header) and the 8-byte UDP header that carried this packet.
     pub fn verify_icrc(&self, ip_headers: &[u8], udp_header: &[u8]) -> IcrcStatus {
-        match (self.icrc_covered(), self.icrc_bytes()) {
+        let view = self.as_view();
+        match (view.icrc_covered(), view.icrc_bytes()) {
             (Some(covered), Some(stored)) => icrc::verify(ip_headers, udp_header, covered, stored),
             _ => IcrcStatus::NotPresent,
         }
+    }
+}
+
+/// Extension header `which` of a checked packet, if its opcode has it.
+#[inline]
+fn ext(bytes: &[u8], headers: ExtHeaders, which: ExtHeaders) -> Option<&[u8]> {
+    if headers.contains(which) {
+        let off = ext_offset(headers, which);
+        bytes.get(off..off + which.byte_len())
+    } else {
+        None
+    }
+}
+
+/// Accessors returning slices and header views that borrow the
+/// underlying buffer (`'a`), not the `Packet` value.
+impl<'a> Packet<&'a [u8]> {
+    /// The BTH.
+    #[inline]
+    pub fn bth(&self) -> bth::Packet<&'a [u8]> {
+        bth::Packet::new_unchecked(&self.buffer[..bth::HEADER_LEN])
+    }
+    pub fn deth(&self) -> Option<deth::Packet<&'a [u8]>> {
+        ext(self.buffer, self.headers, ExtHeaders::DETH).map(deth::Packet::new_unchecked)
+    }
+    pub fn reth(&self) -> Option<reth::Packet<&'a [u8]>> {
+        ext(self.buffer, self.headers, ExtHeaders::RETH).map(reth::Packet::new_unchecked)
+    }
+    pub fn aeth(&self) -> Option<aeth::Packet<&'a [u8]>> {
+        ext(self.buffer, self.headers, ExtHeaders::AETH).map(aeth::Packet::new_unchecked)
+    }
+    /// The captured payload bytes (pad included; fewer than
+    /// [`payload_wire_len`](Self::payload_wire_len) when cut by snaplen).
+    #[inline]
+    pub fn payload(&self) -> &'a [u8] {
+        let start = self.header_len();
+        let end = (self.wire_len - ICRC_LEN).min(self.buffer.len());
+        self.buffer.get(start..end).unwrap_or(&[])
+    }
+    /// The bytes the ICRC covers after the pseudo-header: BTH up to the
+    /// ICRC (`None` when cut by snaplen).
+    pub fn icrc_covered(&self) -> Option<&'a [u8]> {
+        self.buffer.get(..self.wire_len - ICRC_LEN)
     }
 }
 
@@ -404,6 +421,7 @@ pub struct Repr {
 impl Repr {
     /// Reads the headers of a checked packet.
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Repr {
+        let packet = packet.as_view();
         Repr {
             bth: bth::Repr::parse(&packet.bth()),
             deth: packet.deth().map(|p| deth::Repr::parse(&p)),
