@@ -572,7 +572,7 @@ impl Dir {
         v: &mut Verdict,
     ) -> Option<u32> {
         let key = (d.msg_id, d.op == DataOp::ReadResp);
-        if !self.msgs.contains_key(&key) && self.msgs.len() >= cfg.max_messages {
+        if self.msgs.len() >= cfg.max_messages && !self.msgs.contains_key(&key) {
             self.evict_messages();
         }
         let msg = self.msgs.entry(key).or_insert_with(|| Msg {

@@ -99,6 +99,10 @@ pub struct Engine {
     dirs: Vec<Option<Dir>>,
     free: Vec<u32>,
     index: FxHashMap<PackedKey, u32>,
+    /// The two most recently used directions (DATA bursts, and the two
+    /// directions a feedback touches).
+    recent: [Option<(PackedKey, u32)>; 2],
+    recent_next: usize,
     /// ts_unit_ps announced by CTRL, by (sender IP, sender conn).
     units: FxHashMap<(IpAddr, u32), u32>,
     evicted_dirs: u64,
@@ -124,6 +128,8 @@ impl Engine {
             dirs: Vec::new(),
             free: Vec::new(),
             index: FxHashMap::default(),
+            recent: [None; 2],
+            recent_next: 0,
             units: FxHashMap::default(),
             evicted_dirs: 0,
             roce: RoceTable::default(),
@@ -197,7 +203,13 @@ impl Engine {
 
     fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
         let packed = key.packed();
+        for (k, i) in self.recent.iter().flatten() {
+            if *k == packed {
+                return *i;
+            }
+        }
         if let Some(&i) = self.index.get(&packed) {
+            self.remember(packed, i);
             return i;
         }
         if self.index.len() >= self.cfg.max_flows {
@@ -215,7 +227,14 @@ impl Engine {
             }
         };
         self.index.insert(packed, i);
+        self.remember(packed, i);
         i
+    }
+
+    #[inline]
+    fn remember(&mut self, key: PackedKey, i: u32) {
+        self.recent[self.recent_next] = Some((key, i));
+        self.recent_next ^= 1;
     }
 
     /// Evicts the least recently seen sixteenth of the directions.
@@ -230,6 +249,7 @@ impl Engine {
         if ages.is_empty() {
             return;
         }
+        self.recent = [None; 2];
         let n = (ages.len() / 16).max(1);
         ages.select_nth_unstable(n - 1);
         for &(_, i) in &ages[..n] {
