@@ -276,6 +276,7 @@ impl<'a> Frame<'a> {
 
 /// Decodes one captured frame of the given link type. Never panics and
 /// never allocates.
+#[inline]
 pub fn decode<'a>(link: LinkType, data: &'a [u8], cfg: &DecodeConfig) -> Frame<'a> {
     let mut frame = Frame::empty(link, data);
     if let Err(err) = decode_into(&mut frame, link, data, cfg) {

@@ -54,6 +54,51 @@ const UDP_LEN: usize = 8;
 /// Never panics: short inputs are hashed as they are (the result is then
 /// simply wrong, which verification reports as `Bad`).
 pub fn compute(ip_headers: &[u8], udp_header: &[u8], roce: &[u8]) -> u32 {
+    // Fast path: pseudo-LRH, IP headers, UDP header and BTH copied into one
+    // stack buffer and masked there (one CRC update for all the small
+    // pieces), then the rest of the packet.
+    const BUF: usize = 8 + 60 + UDP_LEN + bth::HEADER_LEN;
+    let version = ip_headers.first().map_or(0, |b| b >> 4);
+    let ip_ok = (version == 4 && ip_headers.len() >= IPV4_MIN)
+        || (version == 6 && ip_headers.len() >= IPV6_FIXED);
+    let head = 8 + ip_headers.len() + UDP_LEN + bth::HEADER_LEN;
+    if ip_ok && udp_header.len() == UDP_LEN && roce.len() >= bth::HEADER_LEN && head <= BUF {
+        let mut buf = [0xffu8; BUF];
+        let ip = 8..8 + ip_headers.len();
+        buf[ip.clone()].copy_from_slice(ip_headers);
+        mask_ip(&mut buf[ip.clone()], version);
+        let udp = ip.end..ip.end + UDP_LEN;
+        buf[udp.start..udp.start + 6].copy_from_slice(&udp_header[..6]);
+        let b = udp.end;
+        buf[b..b + bth::HEADER_LEN].copy_from_slice(&roce[..bth::HEADER_LEN]);
+        buf[b + bth::ICRC_MASKED_BYTE] = 0xff;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&buf[..head]);
+        hasher.update(&roce[bth::HEADER_LEN..]);
+        return hasher.finalize();
+    }
+    compute_pieces(ip_headers, udp_header, roce)
+}
+
+/// Sets the variant fields of a fixed IP header (and whatever follows it)
+/// to all-ones.
+fn mask_ip(ip: &mut [u8], version: u8) {
+    if version == 6 {
+        ip[0] |= 0x0f; // traffic class, high nibble
+        ip[1] = 0xff; // traffic class low nibble, flow label
+        ip[2] = 0xff;
+        ip[3] = 0xff;
+        ip[7] = 0xff; // hop limit
+    } else {
+        ip[1] = 0xff; // TOS: DSCP + ECN
+        ip[8] = 0xff; // TTL
+        ip[10] = 0xff; // header checksum
+        ip[11] = 0xff;
+    }
+}
+
+/// The general path of [`compute`]: any lengths, piece by piece.
+fn compute_pieces(ip_headers: &[u8], udp_header: &[u8], roce: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&[0xff; 8]);
 
@@ -61,20 +106,13 @@ pub fn compute(ip_headers: &[u8], udp_header: &[u8], roce: &[u8]) -> u32 {
     if version == 6 && ip_headers.len() >= IPV6_FIXED {
         let mut fixed = [0u8; IPV6_FIXED];
         fixed.copy_from_slice(&ip_headers[..IPV6_FIXED]);
-        fixed[0] |= 0x0f; // traffic class, high nibble
-        fixed[1] = 0xff; // traffic class low nibble, flow label
-        fixed[2] = 0xff;
-        fixed[3] = 0xff;
-        fixed[7] = 0xff; // hop limit
+        mask_ip(&mut fixed, 6);
         hasher.update(&fixed);
         hasher.update(&ip_headers[IPV6_FIXED..]);
     } else if version == 4 && ip_headers.len() >= IPV4_MIN {
         let mut fixed = [0u8; IPV4_MIN];
         fixed.copy_from_slice(&ip_headers[..IPV4_MIN]);
-        fixed[1] = 0xff; // TOS: DSCP + ECN
-        fixed[8] = 0xff; // TTL
-        fixed[10] = 0xff; // header checksum
-        fixed[11] = 0xff;
+        mask_ip(&mut fixed, 4);
         hasher.update(&fixed);
         hasher.update(&ip_headers[IPV4_MIN..]);
     } else {
@@ -186,6 +224,28 @@ mod test {
         assert_eq!(compute(&other, &udp, &roce), base);
         other[5] = 21;
         assert_ne!(compute(&other, &udp, &roce), base);
+    }
+
+    #[test]
+    fn fast_path_equals_piecewise_path() {
+        let (ip, rest) = ACK_IPV4.split_at(20);
+        let (udp, rest) = rest.split_at(8);
+        let (roce, _) = rest.split_at(rest.len() - 4);
+        assert_eq!(compute(ip, udp, roce), compute_pieces(ip, udp, roce));
+        let mut ip6 = [0x5au8; 48]; // 40 + an 8-byte extension header
+        ip6[0] = 0x61;
+        assert_eq!(compute(&ip6, udp, roce), compute_pieces(&ip6, udp, roce));
+        let mut ip4opt = [0x5au8; 60];
+        ip4opt[0] = 0x4f;
+        assert_eq!(
+            compute(&ip4opt, udp, roce),
+            compute_pieces(&ip4opt, udp, roce)
+        );
+        let long6 = [0x60u8; 200]; // beyond the stack buffer
+        assert_eq!(
+            compute(&long6, udp, roce),
+            compute_pieces(&long6, udp, roce)
+        );
     }
 
     #[test]

@@ -181,13 +181,18 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let bytes = buffer.as_ref();
         let captured = bytes.len().min(wire_len);
         check_len(Layer::Bth, 0, bth::HEADER_LEN, captured, wire_len)?;
-        let headers = Opcode::from(bytes[0]).headers();
-        let mut end = bth::HEADER_LEN;
-        for (h, layer) in ORDER {
-            if headers.contains(h) {
-                let start = end;
-                end += h.byte_len();
-                check_len(layer, start, end, captured, wire_len)?;
+        let op = bytes[0];
+        let headers = Opcode::from(op).headers();
+        let end = bth::HEADER_LEN + opcode::ext_len(op);
+        if end > captured || end > wire_len {
+            // slow path: find the header that does not fit
+            let mut end = bth::HEADER_LEN;
+            for (h, layer) in ORDER {
+                if headers.contains(h) {
+                    let start = end;
+                    end += h.byte_len();
+                    check_len(layer, start, end, captured, wire_len)?;
+                }
             }
         }
         if wire_len < end + ICRC_LEN {
@@ -256,7 +261,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Length of BTH plus extension headers.
     #[inline]
     pub fn header_len(&self) -> usize {
-        bth::HEADER_LEN + self.headers.byte_len()
+        bth::HEADER_LEN + opcode::ext_len(self.bytes()[0])
     }
     /// Length of the packet on the wire (BTH to ICRC included).
     #[inline]

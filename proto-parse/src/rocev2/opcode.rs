@@ -172,6 +172,81 @@ impl ExtHeaders {
     }
 }
 
+/// The extension headers of an opcode byte, after Wireshark's
+/// `packet-infiniband.c` (see [`Opcode::headers`]).
+const fn headers_of(op: u8) -> ExtHeaders {
+    const P: u16 = ExtHeaders::PAYLOAD.bits();
+    const IMM: u16 = ExtHeaders::IMM_DT.bits();
+    const IETH: u16 = ExtHeaders::IETH.bits();
+    const RETH: u16 = ExtHeaders::RETH.bits();
+    const AETH: u16 = ExtHeaders::AETH.bits();
+    const DETH: u16 = ExtHeaders::DETH.bits();
+    let bits = match op {
+        // RC / UC Send First, Middle, Last, Only
+        0x00 | 0x01 | 0x02 | 0x04 | 0x20 | 0x21 | 0x22 | 0x24 => P,
+        // Send Last / Only with Immediate
+        0x03 | 0x05 | 0x23 | 0x25 => IMM | P,
+        // RC Send Last / Only with Invalidate
+        0x16 | 0x17 => IETH | P,
+        // RDMA Write First / Only
+        0x06 | 0x0a | 0x26 | 0x2a => RETH | P,
+        // RDMA Write Middle / Last
+        0x07 | 0x08 | 0x27 | 0x28 => P,
+        // RDMA Write Last with Immediate
+        0x09 | 0x29 => IMM | P,
+        // RDMA Write Only with Immediate
+        0x0b | 0x2b => RETH | IMM | P,
+        // RDMA Read Request
+        0x0c => RETH,
+        // RDMA Read Response First / Last / Only
+        0x0d | 0x0f | 0x10 => AETH | P,
+        // RDMA Read Response Middle
+        0x0e => P,
+        // Acknowledge
+        0x11 => AETH,
+        // Atomic Acknowledge
+        0x12 => AETH | ExtHeaders::ATOMIC_ACK_ETH.bits(),
+        // Compare & Swap, Fetch & Add
+        0x13 | 0x14 => ExtHeaders::ATOMIC_ETH.bits(),
+        // UD Send Only (with Immediate)
+        0x64 => DETH | P,
+        0x65 => DETH | IMM | P,
+        // CNP
+        0x81 => ExtHeaders::CNP_RESERVED.bits(),
+        // RD, XRC, reserved, vendor: not decoded
+        _ => P,
+    };
+    ExtHeaders::from_bits_retain(bits)
+}
+
+/// [`headers_of`] for every opcode byte.
+static HEADERS: [ExtHeaders; 256] = {
+    let mut table = [ExtHeaders::empty(); 256];
+    let mut i = 0;
+    while i < 256 {
+        table[i] = headers_of(i as u8);
+        i += 1;
+    }
+    table
+};
+
+/// Length of the extension headers of every opcode byte.
+static EXT_LEN: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        table[i] = headers_of(i as u8).byte_len() as u8;
+        i += 1;
+    }
+    table
+};
+
+/// Length of the extension headers that follow the BTH for `opcode`.
+#[inline]
+pub fn ext_len(opcode: u8) -> usize {
+    usize::from(EXT_LEN[usize::from(opcode)])
+}
+
 impl Opcode {
     /// The transport service (top three bits).
     pub fn service(self) -> Service {
@@ -189,33 +264,9 @@ impl Opcode {
     /// The extension headers this opcode carries and whether it has a
     /// payload. Unknown opcodes carry no known header and a payload (all
     /// bytes between the BTH and the ICRC).
+    #[inline]
     pub fn headers(self) -> ExtHeaders {
-        use ExtHeaders as H;
-        use Opcode::*;
-        match self {
-            RcSendFirst | RcSendMiddle | RcSendLast | RcSendOnly | UcSendFirst | UcSendMiddle
-            | UcSendLast | UcSendOnly => H::PAYLOAD,
-            RcSendLastImm | RcSendOnlyImm | UcSendLastImm | UcSendOnlyImm => H::IMM_DT | H::PAYLOAD,
-            RcSendLastInvalidate | RcSendOnlyInvalidate => H::IETH | H::PAYLOAD,
-            RcRdmaWriteFirst | RcRdmaWriteOnly | UcRdmaWriteFirst | UcRdmaWriteOnly => {
-                H::RETH | H::PAYLOAD
-            }
-            RcRdmaWriteMiddle | RcRdmaWriteLast | UcRdmaWriteMiddle | UcRdmaWriteLast => H::PAYLOAD,
-            RcRdmaWriteLastImm | UcRdmaWriteLastImm => H::IMM_DT | H::PAYLOAD,
-            RcRdmaWriteOnlyImm | UcRdmaWriteOnlyImm => H::RETH | H::IMM_DT | H::PAYLOAD,
-            RcRdmaReadRequest => H::RETH,
-            RcRdmaReadResponseFirst | RcRdmaReadResponseLast | RcRdmaReadResponseOnly => {
-                H::AETH | H::PAYLOAD
-            }
-            RcRdmaReadResponseMiddle => H::PAYLOAD,
-            RcAcknowledge => H::AETH,
-            RcAtomicAcknowledge => H::AETH | H::ATOMIC_ACK_ETH,
-            RcCompareSwap | RcFetchAdd => H::ATOMIC_ETH,
-            UdSendOnly => H::DETH | H::PAYLOAD,
-            UdSendOnlyImm => H::DETH | H::IMM_DT | H::PAYLOAD,
-            Cnp => H::CNP_RESERVED,
-            Unknown(_) => H::PAYLOAD,
-        }
+        HEADERS[usize::from(u8::from(self))]
     }
 
     /// A short human name, as Wireshark's column shows it.
@@ -282,6 +333,45 @@ mod test {
         }
         assert_eq!(Opcode::from(0x40), Opcode::Unknown(0x40));
         assert_eq!(Opcode::from(0x81), Opcode::Cnp);
+    }
+
+    /// The table by opcode name (the one `headers_of` must agree with).
+    fn by_name(op: Opcode) -> ExtHeaders {
+        use ExtHeaders as H;
+        use Opcode::*;
+        match op {
+            RcSendFirst | RcSendMiddle | RcSendLast | RcSendOnly | UcSendFirst | UcSendMiddle
+            | UcSendLast | UcSendOnly => H::PAYLOAD,
+            RcSendLastImm | RcSendOnlyImm | UcSendLastImm | UcSendOnlyImm => H::IMM_DT | H::PAYLOAD,
+            RcSendLastInvalidate | RcSendOnlyInvalidate => H::IETH | H::PAYLOAD,
+            RcRdmaWriteFirst | RcRdmaWriteOnly | UcRdmaWriteFirst | UcRdmaWriteOnly => {
+                H::RETH | H::PAYLOAD
+            }
+            RcRdmaWriteMiddle | RcRdmaWriteLast | UcRdmaWriteMiddle | UcRdmaWriteLast => H::PAYLOAD,
+            RcRdmaWriteLastImm | UcRdmaWriteLastImm => H::IMM_DT | H::PAYLOAD,
+            RcRdmaWriteOnlyImm | UcRdmaWriteOnlyImm => H::RETH | H::IMM_DT | H::PAYLOAD,
+            RcRdmaReadRequest => H::RETH,
+            RcRdmaReadResponseFirst | RcRdmaReadResponseLast | RcRdmaReadResponseOnly => {
+                H::AETH | H::PAYLOAD
+            }
+            RcRdmaReadResponseMiddle => H::PAYLOAD,
+            RcAcknowledge => H::AETH,
+            RcAtomicAcknowledge => H::AETH | H::ATOMIC_ACK_ETH,
+            RcCompareSwap | RcFetchAdd => H::ATOMIC_ETH,
+            UdSendOnly => H::DETH | H::PAYLOAD,
+            UdSendOnlyImm => H::DETH | H::IMM_DT | H::PAYLOAD,
+            Cnp => H::CNP_RESERVED,
+            Unknown(_) => H::PAYLOAD,
+        }
+    }
+
+    #[test]
+    fn byte_table_matches_named_table() {
+        for v in 0..=255u8 {
+            let op = Opcode::from(v);
+            assert_eq!(op.headers(), by_name(op), "{op}");
+            assert_eq!(ext_len(v), by_name(op).byte_len(), "{op}");
+        }
     }
 
     #[test]
