@@ -101,7 +101,7 @@ fn base_header_fields_match_the_emitted_packets() {
         ],
         &[
             "0", "1000", "1001", "1001", "1001", "1001", "5", "1001", "1002", "1003", "1001",
-            "1002",
+            "1004",
         ],
         &["5000"; 12],
     ];
@@ -330,7 +330,8 @@ fn experts_carry_proto_parse_text_and_crc_check_can_be_disabled() {
         "117440512",
         "group Malformed (PI_MALFORMED)"
     );
-    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert_eq!(by_frame("11")[1], "Retransmission (fast) of frame 3");
+    assert_eq!(rows.len(), 4, "{rows:?}");
 
     let off = t.fields_with(
         &pcap,

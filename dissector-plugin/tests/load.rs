@@ -81,6 +81,16 @@ const SPEC_FIELDS: &[(&str, &str)] = &[
     ("metaroce.crc", "FT_UINT32"),
     ("metaroce.crc.status", "FT_UINT8"),
     ("metaroce.analysis.trimmed", "FT_NONE"),
+    // Derived by the analyzer's flow engine (spec section 9).
+    ("metaroce.analysis.retransmission", "FT_NONE"),
+    ("metaroce.analysis.spurious_retransmission", "FT_NONE"),
+    ("metaroce.analysis.out_of_order", "FT_UINT32"),
+    ("metaroce.analysis.path_loss", "FT_UINT32"),
+    ("metaroce.analysis.ce_marked", "FT_NONE"),
+    ("metaroce.analysis.ack_rtt", "FT_RELATIVE_TIME"),
+    ("metaroce.analysis.fabric_rtt", "FT_RELATIVE_TIME"),
+    ("metaroce.analysis.stall", "FT_NONE"),
+    ("metaroce.analysis.acked_frame", "FT_FRAMENUM"),
 ];
 
 #[test]
