@@ -114,7 +114,7 @@ impl Default for Config {
             rto_max: 200_000_000,
             max_retries: 64,
             window_packets: 1024,
-            initial_cwnd_packets: 32,
+            initial_cwnd_packets: 16,
             handshake_timeout: 20_000_000,
             keepalive: 500_000_000,
             idle_timeout: 5_000_000_000,
@@ -362,7 +362,6 @@ pub struct Connection {
     mode: Mode,
     mtu: u16,
     crc: bool,
-    created: Time,
     // Send direction.
     snd_una: u32,
     snd_nxt: u32,
@@ -441,7 +440,6 @@ impl Connection {
             mode,
             mtu: cfg.mtu.max(64),
             crc: cfg.crc,
-            created: now,
             local_id,
             remote_id: 0,
             remote,
@@ -1857,8 +1855,15 @@ impl Connection {
         }
         s.state = SentState::Lost;
         s.cause = cause;
+        let lost_sent_at = s.sent_at;
         let (ev, len, in_flight) = (s.ev, s.bytes.len() as u64, s.in_flight);
         s.in_flight = false;
+        // Evidence that the fabric works elsewhere: another active path
+        // delivered a packet sent after this one.
+        let others_fine = self
+            .paths
+            .iter()
+            .any(|q| q.ev != ev && q.is_active() && q.rack_sent_at > lost_sent_at);
         self.outstanding -= 1;
         self.trace_ev(now, TraceEvent::Loss { psn, ev, cause });
         if let Some(i) = self.path_index(ev) {
@@ -1877,6 +1882,7 @@ impl Connection {
                 self.cfg.plb
                     && p.is_active()
                     && p.consecutive_losses >= self.cfg.plb_losses
+                    && others_fine
                     && cause != TxCause::Rnr
             };
             if retire {

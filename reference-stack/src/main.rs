@@ -1,1 +1,844 @@
-fn main() {}
+//! `metaroce-stack`: the reference MetaRoCE stack over UDP.
+//!
+//! - `server`: accepts connections, exposes one registered region (rkey
+//!   0x101 at va 0x10000000) and keeps receives posted.
+//! - `client`: connects, runs WRITE/READ/SEND messages and prints goodput,
+//!   latency percentiles, retransmissions and per-path stats (`--json`).
+//! - `bench`: in-process server and client on loopback: raw UDP through
+//!   the same driver against MetaRoCE and the go-back-N mode, lossless and
+//!   lossy.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use reference_stack::driver::{Driver, DriverConfig, DriverStats};
+use reference_stack::impair::{Blackhole, Impairment};
+use reference_stack::{
+    CompletionKind, Config, ConnHandle, ConnStats, Endpoint, EndpointStats, Event, Mode, PathStats,
+    Spray,
+};
+use serde::Serialize;
+
+const MR_VA: u64 = 0x1000_0000;
+const MR_RKEY: u32 = 0x101;
+
+#[derive(Parser)]
+#[command(
+    name = "metaroce-stack",
+    version,
+    about = "Reference MetaRoCE transport over UDP"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Accept connections and serve WRITE/READ/SEND.
+    Server(ServerArgs),
+    /// Connect and run a workload.
+    Client(ClientArgs),
+    /// Loopback benchmark: raw UDP vs MetaRoCE vs go-back-N, lossless and lossy.
+    Bench(BenchArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum OpArg {
+    Write,
+    Read,
+    Send,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug)]
+enum ModeArg {
+    Metaroce,
+    Gbn,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug)]
+enum SprayArg {
+    Rr,
+    Weighted,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug, PartialEq, Eq, Default)]
+enum ImpairWhere {
+    #[default]
+    Tx,
+    Rx,
+    Both,
+}
+
+#[derive(Args, Clone, Debug)]
+struct Common {
+    /// Local IPv4 address (server default 127.0.0.1, client 127.0.0.2).
+    #[arg(long)]
+    bind: Option<Ipv4Addr>,
+    /// Our MetaRoCE UDP port.
+    #[arg(long, default_value_t = 4794)]
+    port: u16,
+    /// The port peers listen on.
+    #[arg(long, default_value_t = 4794)]
+    peer_port: u16,
+    #[arg(long, value_enum, default_value_t = ModeArg::Metaroce)]
+    mode: ModeArg,
+    #[arg(long, value_enum, default_value_t = SprayArg::Weighted)]
+    spray: SprayArg,
+    /// Payload MTU.
+    #[arg(long, default_value_t = 4096)]
+    mtu: u16,
+    #[arg(long)]
+    no_crc: bool,
+    /// Disable PLB-like path retirement.
+    #[arg(long)]
+    no_plb: bool,
+    #[arg(long, default_value_t = 1000)]
+    rto_min_us: u64,
+    /// Delay-based CC: target fabric delay above the smallest RTT seen.
+    #[arg(long, default_value_t = 200)]
+    cc_target_us: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write every packet sent and received to this pcap file.
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
+    /// Write the ground-truth event log (JSON Lines) to this file.
+    #[arg(long)]
+    events: Option<std::path::PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    imp: ImpairArgs,
+}
+
+#[derive(Args, Clone, Debug, Default)]
+struct ImpairArgs {
+    /// Random loss, percent.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Loss of one ev, `EV=PERCENT` (repeatable).
+    #[arg(long, value_parser = parse_path_loss)]
+    path_loss: Vec<(u16, f64)>,
+    #[arg(long, default_value_t = 0)]
+    delay_us: u64,
+    #[arg(long, default_value_t = 0)]
+    jitter_us: u64,
+    /// Percent of packets held back by --reorder-us.
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    #[arg(long, default_value_t = 50)]
+    reorder_us: u64,
+    /// Duplication, percent.
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
+    /// Trimming of DATA payloads, percent.
+    #[arg(long, default_value_t = 0.0)]
+    trim: f64,
+    /// CE marking, percent.
+    #[arg(long, default_value_t = 0.0)]
+    ce: f64,
+    /// Blackhole `EV:START_MS:DURATION_MS` (repeatable).
+    #[arg(long, value_parser = parse_blackhole)]
+    blackhole: Vec<Blackhole>,
+    /// Where impairments apply.
+    #[arg(long, value_enum, default_value_t = ImpairWhere::Tx)]
+    impair: ImpairWhere,
+}
+
+fn parse_path_loss(s: &str) -> Result<(u16, f64), String> {
+    let (ev, p) = s.split_once('=').ok_or("expected EV=PERCENT")?;
+    Ok((
+        ev.parse().map_err(|e| format!("{e}"))?,
+        p.parse().map_err(|e| format!("{e}"))?,
+    ))
+}
+
+fn parse_blackhole(s: &str) -> Result<Blackhole, String> {
+    let v: Vec<&str> = s.split(':').collect();
+    if v.len() != 3 {
+        return Err("expected EV:START_MS:DURATION_MS".into());
+    }
+    let n = |x: &str| x.parse::<u64>().map_err(|e| format!("{e}"));
+    Ok(Blackhole {
+        ev: n(v[0])? as u16,
+        start: n(v[1])? * 1_000_000,
+        duration: n(v[2])? * 1_000_000,
+    })
+}
+
+impl ImpairArgs {
+    fn impairment(&self) -> Impairment {
+        Impairment {
+            loss: self.loss / 100.0,
+            per_ev_loss: self
+                .path_loss
+                .iter()
+                .map(|&(e, p)| (e, p / 100.0))
+                .collect(),
+            delay: self.delay_us * 1000,
+            jitter: self.jitter_us * 1000,
+            reorder: self.reorder / 100.0,
+            reorder_delay: self.reorder_us * 1000,
+            dup: self.dup / 100.0,
+            trim: self.trim / 100.0,
+            ce: self.ce / 100.0,
+            blackholes: self.blackhole.clone(),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct ServerArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Size of the registered region (rkey 0x101, va 0x10000000).
+    #[arg(long, default_value_t = 64 << 20)]
+    mr_size: usize,
+    /// Receives kept posted per connection.
+    #[arg(long, default_value_t = 64)]
+    recv_depth: u32,
+    /// Exit after the first connection closes.
+    #[arg(long)]
+    once: bool,
+    /// Exit after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+struct ClientArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Server address (its MetaRoCE port).
+    #[arg(long)]
+    connect: SocketAddrV4,
+    /// Number of paths (evs 1..=N).
+    #[arg(long, default_value_t = 8)]
+    paths: u16,
+    #[arg(long, value_enum, default_value_t = OpArg::Write)]
+    op: OpArg,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    size: u32,
+    /// Number of messages (default 64 unless --duration).
+    #[arg(long)]
+    messages: Option<u64>,
+    /// Run for this many seconds instead.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Messages outstanding at once.
+    #[arg(long, default_value_t = 8)]
+    depth: u32,
+    /// The server's region size (WRITE/READ addresses wrap inside it).
+    #[arg(long, default_value_t = 64 << 20)]
+    remote_size: u64,
+    #[arg(long, default_value_t = MR_RKEY)]
+    rkey: u32,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    #[arg(long, default_value_t = 8)]
+    paths: u16,
+    #[arg(long, default_value_t = 1 << 20)]
+    size: u32,
+    /// Seconds per case.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Loss of the lossy cases, percent.
+    #[arg(long, default_value_t = 1.0)]
+    loss: f64,
+    #[arg(long, default_value_t = 4096)]
+    mtu: u16,
+    #[arg(long)]
+    json: bool,
+}
+
+fn core_config(c: &Common, evs: Vec<u16>, trace: bool) -> Config {
+    Config {
+        mode: match c.mode {
+            ModeArg::Metaroce => Mode::MetaRoce,
+            ModeArg::Gbn => Mode::GoBackN,
+        },
+        spray: match c.spray {
+            SprayArg::Rr => Spray::RoundRobin,
+            SprayArg::Weighted => Spray::Weighted,
+        },
+        evs,
+        mtu: c.mtu,
+        crc: !c.no_crc,
+        plb: !c.no_plb,
+        rto_min: c.rto_min_us * 1000,
+        rto_initial: (c.rto_min_us * 2000).max(2_000_000),
+        cc_target_headroom: c.cc_target_us * 1000,
+        trace,
+        ..Config::default()
+    }
+}
+
+fn driver_config(c: &Common, default_bind: Ipv4Addr) -> DriverConfig {
+    let imp = c.imp.impairment();
+    DriverConfig {
+        bind: c.bind.unwrap_or(default_bind),
+        port: c.port,
+        peer_port: c.peer_port,
+        impair_tx: if c.imp.impair != ImpairWhere::Rx {
+            imp.clone()
+        } else {
+            Impairment::default()
+        },
+        impair_rx: if c.imp.impair != ImpairWhere::Tx {
+            imp
+        } else {
+            Impairment::default()
+        },
+        seed: c.seed,
+        pcap: c.pcap.clone(),
+        events: c.events.clone(),
+        ..DriverConfig::default()
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Latency {
+    count: usize,
+    mean_us: f64,
+    p50_us: f64,
+    p90_us: f64,
+    p99_us: f64,
+    max_us: f64,
+}
+
+fn latency(mut v: Vec<u64>) -> Latency {
+    v.sort_unstable();
+    let pct = |p: f64| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v[((v.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0
+        }
+    };
+    Latency {
+        count: v.len(),
+        mean_us: if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<u64>() as f64 / v.len() as f64 / 1000.0
+        },
+        p50_us: pct(0.5),
+        p90_us: pct(0.9),
+        p99_us: pct(0.99),
+        max_us: pct(1.0),
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    role: &'static str,
+    op: Option<OpArg>,
+    mode: Mode,
+    paths: usize,
+    size: u32,
+    messages: u64,
+    bytes: u64,
+    elapsed_s: f64,
+    goodput_gbps: f64,
+    latency: Latency,
+    retransmissions: u64,
+    spurious_retransmissions: u64,
+    closed_error: Option<String>,
+    conn: ConnStats,
+    path_stats: Vec<PathStats>,
+    endpoint: EndpointStats,
+    driver: DriverStats,
+    pcap_frames: u64,
+}
+
+fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    println!(
+        "{} {:?} {:?}: {} messages of {} B, {} B in {:.3} s: goodput {:.3} Gb/s",
+        r.role, r.mode, r.op, r.messages, r.size, r.bytes, r.elapsed_s, r.goodput_gbps
+    );
+    let l = &r.latency;
+    println!(
+        "message latency (us): mean {:.1} p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} (n={})",
+        l.mean_us, l.p50_us, l.p90_us, l.p99_us, l.max_us, l.count
+    );
+    println!(
+        "retransmissions {} (spurious {}), rto {}, nack gap/trim/rnr {}/{}/{}, cnp {}, ece {}, dup rx {}, trimmed rx {}",
+        r.retransmissions,
+        r.spurious_retransmissions,
+        r.conn.rto_fires,
+        r.conn.nack_gap_rx,
+        r.conn.nack_trimmed_rx,
+        r.conn.nack_rnr_rx,
+        r.conn.cnp_rx,
+        r.conn.ece_rx,
+        r.conn.dup_rx,
+        r.conn.trimmed_rx
+    );
+    println!("  ev state    tx_pkts   retx   lost  delivered  ce  retired  srtt_us  cwnd");
+    for p in &r.path_stats {
+        println!(
+            "  {:>2} {:<8} {:>8} {:>6} {:>6} {:>10} {:>3} {:>8} {:>8.1} {:>6}",
+            p.ev,
+            p.state,
+            p.tx_packets,
+            p.retransmissions,
+            p.lost,
+            p.delivered,
+            p.ce_marks,
+            p.retirements,
+            p.srtt_ns as f64 / 1000.0,
+            p.cwnd
+        );
+    }
+    let e = &r.endpoint;
+    println!(
+        "refused datagrams: malformed {} bad_crc {} unknown_conn {} unsupported {}; impairment tx {:?}",
+        e.malformed, e.bad_crc, e.unknown_conn, e.unsupported, r.driver.impair_tx
+    );
+    Ok(())
+}
+
+fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
+    let c = &a.common;
+    let cfg = core_config(c, vec![1], c.events.is_some());
+    let mut ep = Endpoint::new(cfg, c.seed ^ 0x5E, true);
+    let rkey = ep.memory.register(MR_VA, a.mr_size);
+    debug_assert_eq!(rkey, MR_RKEY);
+    let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 1)), ep)?;
+    if !c.json {
+        eprintln!(
+            "metaroce-stack server on {} (rkey {rkey:#x} va {MR_VA:#x} size {})",
+            d.local_addr(),
+            a.mr_size
+        );
+    }
+    let start = Instant::now();
+    let mut started: BTreeMap<ConnHandle, Instant> = BTreeMap::new();
+    let mut bytes: BTreeMap<ConnHandle, u64> = BTreeMap::new();
+    let mut lat: BTreeMap<ConnHandle, Vec<u64>> = BTreeMap::new();
+    loop {
+        d.turn(1_000_000)?;
+        while let Some((h, e)) = d.endpoint.poll_event() {
+            match e {
+                Event::Connected => {
+                    started.insert(h, Instant::now());
+                    for _ in 0..a.recv_depth {
+                        d.endpoint.conn_mut(h).post_recv(1 << 30);
+                    }
+                }
+                Event::Completion(x) => {
+                    if x.kind == CompletionKind::Recv {
+                        d.endpoint.conn_mut(h).post_recv(1 << 30);
+                    }
+                    if matches!(
+                        x.kind,
+                        CompletionKind::Recv
+                            | CompletionKind::RemoteWrite
+                            | CompletionKind::RecvWriteImm
+                    ) {
+                        *bytes.entry(h).or_default() += u64::from(x.len);
+                        lat.entry(h).or_default().push(x.latency);
+                    }
+                }
+                Event::Closed { error } => {
+                    let conn = d.endpoint.conn(h);
+                    let elapsed = started.get(&h).map_or(0.0, |t| t.elapsed().as_secs_f64());
+                    let b = bytes.get(&h).copied().unwrap_or(0);
+                    let r = Report {
+                        role: "server",
+                        op: None,
+                        mode: conn.mode(),
+                        paths: conn.path_stats().len(),
+                        size: 0,
+                        messages: lat.get(&h).map_or(0, |v| v.len() as u64),
+                        bytes: b,
+                        elapsed_s: elapsed,
+                        goodput_gbps: if elapsed > 0.0 {
+                            b as f64 * 8.0 / elapsed / 1e9
+                        } else {
+                            0.0
+                        },
+                        latency: latency(lat.remove(&h).unwrap_or_default()),
+                        retransmissions: conn.stats().retransmissions,
+                        spurious_retransmissions: conn.stats().spurious_retransmissions,
+                        closed_error: error,
+                        conn: conn.stats().clone(),
+                        path_stats: conn.path_stats(),
+                        endpoint: d.endpoint.stats().clone(),
+                        driver: d.impair_stats(),
+                        pcap_frames: d.pcap_frames(),
+                    };
+                    d.finish()?;
+                    print_report(&r, c.json)?;
+                    if a.once {
+                        // Let the CLOSE_ACK leave.
+                        for _ in 0..10 {
+                            d.turn(100_000)?;
+                        }
+                        d.finish()?;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+            break;
+        }
+        if a.duration
+            .is_some_and(|t| start.elapsed().as_secs_f64() >= t)
+        {
+            break;
+        }
+    }
+    d.finish()?;
+    Ok(())
+}
+
+fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
+    let c = &a.common;
+    if a.paths == 0 {
+        bail!("--paths must be at least 1");
+    }
+    let evs: Vec<u16> = (1..=a.paths).collect();
+    let cfg = core_config(c, evs, c.events.is_some());
+    let ep = Endpoint::new(cfg, c.seed ^ 0xC1, false);
+    let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 2)), ep)?;
+    let now = d.now();
+    let h = d.endpoint.connect(now, SocketAddr::V4(a.connect));
+    let deadline = Instant::now() + Duration::from_secs_f64(a.timeout);
+    // Handshake.
+    loop {
+        d.turn(1_000_000)?;
+        let mut closed = None;
+        while let Some((_, e)) = d.endpoint.poll_event() {
+            if let Event::Closed { error } = e {
+                closed = Some(error);
+            }
+        }
+        if let Some(e) = closed {
+            bail!("connection closed during the handshake: {e:?}");
+        }
+        if d.endpoint.conn(h).is_established() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("no ACCEPT from {} (is the server running?)", a.connect);
+        }
+    }
+    let size = a.size;
+    let slots = (a.remote_size / u64::from(size.max(1))).max(1);
+    let limit = a
+        .messages
+        .unwrap_or(if a.duration.is_some() { u64::MAX } else { 64 });
+    let run_for = a.duration.map(Duration::from_secs_f64);
+    let payload: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
+    let want = match a.op {
+        OpArg::Write => CompletionKind::Write,
+        OpArg::Read => CompletionKind::Read,
+        OpArg::Send => CompletionKind::Send,
+    };
+    let start = Instant::now();
+    let mut posted = 0u64;
+    let mut done = 0u64;
+    let mut failed = 0u64;
+    let mut lats = Vec::new();
+    let mut closed_error = None;
+    let mut last_done = start;
+    loop {
+        let stop_posting = posted >= limit || run_for.is_some_and(|t| start.elapsed() >= t);
+        while !stop_posting && posted - done < u64::from(a.depth) && posted < limit {
+            let now = d.now();
+            let va = MR_VA + (posted % slots) * u64::from(size);
+            let conn = d.endpoint.conn_mut(h);
+            match a.op {
+                OpArg::Write => conn.post_write(now, payload.clone(), va, a.rkey, None),
+                OpArg::Read => conn.post_read(now, size, va, a.rkey),
+                OpArg::Send => conn.post_send(now, payload.clone(), None),
+            };
+            posted += 1;
+        }
+        d.turn(1_000_000)?;
+        while let Some((_, e)) = d.endpoint.poll_event() {
+            match e {
+                Event::Completion(x) if x.kind == want => {
+                    done += 1;
+                    if !x.ok {
+                        failed += 1;
+                    }
+                    lats.push(x.latency);
+                    last_done = Instant::now();
+                }
+                Event::Closed { error } => {
+                    closed_error = Some(error.unwrap_or_else(|| "closed by peer".into()))
+                }
+                _ => {}
+            }
+        }
+        if closed_error.is_some() || done >= posted && stop_posting {
+            break;
+        }
+        if Instant::now() > deadline {
+            closed_error = Some("client timeout".into());
+            break;
+        }
+    }
+    let elapsed = last_done.duration_since(start).as_secs_f64().max(1e-9);
+    // Graceful close.
+    if closed_error.is_none() {
+        d.endpoint.conn_mut(h).close();
+        let until = Instant::now() + Duration::from_secs(2);
+        while !d.endpoint.conn(h).is_closed() && Instant::now() < until {
+            d.turn(200_000)?;
+            while d.endpoint.poll_event().is_some() {}
+        }
+    }
+    d.finish()?;
+    let conn = d.endpoint.conn(h);
+    let bytes = (done - failed) * u64::from(size);
+    Ok(Report {
+        role: "client",
+        op: Some(a.op),
+        mode: conn.mode(),
+        paths: conn.path_stats().len(),
+        size,
+        messages: done,
+        bytes,
+        elapsed_s: elapsed,
+        goodput_gbps: bytes as f64 * 8.0 / elapsed / 1e9,
+        latency: latency(lats),
+        retransmissions: conn.stats().retransmissions,
+        spurious_retransmissions: conn.stats().spurious_retransmissions,
+        closed_error: closed_error
+            .or_else(|| (failed > 0).then(|| format!("{failed} messages failed"))),
+        conn: conn.stats().clone(),
+        path_stats: conn.path_stats(),
+        endpoint: d.endpoint.stats().clone(),
+        driver: d.impair_stats(),
+        pcap_frames: d.pcap_frames(),
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct BenchRow {
+    case: String,
+    goodput_gbps: f64,
+    retransmissions: u64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn bench_common(mode: ModeArg, loss: f64, mtu: u16, port: u16) -> Common {
+    Common {
+        bind: None,
+        port,
+        peer_port: port,
+        mode,
+        spray: SprayArg::Weighted,
+        mtu,
+        no_crc: false,
+        no_plb: false,
+        rto_min_us: 1000,
+        cc_target_us: 200,
+        seed: 1,
+        pcap: None,
+        events: None,
+        json: true,
+        imp: ImpairArgs {
+            loss,
+            reorder_us: 50,
+            ..ImpairArgs::default()
+        },
+    }
+}
+
+fn bench_raw(b: &BenchArgs, port: u16) -> anyhow::Result<f64> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let cfg = Config::default();
+    let srv_cfg = DriverConfig {
+        bind: Ipv4Addr::new(127, 0, 0, 1),
+        port,
+        ..DriverConfig::default()
+    };
+    let mut srv = Driver::new(srv_cfg, Endpoint::new(cfg.clone(), 1, true))?;
+    let stop2 = stop.clone();
+    let dur = b.duration;
+    let h = std::thread::spawn(move || -> anyhow::Result<f64> {
+        let mut total = 0u64;
+        let mut first: Option<Instant> = None;
+        let mut last = Instant::now();
+        while !stop2.load(Ordering::Relaxed) {
+            srv.wait(1_000_000)?;
+            let n = srv.recv_raw()?;
+            if n > 0 {
+                first.get_or_insert_with(Instant::now);
+                last = Instant::now();
+                total += n;
+            }
+        }
+        let t = first.map_or(dur, |f| last.duration_since(f).as_secs_f64());
+        Ok(total as f64 * 8.0 / t.max(1e-9) / 1e9)
+    });
+    let cli_cfg = DriverConfig {
+        bind: Ipv4Addr::new(127, 0, 0, 2),
+        port,
+        ..DriverConfig::default()
+    };
+    let evs: Vec<u16> = (1..=b.paths).collect();
+    let mut cli = Driver::new(
+        cli_cfg,
+        Endpoint::new(
+            Config {
+                evs: evs.clone(),
+                ..cfg
+            },
+            2,
+            false,
+        ),
+    )?;
+    // Same datagram size as a full WRITE packet: 52 B header, MTU, CRC.
+    let dgram = vec![0xABu8; usize::from(b.mtu) + 56];
+    let batch: Vec<&[u8]> = (0..64).map(|_| &dgram[..]).collect();
+    let remote = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), port);
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() < b.duration {
+        cli.send_raw(remote, &evs, &batch)?;
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Relaxed);
+    // Payload share of the datagram, to compare with MetaRoCE goodput.
+    let wire = h
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver thread panicked"))??;
+    Ok(wire * f64::from(b.mtu) / dgram.len() as f64)
+}
+
+fn bench_case(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> anyhow::Result<Report> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut srv_common = bench_common(mode, 0.0, b.mtu, port);
+    srv_common.bind = Some(Ipv4Addr::new(127, 0, 0, 1));
+    let sa = ServerArgs {
+        common: srv_common,
+        mr_size: 64 << 20,
+        recv_depth: 64,
+        once: false,
+        duration: None,
+    };
+    let stop2 = stop.clone();
+    let h = std::thread::spawn(move || run_server(sa, Some(stop2)));
+    std::thread::sleep(Duration::from_millis(50));
+    let ca = ClientArgs {
+        common: bench_common(mode, loss, b.mtu, port),
+        connect: SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), port),
+        paths: b.paths,
+        op: OpArg::Write,
+        size: b.size,
+        messages: None,
+        duration: Some(b.duration),
+        depth: 8,
+        remote_size: 64 << 20,
+        rkey: MR_RKEY,
+        timeout: b.duration + 30.0,
+    };
+    let r = run_client(&ca);
+    stop.store(true, Ordering::Relaxed);
+    h.join()
+        .map_err(|_| anyhow::anyhow!("server thread panicked"))??;
+    r
+}
+
+fn run_bench(b: &BenchArgs) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    let raw = bench_raw(b, 4794).context("raw UDP baseline")?;
+    rows.push(BenchRow {
+        case: "raw UDP (payload share)".into(),
+        goodput_gbps: raw,
+        retransmissions: 0,
+        p50_us: 0.0,
+        p99_us: 0.0,
+    });
+    for (name, mode, loss) in [
+        ("MetaRoCE lossless", ModeArg::Metaroce, 0.0),
+        ("MetaRoCE loss", ModeArg::Metaroce, b.loss),
+        ("go-back-N lossless", ModeArg::Gbn, 0.0),
+        ("go-back-N loss", ModeArg::Gbn, b.loss),
+    ] {
+        let r = bench_case(b, mode, loss, 4794)?;
+        let case = if loss > 0.0 {
+            format!("{name} {loss}%")
+        } else {
+            name.to_string()
+        };
+        rows.push(BenchRow {
+            case,
+            goodput_gbps: r.goodput_gbps,
+            retransmissions: r.retransmissions,
+            p50_us: r.latency.p50_us,
+            p99_us: r.latency.p99_us,
+        });
+    }
+    let g = |i: usize| rows[i].goodput_gbps;
+    let summary = serde_json::json!({
+        "paths": b.paths, "mtu": b.mtu, "size": b.size, "duration_s": b.duration, "loss_pct": b.loss,
+        "rows": rows,
+        "metaroce_vs_raw": g(1) / g(0).max(1e-9),
+        "metaroce_loss_vs_lossless": g(2) / g(1).max(1e-9),
+        "gbn_loss_vs_lossless": g(4) / g(3).max(1e-9),
+    });
+    if b.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "{:<28} {:>12} {:>8} {:>9} {:>9}",
+            "case", "Gb/s", "retx", "p50 us", "p99 us"
+        );
+        for r in &rows {
+            println!(
+                "{:<28} {:>12.3} {:>8} {:>9.1} {:>9.1}",
+                r.case, r.goodput_gbps, r.retransmissions, r.p50_us, r.p99_us
+            );
+        }
+        println!(
+            "MetaRoCE / raw UDP: {:.1}%   MetaRoCE {}% loss / lossless: {:.1}%   go-back-N {}% loss / lossless: {:.1}%",
+            100.0 * g(1) / g(0).max(1e-9),
+            b.loss,
+            100.0 * g(2) / g(1).max(1e-9),
+            b.loss,
+            100.0 * g(4) / g(3).max(1e-9)
+        );
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Server(a) => run_server(a, None),
+        Cmd::Client(a) => {
+            let r = run_client(&a)?;
+            print_report(&r, a.common.json)?;
+            if let Some(e) = &r.closed_error {
+                bail!("{e}");
+            }
+            Ok(())
+        }
+        Cmd::Bench(b) => run_bench(&b),
+    }
+}

@@ -1,0 +1,400 @@
+//! The UDP driver: owns the sockets and the clock, and drives an
+//! [`Endpoint`] (the quinn split: the core decides, the driver does the
+//! system calls).
+//!
+//! Sockets (IPv4): one receive socket bound to `bind:port` (the MetaRoCE
+//! port, 4794 by default) and one transmit socket per ev bound to
+//! `bind:udp_source_port(ev)`, so every packet leaves with the source port
+//! the spec derives from its ev (ECMP hashes on it). Peers are addressed at
+//! their MetaRoCE port. Client and server on one host therefore need two
+//! addresses (loopback: 127.0.0.1 for the server and 127.0.0.2 for the
+//! client, the defaults). Transmit sockets are created on demand (feedback
+//! travels on the peer's evs); if a port cannot be bound the receive
+//! socket sends instead (counted in `DriverStats::fallback_tx`).
+//!
+//! Batching: up to `batch` datagrams per `recvmmsg`; transmits of one
+//! turn are grouped per ev socket into `sendmmsg` calls. The TOS byte of
+//! received datagrams (`IP_RECVTOS`) gives the CE bit; transmit sockets
+//! mark ECT(0). The driver never sends to an address nobody asked for:
+//! only to the peer given on the command line, or to the source of a
+//! CONNECT the server accepted.
+
+mod sys;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use proto_parse::metaroce::{DEFAULT_PORT, Packet, udp_source_port};
+use serde::Serialize;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::impair::{ImpairStats, Impairer, Impairment};
+use crate::pcap::PcapSink;
+use crate::{Endpoint, RxMeta, Time};
+
+/// Driver settings.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    pub bind: Ipv4Addr,
+    /// Our MetaRoCE (receive) port.
+    pub port: u16,
+    /// The port peers listen on.
+    pub peer_port: u16,
+    /// Datagrams per `recvmmsg` and most transmits per turn.
+    pub batch: usize,
+    pub impair_tx: Impairment,
+    pub impair_rx: Impairment,
+    pub seed: u64,
+    pub pcap: Option<PathBuf>,
+    pub events: Option<PathBuf>,
+    /// Spin instead of sleeping when the next timer is close.
+    pub busy_poll: bool,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            bind: Ipv4Addr::LOCALHOST,
+            port: DEFAULT_PORT,
+            peer_port: DEFAULT_PORT,
+            batch: 64,
+            impair_tx: Impairment::default(),
+            impair_rx: Impairment::default(),
+            seed: 1,
+            pcap: None,
+            events: None,
+            busy_poll: true,
+        }
+    }
+}
+
+/// System-call level counters.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct DriverStats {
+    pub tx_datagrams: u64,
+    pub tx_bytes: u64,
+    pub rx_datagrams: u64,
+    pub rx_bytes: u64,
+    pub tx_syscalls: u64,
+    pub rx_syscalls: u64,
+    pub fallback_tx: u64,
+    pub impair_tx: ImpairStats,
+    pub impair_rx: ImpairStats,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TxMeta {
+    remote: SocketAddrV4,
+    ev: u16,
+}
+
+/// Sockets, clock, impairment, capture and event log around an endpoint.
+pub struct Driver {
+    cfg: DriverConfig,
+    rx: UdpSocket,
+    tx: BTreeMap<u16, Option<UdpSocket>>,
+    start: Instant,
+    epoch_ns: u64,
+    pub endpoint: Endpoint,
+    imp_tx: Impairer<TxMeta>,
+    imp_rx: Impairer<SocketAddrV4>,
+    pcap: Option<PcapSink>,
+    events: Option<BufWriter<File>>,
+    pub stats: DriverStats,
+    rxb: sys::RecvBatch,
+    out: Vec<(u16, SocketAddrV4, Vec<u8>)>,
+    buf: Vec<u8>,
+}
+
+fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
+    match a {
+        SocketAddr::V4(a) => Some(a),
+        SocketAddr::V6(_) => None,
+    }
+}
+
+fn bind_udp(addr: SocketAddrV4, nonblocking: bool) -> io::Result<UdpSocket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.bind(&SocketAddr::V4(addr).into())?;
+    s.set_nonblocking(nonblocking)?;
+    // ECT(0) on everything we send.
+    s.set_tos_v4(2)?;
+    let u: UdpSocket = s.into();
+    sys::force_buffers(u.as_raw_fd(), 16 << 20);
+    Ok(u)
+}
+
+impl Driver {
+    /// Binds the sockets. `endpoint` should have `Config::trace` set when
+    /// an event log is wanted.
+    pub fn new(cfg: DriverConfig, endpoint: Endpoint) -> anyhow::Result<Self> {
+        let rx = bind_udp(SocketAddrV4::new(cfg.bind, cfg.port), true)?;
+        sys::enable_recv_tos(rx.as_raw_fd())?;
+        let pcap = match &cfg.pcap {
+            Some(p) => Some(PcapSink::create(p)?),
+            None => None,
+        };
+        let events = match &cfg.events {
+            Some(p) => Some(BufWriter::with_capacity(1 << 20, File::create(p)?)),
+            None => None,
+        };
+        let epoch_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut d = Driver {
+            imp_tx: Impairer::new(cfg.impair_tx.clone(), cfg.seed ^ 0x7A),
+            imp_rx: Impairer::new(cfg.impair_rx.clone(), cfg.seed ^ 0x5A),
+            rxb: sys::RecvBatch::new(cfg.batch.max(1)),
+            cfg,
+            rx,
+            tx: BTreeMap::new(),
+            start: Instant::now(),
+            epoch_ns,
+            endpoint,
+            pcap,
+            events,
+            stats: DriverStats::default(),
+            out: Vec::new(),
+            buf: vec![0; 65536],
+        };
+        for ev in d.endpoint.config().evs.clone() {
+            d.tx_socket(ev);
+        }
+        Ok(d)
+    }
+
+    /// Nanoseconds since the driver started: the clock handed to the core.
+    pub fn now(&self) -> Time {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// The local MetaRoCE address.
+    pub fn local_addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(self.cfg.bind, self.cfg.port))
+    }
+
+    fn tx_socket(&mut self, ev: u16) -> Option<&UdpSocket> {
+        let bind = self.cfg.bind;
+        self.tx
+            .entry(ev)
+            .or_insert_with(|| bind_udp(SocketAddrV4::new(bind, udp_source_port(ev)), false).ok())
+            .as_ref()
+    }
+
+    /// One turn: receive, run timers, transmit, log; sleeps (at most
+    /// `max_wait_ns`) when there was nothing to do. Returns whether any
+    /// datagram moved.
+    pub fn turn(&mut self, max_wait_ns: u64) -> anyhow::Result<bool> {
+        let mut busy = false;
+        // Receive.
+        for _ in 0..4 {
+            let n = sys::recv_batch(self.rx.as_raw_fd(), &mut self.rxb)?;
+            self.stats.rx_syscalls += 1;
+            if n == 0 {
+                break;
+            }
+            busy = true;
+            let now = self.now();
+            for i in 0..n {
+                let from = self.rxb.from[i];
+                let ce = self.rxb.ce[i];
+                let bytes = self.rxb.datagram(i);
+                self.stats.rx_datagrams += 1;
+                self.stats.rx_bytes += bytes.len() as u64;
+                if let Some(p) = &mut self.pcap {
+                    let dst = SocketAddr::V4(SocketAddrV4::new(self.cfg.bind, self.cfg.port));
+                    p.record(
+                        self.epoch_ns + now,
+                        SocketAddr::V4(from),
+                        dst,
+                        if ce { 3 } else { 2 },
+                        bytes,
+                    )?;
+                }
+                if self.imp_rx.is_passthrough() {
+                    let remote = SocketAddr::V4(SocketAddrV4::new(*from.ip(), self.cfg.peer_port));
+                    self.endpoint
+                        .handle_datagram(now, remote, RxMeta { ce }, bytes);
+                } else {
+                    let ev = Packet::new_checked(bytes).map_or(0, |p| p.ev());
+                    let owned = bytes.to_vec();
+                    self.imp_rx.submit(now, ev, from, owned, ce);
+                }
+            }
+            if n < self.rxb.lens.len() {
+                break;
+            }
+        }
+        let now = self.now();
+        while let Some(r) = self.imp_rx.pop_due(now) {
+            let remote = SocketAddr::V4(SocketAddrV4::new(*r.meta.ip(), self.cfg.peer_port));
+            self.endpoint
+                .handle_datagram(now, remote, RxMeta { ce: r.ce }, &r.bytes);
+        }
+        // Timers.
+        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            self.endpoint.handle_timeout(now);
+        }
+        // Transmit.
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut sent = 0;
+        while sent < self.cfg.batch * 4 {
+            let now = self.now();
+            let Some(t) = self.endpoint.poll_transmit(now, &mut buf) else {
+                break;
+            };
+            sent += 1;
+            let Some(remote) = v4(t.remote) else { continue };
+            let bytes = buf[..t.len].to_vec();
+            if let Some(p) = &mut self.pcap {
+                let src = SocketAddr::V4(SocketAddrV4::new(self.cfg.bind, t.src_port));
+                p.record(
+                    self.epoch_ns + now,
+                    src,
+                    SocketAddr::V4(remote),
+                    t.ecn.bits(),
+                    &bytes,
+                )?;
+            }
+            if self.imp_tx.is_passthrough() {
+                self.out.push((t.ev, remote, bytes));
+            } else {
+                self.imp_tx
+                    .submit(now, t.ev, TxMeta { remote, ev: t.ev }, bytes, false);
+            }
+        }
+        self.buf = buf;
+        let now = self.now();
+        while let Some(r) = self.imp_tx.pop_due(now) {
+            self.out.push((r.meta.ev, r.meta.remote, r.bytes));
+        }
+        if !self.out.is_empty() {
+            busy = true;
+            self.flush_out()?;
+        }
+        self.write_trace()?;
+        if !busy {
+            let now = self.now();
+            let next = [
+                self.endpoint.poll_timeout(),
+                self.imp_rx.next_release(),
+                self.imp_tx.next_release(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let wait = next.map_or(max_wait_ns, |t| t.saturating_sub(now).min(max_wait_ns));
+            if wait > 0 {
+                if self.cfg.busy_poll && wait < 20_000 {
+                    std::thread::yield_now();
+                } else {
+                    sys::wait_readable(self.rx.as_raw_fd(), wait)?;
+                }
+            }
+        }
+        Ok(busy)
+    }
+
+    fn flush_out(&mut self) -> io::Result<()> {
+        let out = std::mem::take(&mut self.out);
+        let mut by_ev: BTreeMap<u16, Vec<(SocketAddrV4, &[u8])>> = BTreeMap::new();
+        for (ev, a, b) in &out {
+            by_ev.entry(*ev).or_default().push((*a, &b[..]));
+        }
+        for (ev, msgs) in by_ev {
+            let fd = match self.tx_socket(ev) {
+                Some(s) => s.as_raw_fd(),
+                None => {
+                    self.stats.fallback_tx += msgs.len() as u64;
+                    self.rx.as_raw_fd()
+                }
+            };
+            self.stats.tx_syscalls += sys::send_batch(fd, &msgs)? as u64;
+            self.stats.tx_datagrams += msgs.len() as u64;
+            self.stats.tx_bytes += msgs.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+        }
+        self.out = out;
+        self.out.clear();
+        Ok(())
+    }
+
+    fn write_trace(&mut self) -> io::Result<()> {
+        let epoch = self.epoch_ns;
+        while let Some(mut rec) = self.endpoint.poll_trace() {
+            if let Some(w) = &mut self.events {
+                rec.t_ns += epoch;
+                serde_json::to_writer(&mut *w, &rec)?;
+                w.write_all(b"\n")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends raw UDP payloads (the baseline of the benchmark) through the
+    /// same batching path: `payloads` round-robin over the ev sockets.
+    pub fn send_raw(
+        &mut self,
+        remote: SocketAddrV4,
+        evs: &[u16],
+        payloads: &[&[u8]],
+    ) -> io::Result<()> {
+        for (i, p) in payloads.iter().enumerate() {
+            let ev = evs[i % evs.len().max(1)];
+            self.out.push((ev, remote, p.to_vec()));
+        }
+        self.flush_out()
+    }
+
+    /// Receives raw datagrams (baseline), returning the bytes received.
+    pub fn recv_raw(&mut self) -> io::Result<u64> {
+        let mut total = 0;
+        loop {
+            let n = sys::recv_batch(self.rx.as_raw_fd(), &mut self.rxb)?;
+            self.stats.rx_syscalls += 1;
+            if n == 0 {
+                return Ok(total);
+            }
+            for i in 0..n {
+                total += self.rxb.lens[i] as u64;
+            }
+            self.stats.rx_datagrams += n as u64;
+        }
+    }
+
+    /// Waits for the receive socket (baseline receiver).
+    pub fn wait(&self, ns: u64) -> io::Result<bool> {
+        sys::wait_readable(self.rx.as_raw_fd(), ns)
+    }
+
+    pub fn impair_stats(&mut self) -> DriverStats {
+        self.stats.impair_tx = self.imp_tx.stats;
+        self.stats.impair_rx = self.imp_rx.stats;
+        self.stats.clone()
+    }
+
+    /// Flushes the capture and the event log.
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.write_trace()?;
+        if let Some(p) = &mut self.pcap {
+            p.flush()?;
+        }
+        if let Some(w) = &mut self.events {
+            w.flush()?;
+        }
+        Ok(())
+    }
+
+    pub fn pcap_frames(&self) -> u64 {
+        self.pcap.as_ref().map_or(0, |p| p.frames)
+    }
+
+    pub fn peer(&self, ip: IpAddr) -> SocketAddr {
+        SocketAddr::new(ip, self.cfg.peer_port)
+    }
+}

@@ -1,0 +1,237 @@
+//! The only `unsafe` of the crate: batched UDP system calls (`sendmmsg`,
+//! `recvmmsg` with the IP TOS control message for ECN), `ppoll`, and forced
+//! socket buffer sizes, through `libc`. IPv4 only. Each block says why it
+//! is sound.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+
+/// Largest datagram received (jumbo frames included).
+pub const MAX_DATAGRAM: usize = 9216;
+const CTRL_LEN: usize = 64;
+
+fn to_sockaddr(a: &SocketAddrV4) -> libc::sockaddr_in {
+    // SAFETY: sockaddr_in is plain old data; all-zero is a valid value.
+    let mut s: libc::sockaddr_in = unsafe { zeroed() };
+    s.sin_family = libc::AF_INET as libc::sa_family_t;
+    s.sin_port = a.port().to_be();
+    s.sin_addr = libc::in_addr {
+        s_addr: u32::from_ne_bytes(a.ip().octets()),
+    };
+    s
+}
+
+fn from_sockaddr(s: &libc::sockaddr_in) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        Ipv4Addr::from(s.sin_addr.s_addr.to_ne_bytes()),
+        u16::from_be(s.sin_port),
+    )
+}
+
+/// Buffers for one `recvmmsg` call.
+pub struct RecvBatch {
+    bufs: Vec<Vec<u8>>,
+    addrs: Vec<libc::sockaddr_in>,
+    ctrl: Vec<[u8; CTRL_LEN]>,
+    pub lens: Vec<usize>,
+    pub from: Vec<SocketAddrV4>,
+    pub ce: Vec<bool>,
+}
+
+impl RecvBatch {
+    pub fn new(n: usize) -> Self {
+        RecvBatch {
+            bufs: (0..n).map(|_| vec![0; MAX_DATAGRAM]).collect(),
+            // SAFETY: sockaddr_in is plain old data; all-zero is valid.
+            addrs: (0..n).map(|_| unsafe { zeroed() }).collect(),
+            ctrl: vec![[0; CTRL_LEN]; n],
+            lens: vec![0; n],
+            from: vec![SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0); n],
+            ce: vec![false; n],
+        }
+    }
+
+    pub fn datagram(&self, i: usize) -> &[u8] {
+        &self.bufs[i][..self.lens[i]]
+    }
+}
+
+/// Receives up to a batch of datagrams without blocking; `Ok(0)` when none
+/// is waiting.
+pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
+    let n = b.bufs.len();
+    let mut iovs: Vec<libc::iovec> = b
+        .bufs
+        .iter_mut()
+        .map(|buf| libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        })
+        .collect();
+    let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: mmsghdr is plain old data; all-zero is valid.
+        let mut h: libc::mmsghdr = unsafe { zeroed() };
+        h.msg_hdr.msg_name = (&raw mut b.addrs[i]).cast();
+        h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        h.msg_hdr.msg_iov = &raw mut iovs[i];
+        h.msg_hdr.msg_iovlen = 1;
+        h.msg_hdr.msg_control = b.ctrl[i].as_mut_ptr().cast();
+        h.msg_hdr.msg_controllen = CTRL_LEN as _;
+        hdrs.push(h);
+    }
+    // SAFETY: every header points into buffers owned by `b` and `iovs`,
+    // which outlive the call; lengths match the buffers; the kernel writes
+    // at most `n` entries.
+    let r = unsafe {
+        libc::recvmmsg(
+            fd,
+            hdrs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::WouldBlock {
+            Ok(0)
+        } else {
+            Err(e)
+        };
+    }
+    let got = r as usize;
+    for i in 0..got {
+        let h = &mut hdrs[i];
+        b.lens[i] = h.msg_len as usize;
+        b.from[i] = from_sockaddr(&b.addrs[i]);
+        let mut ce = false;
+        // SAFETY: the control buffer was filled by the kernel for this
+        // message and `msg_controllen` says how much of it is valid; the
+        // CMSG_* helpers stay inside it.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&raw const h.msg_hdr);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
+                    let tos = *libc::CMSG_DATA(c);
+                    ce = tos & 3 == 3;
+                }
+                c = libc::CMSG_NXTHDR(&raw const h.msg_hdr, c);
+            }
+        }
+        b.ce[i] = ce;
+    }
+    Ok(got)
+}
+
+/// Sends every datagram of `msgs` (blocking socket), in `sendmmsg` calls of
+/// up to 64. Returns the number of system calls.
+pub fn send_batch(fd: RawFd, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<usize> {
+    let mut calls = 0;
+    let mut done = 0;
+    while done < msgs.len() {
+        let chunk = &msgs[done..(done + 64).min(msgs.len())];
+        let mut addrs: Vec<libc::sockaddr_in> = chunk.iter().map(|(a, _)| to_sockaddr(a)).collect();
+        let mut iovs: Vec<libc::iovec> = chunk
+            .iter()
+            .map(|(_, d)| libc::iovec {
+                iov_base: d.as_ptr().cast_mut().cast(),
+                iov_len: d.len(),
+            })
+            .collect();
+        let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(chunk.len());
+        for i in 0..chunk.len() {
+            // SAFETY: mmsghdr is plain old data; all-zero is valid.
+            let mut h: libc::mmsghdr = unsafe { zeroed() };
+            h.msg_hdr.msg_name = (&raw mut addrs[i]).cast();
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            h.msg_hdr.msg_iov = &raw mut iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            hdrs.push(h);
+        }
+        // SAFETY: headers point into `addrs`, `iovs` and the caller's
+        // slices, all alive for the call; the kernel only reads the data.
+        let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), hdrs.len() as libc::c_uint, 0) };
+        calls += 1;
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => continue,
+                // ICMP port unreachable from an earlier datagram: skip one.
+                io::ErrorKind::ConnectionRefused => {
+                    done += 1;
+                    continue;
+                }
+                _ => return Err(e),
+            }
+        }
+        done += (r as usize).max(1);
+    }
+    Ok(calls)
+}
+
+/// Waits until `fd` is readable or `timeout_ns` pass.
+pub fn wait_readable(fd: RawFd, timeout_ns: u64) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: one valid pollfd and a valid timespec, both on the stack.
+    let r = unsafe { libc::ppoll(&raw mut p, 1, &raw const ts, std::ptr::null()) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
+}
+
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live c_int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&raw const v).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Asks for the TOS byte (ECN) of received datagrams.
+pub fn enable_recv_tos(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
+}
+
+/// Socket buffers beyond `rmem_max` (root only; falls back silently).
+pub fn force_buffers(fd: RawFd, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v).is_err() {
+        let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v);
+    }
+    if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, v).is_err() {
+        let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, v);
+    }
+}
