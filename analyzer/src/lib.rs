@@ -6,6 +6,7 @@
 //! into [`Observation`]s, and fed in capture order to [`Engine::ingest`].
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod decode;
 pub mod engine;
 

@@ -1,18 +1,27 @@
 //! `metaroce-analyze`: offline analysis of MetaRoCE and RoCEv2 captures.
 
-use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Instant;
 
+use analyzer::cli::pipeline::{self, CaptureResult, NoSink, Options, Progress, Sink};
+use analyzer::cli::{parse_duration, text};
 use analyzer::decode::{self, FrameRange};
-use clap::{Args, Parser, Subcommand};
+use analyzer::engine::Config;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use proto_parse::frame::DecodeConfig;
 
 /// Analyze MetaRoCE and RoCEv2 captures (pcap or pcapng).
 ///
-/// Exit status: 0 when every frame decoded, 1 on a usage or I/O error,
-/// 2 when the capture held malformed packets or corrupt records (the
-/// analysis still covers every other frame).
+/// Exit status (every subcommand):
+///   0  success;
+///   1  usage error, or a capture that cannot be opened or read, or an
+///      output that cannot be written;
+///   2  the analysis completed but the capture held malformed packets or
+///      corrupt records: they are counted and reported, every other frame
+///      was analysed.
 #[derive(Debug, Parser)]
 #[command(name = "metaroce-analyze", version, about, long_about)]
 struct Cli {
@@ -26,6 +35,30 @@ enum Command {
     /// `--json` (field names of the MetaRoCE spec, section 10, and tshark's
     /// InfiniBand names for RoCEv2).
     Decode(DecodeArgs),
+    /// Analyse captures and print what happened on every connection and
+    /// path: per-direction and per-path tables, latency percentiles, the
+    /// stall timeline and the worst paths; `--json` prints the engine's
+    /// report (schema: analyzer/SCHEMA.md).
+    ///
+    /// Several captures (one per host) give one report; each capture is
+    /// analysed on its own clock and its directions are listed under its
+    /// name.
+    Report(ReportArgs),
+    /// Write per-packet, per-message and per-path tables as Parquet and/or
+    /// CSV, Hive-partitioned: DIR/table=<packets|messages|paths>/host=<capture
+    /// file stem>/part-0.<parquet|csv>, so many hosts' exports can be read
+    /// together (polars, DuckDB, Spark).
+    #[cfg(feature = "export")]
+    Export(ExportArgs),
+    /// Draw PNG and SVG charts into a directory: ACK-RTT histograms per
+    /// path, message-latency histograms per connection direction, and a
+    /// PSN-versus-time chart per direction coloured by ev (tcptrace-style).
+    #[cfg(feature = "plot")]
+    Plot(PlotArgs),
+    /// Benchmark baseline: read every record and decode every frame, no
+    /// analysis.
+    #[command(hide = true)]
+    Walk(WalkArgs),
 }
 
 /// How to recognise the protocols.
@@ -54,6 +87,96 @@ impl ProtocolArgs {
     }
 }
 
+/// The captures and how to analyse them.
+#[derive(Debug, Args)]
+struct AnalysisArgs {
+    /// Capture files (pcap or pcapng; `-` reads standard input), one per
+    /// host: each is analysed on its own clock.
+    #[arg(required = true, value_name = "CAPTURE")]
+    captures: Vec<PathBuf>,
+    #[command(flatten)]
+    protocol: ProtocolArgs,
+    /// A stall is an interval longer than this with unacknowledged data
+    /// and no cumulative-ack advance (spec 9): e.g. 1ms, 500us, 2s.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    stall_threshold: u64,
+    /// Most live flows tracked (least recently seen evicted beyond it).
+    #[arg(long, value_name = "N", default_value_t = Config::default().max_flows)]
+    max_flows: usize,
+    /// Never show a progress bar (it is shown on stderr for files over
+    /// 64 MiB when stderr is a terminal).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+impl AnalysisArgs {
+    fn options(&self) -> Options {
+        Options::new(
+            self.protocol.config(),
+            Config {
+                stall_threshold_ns: self.stall_threshold,
+                max_flows: self.max_flows.max(1),
+                ..Config::default()
+            },
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ColorWhen {
+    /// Colour on a terminal, unless NO_COLOR is set.
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    #[command(flatten)]
+    analysis: AnalysisArgs,
+    /// Print the engine's JSON report (analyzer/SCHEMA.md) instead of
+    /// tables.
+    #[arg(long)]
+    json: bool,
+    /// When to colour the tables.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    color: ColorWhen,
+    /// Length of each top-offender list.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    top: usize,
+}
+
+#[cfg(feature = "export")]
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("format").required(true).multiple(true).args(["parquet", "csv"])))]
+struct ExportArgs {
+    #[command(flatten)]
+    analysis: AnalysisArgs,
+    /// Write Parquet files under this directory.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
+    /// Write CSV files under this directory.
+    #[arg(long, value_name = "DIR")]
+    csv: Option<PathBuf>,
+}
+
+#[cfg(feature = "plot")]
+#[derive(Debug, Args)]
+struct PlotArgs {
+    #[command(flatten)]
+    analysis: AnalysisArgs,
+    /// Directory to write the charts into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct WalkArgs {
+    capture: PathBuf,
+    #[command(flatten)]
+    protocol: ProtocolArgs,
+}
+
 #[derive(Debug, Args)]
 struct DecodeArgs {
     /// The capture file (pcap or pcapng).
@@ -69,9 +192,223 @@ struct DecodeArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap exits 2 on a usage error; 2 means "malformed capture"
+            // here, so usage errors exit 1 (help and version 0).
+            let _ = err.print();
+            return ExitCode::from(u8::from(err.use_stderr()));
+        }
+    };
     match cli.command {
         Command::Decode(args) => run_decode(&args),
+        Command::Report(args) => run_report(&args),
+        #[cfg(feature = "export")]
+        Command::Export(args) => run_export(&args),
+        #[cfg(feature = "plot")]
+        Command::Plot(args) => run_plot(&args),
+        Command::Walk(args) => run_walk(&args),
+    }
+}
+
+/// A progress bar on stderr for large files, only on a terminal.
+struct TermProgress {
+    enabled: bool,
+    bar: Mutex<Option<indicatif::ProgressBar>>,
+}
+
+/// Files smaller than this get no progress bar.
+const PROGRESS_MIN_BYTES: u64 = 64 << 20;
+
+impl TermProgress {
+    fn new(args: &AnalysisArgs) -> TermProgress {
+        TermProgress {
+            enabled: !args.no_progress && io::stderr().is_terminal(),
+            bar: Mutex::new(None),
+        }
+    }
+}
+
+impl Progress for TermProgress {
+    fn start(&self, path: &Path, len: Option<u64>) {
+        let Some(len) = len.filter(|&l| self.enabled && l >= PROGRESS_MIN_BYTES) else {
+            return;
+        };
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(len),
+            indicatif::ProgressDrawTarget::stderr_with_hz(10),
+        );
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(path.display().to_string());
+        if let Ok(mut slot) = self.bar.lock() {
+            *slot = Some(bar);
+        }
+    }
+
+    fn set(&self, position: u64) {
+        if let Ok(slot) = self.bar.lock()
+            && let Some(bar) = slot.as_ref()
+        {
+            bar.set_position(position);
+        }
+    }
+
+    fn finish(&self) {
+        if let Ok(mut slot) = self.bar.lock()
+            && let Some(bar) = slot.take()
+        {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Runs the pipeline over every capture; `Err` is already reported (exit 1).
+fn analyze(args: &AnalysisArgs, sink: &mut dyn Sink) -> Result<Vec<CaptureResult>, ExitCode> {
+    let progress = TermProgress::new(args);
+    pipeline::analyze(&args.captures, &args.options(), sink, &progress).map_err(|err| {
+        eprintln!("metaroce-analyze: {err}");
+        ExitCode::from(1)
+    })
+}
+
+/// 2 when a capture held malformed packets or corrupt records (with a line
+/// on stderr), else 0.
+fn analysis_status(results: &[CaptureResult]) -> ExitCode {
+    let mut status = ExitCode::SUCCESS;
+    for r in results {
+        if let Some(err) = &r.read.io_error {
+            eprintln!(
+                "metaroce-analyze: {}: read error, the capture ends early: {err}",
+                r.path.display()
+            );
+            status = ExitCode::from(1);
+        }
+    }
+    let malformed: u64 = results.iter().map(|r| r.report.capture.malformed).sum();
+    let corrupt: u64 = results.iter().map(|r| r.read.corrupt_records).sum();
+    let frames: u64 = results.iter().map(|r| r.read.frames).sum();
+    if status == ExitCode::SUCCESS && (malformed > 0 || corrupt > 0) {
+        eprintln!(
+            "metaroce-analyze: {frames} frames, {malformed} malformed packets, {corrupt} corrupt \
+             capture records (every other frame was analysed)"
+        );
+        status = ExitCode::from(2);
+    }
+    status
+}
+
+fn write_out(
+    f: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    color: ColorWhen,
+) -> Result<(), ExitCode> {
+    let choice = match color {
+        ColorWhen::Auto => anstream::ColorChoice::Auto,
+        ColorWhen::Always => anstream::ColorChoice::Always,
+        ColorWhen::Never => anstream::ColorChoice::Never,
+    };
+    let stdout = anstream::AutoStream::new(io::stdout().lock(), choice);
+    let mut out = BufWriter::with_capacity(1 << 16, stdout);
+    match f(&mut out).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(err) => {
+            eprintln!("metaroce-analyze: {err}");
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+fn run_report(args: &ReportArgs) -> ExitCode {
+    let results = match analyze(&args.analysis, &mut NoSink) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let Some(merged) = pipeline::merge_reports(&results) else {
+        return ExitCode::from(1);
+    };
+    let written = if args.json {
+        write_out(
+            |out| {
+                serde_json::to_writer_pretty(&mut *out, &merged)?;
+                writeln!(out)
+            },
+            ColorWhen::Never,
+        )
+    } else {
+        let report = text::render(&results, &merged, args.top);
+        write_out(|out| text::write(out, &report), args.color)
+    };
+    match written {
+        Ok(()) => analysis_status(&results),
+        Err(code) => code,
+    }
+}
+
+#[cfg(feature = "export")]
+fn run_export(args: &ExportArgs) -> ExitCode {
+    use analyzer::cli::export::{Exporter, Format};
+    let mut targets = Vec::new();
+    if let Some(dir) = &args.parquet {
+        targets.push((Format::Parquet, dir.clone()));
+    }
+    if let Some(dir) = &args.csv {
+        targets.push((Format::Csv, dir.clone()));
+    }
+    let mut exporter = Exporter::new(targets);
+    let results = match analyze(&args.analysis, &mut exporter) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let summary = exporter.summary();
+    eprintln!("metaroce-analyze: {summary}");
+    analysis_status(&results)
+}
+
+#[cfg(feature = "plot")]
+fn run_plot(args: &PlotArgs) -> ExitCode {
+    use analyzer::cli::plot::Plotter;
+    let mut plotter = Plotter::new(args.out.clone());
+    let results = match analyze(&args.analysis, &mut plotter) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match plotter.files() {
+        files if files.is_empty() => eprintln!("metaroce-analyze: nothing to plot"),
+        files => eprintln!(
+            "metaroce-analyze: {} charts in {}",
+            files.len(),
+            args.out.display()
+        ),
+    }
+    analysis_status(&results)
+}
+
+fn run_walk(args: &WalkArgs) -> ExitCode {
+    let mut cfg = args.protocol.config();
+    cfg.verify_crc = false;
+    let start = Instant::now();
+    match pipeline::walk(&args.capture, &cfg) {
+        Ok(stats) => {
+            let secs = start.elapsed().as_secs_f64();
+            println!(
+                "{{\"frames\": {}, \"metaroce\": {}, \"rocev2\": {}, \"corrupt_records\": {}, \"seconds\": {secs:.4}, \"frames_per_s\": {:.0}}}",
+                stats.frames,
+                stats.metaroce,
+                stats.rocev2,
+                stats.corrupt_records,
+                stats.frames as f64 / secs.max(1e-9)
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("metaroce-analyze: {err}");
+            ExitCode::from(1)
+        }
     }
 }
 

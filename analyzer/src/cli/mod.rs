@@ -1,0 +1,60 @@
+//! The `metaroce-analyze` command line beyond `decode`: the two-thread
+//! analysis pipeline ([`pipeline`]), the terminal report ([`text`]),
+//! Parquet/CSV export ([`export`], feature `export`) and charts ([`plot`],
+//! feature `plot`). None of it analyses anything itself: packets go
+//! through `proto_parse` and the engine; this module reads, schedules and
+//! presents.
+
+pub mod pipeline;
+pub mod text;
+
+#[cfg(feature = "export")]
+pub mod export;
+#[cfg(feature = "plot")]
+pub mod plot;
+
+/// Parses a duration for `--stall-threshold`: a number with a unit `ns`,
+/// `us` (or `µs`), `ms` or `s` (`1ms`, `500us`, `2.5ms`); a bare number
+/// is nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (examples: 1ms, 500us, 2s)"))?;
+    let scale = match unit.trim() {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in '{s}' (use ns, us, ms or s)"
+            ));
+        }
+    };
+    let ns = value * scale;
+    if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(ns.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1ms"), Ok(1_000_000));
+        assert_eq!(parse_duration("500us"), Ok(500_000));
+        assert_eq!(parse_duration("2.5ms"), Ok(2_500_000));
+        assert_eq!(parse_duration("7"), Ok(7));
+        assert_eq!(parse_duration("1s"), Ok(1_000_000_000));
+        assert!(parse_duration("ms").is_err());
+        assert!(parse_duration("3 parsecs").is_err());
+    }
+}
