@@ -1,0 +1,145 @@
+//! Writes the two captures `scripts/bench-plugin.sh` times tshark on:
+//! `metaroce.pcap` (MetaRoCE DATA WRITEs with CRC32C and ACKs with SACK,
+//! four DATA to one ACK, over 8 paths) and `rocev2.pcap` (RoCEv2 RC RDMA
+//! Write Middle and Send Middle packets) with the same number of frames and
+//! the same frame sizes, frame by frame. Both are emitted with
+//! `proto_parse` (MetaRoCE `Repr::emit`, RoCEv2 `Repr::emit`); the RoCEv2
+//! ICRC is left zero (tshark does not verify it by default).
+//!
+//! `cargo run --release -p metaroce-dissector --example bench_captures -- OUT_DIR [PACKETS] [PAYLOAD]`
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use proto_parse::build::UdpFrameBuilder;
+use proto_parse::capture::PcapWriter;
+use proto_parse::metaroce::{
+    self, AckRepr, Body, DataRepr, FeedbackRepr, Flags, Op, Repr, SackBitmap,
+};
+use proto_parse::rocev2::{self, Opcode, bth};
+
+fn main() -> std::io::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let out = PathBuf::from(args.next().unwrap_or_else(|| ".".into()));
+    let packets: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200_000);
+    let payload_len: u16 = args.next().and_then(|a| a.parse().ok()).unwrap_or(256);
+    std::fs::create_dir_all(&out)?;
+    let payload = vec![0x5A; usize::from(payload_len)];
+
+    let mut mr = PcapWriter::create(out.join("metaroce.pcap"))?;
+    let mut ib = PcapWriter::create(out.join("rocev2.pcap"))?;
+    let a: SocketAddr = ([10, 0, 0, 1], 0).into();
+    let b: SocketAddr = ([10, 0, 0, 2], 0).into();
+    let mut psn = 1000u32;
+    let mut bytes = 0u64;
+    for i in 0..packets {
+        let ts = 1_700_000_000_000_000_000 + i * 1000;
+        let ev = (i % 8) as u16 + 1;
+        let is_ack = i % 5 == 4;
+        let repr = if is_ack {
+            Repr {
+                flags: Flags::empty(),
+                tx_attempt: 0,
+                ev,
+                path_seq: 0,
+                dst_conn: 0x11,
+                src_conn: 0x22,
+                psn,
+                tx_ts: i as u32,
+                body: Body::Ack(AckRepr {
+                    feedback: FeedbackRepr {
+                        echo_ev: ev,
+                        echo_psn: psn.wrapping_sub(1),
+                        echo_tx_ts: i as u32,
+                        rx_ts: i as u32,
+                        credit: u32::MAX,
+                        ..FeedbackRepr::default()
+                    },
+                    sack_base: psn,
+                    sack: SackBitmap::from_psns(psn, [psn + 2]),
+                }),
+                tlvs: Vec::new(),
+                payload: &[],
+                crc: false,
+            }
+        } else {
+            psn = psn.wrapping_add(1);
+            Repr {
+                flags: Flags::empty(),
+                tx_attempt: 0,
+                ev,
+                path_seq: (i / 8) as u16 + 1,
+                dst_conn: 0x22,
+                src_conn: 0x11,
+                psn,
+                tx_ts: i as u32,
+                body: Body::Data(DataRepr {
+                    op: Op::Write {
+                        remote_va: 0x1000_0000,
+                        rkey: 7,
+                    },
+                    payload_len,
+                    msg_id: psn / 16,
+                    msg_offset: (psn % 16) * u32::from(payload_len),
+                    msg_len: 16 * u32::from(payload_len),
+                }),
+                tlvs: Vec::new(),
+                payload: &payload,
+                crc: true,
+            }
+        };
+        let udp_payload = repr.to_vec();
+        let (mut src, mut dst) = if is_ack { (b, a) } else { (a, b) };
+        src.set_port(metaroce::udp_source_port(ev));
+        dst.set_port(metaroce::DEFAULT_PORT);
+        let frame = UdpFrameBuilder::new(src, dst).build(&udp_payload);
+        mr.write_frame(ts, &frame)?;
+
+        // The RoCEv2 twin: same UDP payload length.
+        let opcode = if is_ack {
+            Opcode::RcSendMiddle
+        } else {
+            Opcode::RcRdmaWriteMiddle
+        };
+        let twin = rocev2::Repr {
+            bth: bth::Repr {
+                opcode,
+                solicited: false,
+                mig_req: true,
+                pad_count: 0,
+                tver: 0,
+                p_key: 0xFFFF,
+                fecn: false,
+                becn: false,
+                resv6a: 0,
+                dest_qp: if is_ack { 0x11 } else { 0x22 },
+                ack_req: false,
+                resv7: 0,
+                psn,
+            },
+            deth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            imm_dt: None,
+            ieth: None,
+            payload_len: udp_payload.len() - bth::HEADER_LEN - rocev2::ICRC_LEN,
+        };
+        let mut buf = vec![0u8; twin.buffer_len()];
+        twin.emit(&mut rocev2::Packet::new_unchecked(&mut buf[..]));
+        src.set_port(0xC000 | ev);
+        dst.set_port(rocev2::UDP_PORT);
+        let frame2 = UdpFrameBuilder::new(src, dst).build(&buf);
+        assert_eq!(frame.len(), frame2.len(), "twins have the same size");
+        ib.write_frame(ts, &frame2)?;
+        bytes += frame.len() as u64;
+    }
+    mr.flush()?;
+    ib.flush()?;
+    println!(
+        "wrote {packets} frames ({bytes} bytes) to {0}/metaroce.pcap and {0}/rocev2.pcap",
+        out.display()
+    );
+    Ok(())
+}
