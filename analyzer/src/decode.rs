@@ -330,10 +330,7 @@ fn metaroce_fields(
         f.insert("metaroce.tlv.len".into(), json!(lens));
     }
     if let Some(layout) = layout {
-        if let Some(trailer) = &layout.trailer
-            && let Some(bytes) = packet.as_bytes().get(trailer.clone())
-        {
-            let stored = u32::from_be_bytes(bytes.try_into().expect("4-byte trailer"));
+        if let Some(stored) = packet.stored_crc(layout) {
             f.insert("metaroce.crc".into(), json!(stored));
         }
         f.insert(

@@ -3,6 +3,7 @@
 use core::ops::Range;
 
 use super::field::{self, Field};
+use super::repr::SackBitmap;
 use super::tlv::TlvIter;
 use super::{
     CcAlgo, CnpReason, CtrlOp, DataOp, FbFlags, Features, Flags, NackCode, PacketType, VERSION,
@@ -253,6 +254,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let buf = self.buf();
         let end = layout.payload.end.min(buf.len());
         buf.get(layout.payload.start..end).unwrap_or(&[])
+    }
+
+    /// The CRC32C value the trailer holds, when it is present and captured.
+    pub fn stored_crc(&self, layout: &Layout) -> Option<u32> {
+        let trailer = layout.trailer.clone()?;
+        (self.buf().len() >= trailer.end).then(|| be32(self.buf(), trailer))
     }
 
     /// Checks the CRC32C trailer: over every byte from the base header to
@@ -791,6 +798,15 @@ impl<'a> Ack<'a> {
 
     pub fn sack_bitmap(&self) -> &'a [u8] {
         &self.feedback.buf[field::SACK_BITMAP(self.words)]
+    }
+
+    /// The bitmap as words, for state machines that keep it.
+    pub fn sack(&self) -> SackBitmap {
+        let mut sack = SackBitmap::with_words(self.words);
+        for (i, chunk) in self.sack_bitmap().chunks_exact(field::SACK_WORD_LEN).enumerate() {
+            sack.set_word(i, be64(chunk, 0..8));
+        }
+        sack
     }
 
     /// Whether bit `i` (counted from the most significant bit of the first

@@ -145,6 +145,11 @@ impl SackBitmap {
         i < usize::from(self.len) * 64 && self.words[i / 64] & (1 << (63 - i % 64)) != 0
     }
 
+    /// Sets word `i` (0..len) as read from the wire.
+    pub(super) fn set_word(&mut self, i: usize, word: u64) {
+        self.words[i] = word;
+    }
+
     /// Sets bit `i`; returns false (and changes nothing) past the bitmap.
     pub fn set(&mut self, i: usize) -> bool {
         if i >= usize::from(self.len) * 64 {
@@ -313,14 +318,10 @@ impl<'a> Repr<'a> {
             }
             PacketType::Ack => {
                 let ack = packet.ack().expect("layout checked the ACK header");
-                let mut sack = SackBitmap::with_words(ack.sack_words());
-                for (i, chunk) in ack.sack_bitmap().chunks_exact(8).enumerate() {
-                    sack.words[i] = u64::from_be_bytes(chunk.try_into().expect("8-byte chunk"));
-                }
                 Body::Ack(AckRepr {
                     feedback: parse_feedback(buf),
                     sack_base: ack.sack_base(),
-                    sack,
+                    sack: ack.sack(),
                 })
             }
             PacketType::Nack => {

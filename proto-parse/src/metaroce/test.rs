@@ -731,3 +731,13 @@ fn heuristic_takes_fixtures_and_rejects_other_udp() {
     assert!(!looks_like(&roce));
     let _ = LenSource::Header;
 }
+
+#[test]
+fn sack_words_and_stored_crc_are_read_for_consumers() {
+    let (packet, layout) = parse(&ACK_SACK);
+    let sack = packet.ack().unwrap().sack();
+    assert_eq!(sack.words(), [0b011 << 61, 1 << 63]);
+    assert_eq!(packet.stored_crc(&layout), None);
+    let (packet, layout) = parse(&WRITE_CRC);
+    assert_eq!(packet.stored_crc(&layout), Some(0x3954_0252));
+}
