@@ -377,15 +377,19 @@ fn decode_into<'a>(
     // IP layer: `ip_end` is where the IP packet ends on the wire (from its
     // length field), `cap_end` where its captured bytes end.
     let ip_off = off;
-    let (ip_end, protocol, ip) = if is_v6 {
+    let (ip_end, ip, stop) = if is_v6 {
         ipv6(data, ip_off)?
     } else {
         ipv4(data, ip_off)?
     };
+    frame.ip = Some(ip);
+    if let Some(err) = stop {
+        // the addresses are known, the transport header is not usable
+        return Err(err);
+    }
     let cap_end = ip_end.min(data.len());
     off = ip_off + ip.headers.len();
-    frame.ip = Some(ip);
-    if protocol != IpNumber::UDP.0 {
+    if ip.protocol != IpNumber::UDP.0 {
         return Ok(());
     }
 
@@ -483,7 +487,12 @@ fn len_err(layer: Layer, start: usize, e: &etherparse::err::LenError) -> Error {
     )
 }
 
-fn ipv4(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
+/// The IP layer at `off`: where the IP packet ends on the wire, its fields,
+/// and an error that stops decoding after it (fragments, bad extension
+/// headers). `Err` when not even the IP header decoded.
+type IpResult<'a> = Result<(usize, Ip<'a>, Option<Error>), Error>;
+
+fn ipv4(data: &[u8], off: usize) -> IpResult<'_> {
     use etherparse::err::ipv4::{HeaderError, HeaderSliceError};
     let hdr = Ipv4HeaderSlice::from_slice(&data[off..]).map_err(|e| match e {
         HeaderSliceError::Len(e) => len_err(Layer::Ipv4, off, &e),
@@ -519,7 +528,7 @@ fn ipv4(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
         wire_len: total_len,
     };
     if frag != 0 || hdr.more_fragments() {
-        return Err(Error {
+        let stop = Some(Error {
             layer: Layer::Ipv4,
             offset: off + 6,
             kind: crate::ErrorKind::Unsupported {
@@ -527,11 +536,12 @@ fn ipv4(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
                 value: u64::from(frag) * 8,
             },
         });
+        return Ok((off + total_len, ip, stop));
     }
-    Ok((off + total_len, ip.protocol, ip))
+    Ok((off + total_len, ip, None))
 }
 
-fn ipv6(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
+fn ipv6(data: &[u8], off: usize) -> IpResult<'_> {
     use etherparse::err::ipv6::{HeaderError, HeaderSliceError};
     use etherparse::err::ipv6_exts::HeaderSliceError as ExtError;
     let hdr = Ipv6HeaderSlice::from_slice(&data[off..]).map_err(|e| match e {
@@ -561,7 +571,7 @@ fn ipv6(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
         wire_len: ip_end - off,
     };
     if let Some((err, _)) = ext_err {
-        return Err(match err {
+        let stop = Some(match err {
             ExtError::Len(e) => {
                 let at = ext_start + e.layer_start_offset;
                 check_len(
@@ -582,9 +592,10 @@ fn ipv6(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
                 "a well-formed IPv6 extension header",
             ),
         });
+        return Ok((ip_end, ip, stop));
     }
     if exts.is_fragmenting_payload() {
-        return Err(Error {
+        let stop = Some(Error {
             layer: Layer::Ipv6Extension,
             offset: ext_start,
             kind: crate::ErrorKind::Unsupported {
@@ -592,8 +603,9 @@ fn ipv6(data: &[u8], off: usize) -> Result<(usize, u8, Ip<'_>), Error> {
                 value: u64::from(next.0),
             },
         });
+        return Ok((ip_end, ip, stop));
     }
-    Ok((ip_end, ip.protocol, ip))
+    Ok((ip_end, ip, None))
 }
 
 #[cfg(test)]
@@ -931,8 +943,13 @@ mod test {
         // IPv4 fragment
         let mut frame = ACK_FRAME;
         frame[20] = 0x20; // MF
-        let err = decode(LinkType::Ethernet, &frame, &cfg()).error.unwrap();
+        let f = decode(LinkType::Ethernet, &frame, &cfg());
+        let err = f.error.unwrap();
         assert!(matches!(err.kind, ErrorKind::Unsupported { .. }));
+        assert_eq!((err.layer, err.offset), (Layer::Ipv4, 20));
+        // the IP layer is still reported
+        assert_eq!(f.ip.unwrap().dst, "192.168.65.5".parse::<IpAddr>().unwrap());
+        assert!(f.udp.is_none());
     }
 
     #[test]
