@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# End-to-end throughput of `metaroce-analyze report --json` against tshark
+# and against a bare walk (capture records + proto-parse frame decode, no
+# analysis: the hidden `metaroce-analyze walk`), in one run, with peak RSS
+# from /usr/bin/time -v for a small and a large capture (RSS must stay flat).
+#
+#   scripts/bench-analyzer.sh [SMALL_PACKETS] [LARGE_PACKETS] [TSHARK_PACKETS]
+#
+# Defaults: 1,000,000 and 10,000,000 packets; tshark runs on the small
+# capture only (about 80k packets/s: 10M packets would take minutes), set
+# TSHARK_PACKETS to the large count to run it on both. Captures are written
+# by scripts/gen-large-capture.sh under target/bench/ (not in git), 8
+# connections over 16 evs, 0.5 % DATA loss, 158-byte frames.
+#
+# tshark decodes UDP 4794 as `data`, or with the MetaRoCE plugin when
+# target/release/libmetaroce_dissector.so exists (as root tshark ignores
+# WIRESHARK_PLUGIN_DIR, so it then runs as uid 65534 through setpriv).
+# Wall times depend on what else runs on the machine: the CPU seconds
+# (user + sys) are printed beside them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+small=${1:-1000000}
+large=${2:-10000000}
+tshark_max=${3:-$small}
+dir=target/bench
+mkdir -p "$dir"
+
+cargo build --quiet --release -p analyzer --no-default-features \
+    --bin metaroce-analyze --example gen-large-capture
+bin=target/release/metaroce-analyze
+
+capture() {
+    local n=$1 f="$dir/bench-$1.pcap"
+    if [ ! -s "$f" ]; then
+        target/release/examples/gen-large-capture "$f" "$n" >&2
+    fi
+    echo "$f"
+}
+
+# Runs "$@" under /usr/bin/time -v with stdout to /dev/null; prints
+# "wall_s cpu_s max_rss_kib".
+measure() {
+    local log
+    log=$(mktemp)
+    /usr/bin/time -v "$@" >/dev/null 2>"$log" || { cat "$log" >&2; rm -f "$log"; return 1; }
+    awk -F': ' '
+        /Elapsed \(wall clock\)/ { n = split($2, t, ":"); w = 0; for (i = 1; i <= n; i++) w = w * 60 + t[i] }
+        /User time/ { u = $2 } /System time/ { s = $2 }
+        /Maximum resident set size/ { r = $2 }
+        END { printf "%.3f %.3f %d\n", w, u + s, r }' "$log"
+    rm -f "$log"
+}
+
+plugin=target/release/libmetaroce_dissector.so
+tshark_cmd() {
+    local f=$1
+    if [ -f "$plugin" ]; then
+        local pdir home
+        pdir=$(mktemp -d); home=$(mktemp -d); chmod 755 "$pdir"; chmod 777 "$home"
+        local mm
+        mm=$(tshark --version | head -1 | grep -oE '[0-9]+\.[0-9]+' | head -1)
+        mkdir -p "$pdir/$mm/epan"; cp "$plugin" "$pdir/$mm/epan/"; chmod -R a+rX "$pdir"
+        local run=(env HOME="$home" WIRESHARK_PLUGIN_DIR="$pdir")
+        [ "$(id -u)" = 0 ] && run=(setpriv --reuid=65534 --regid=65534 --clear-groups "${run[@]}")
+        echo "${run[*]} tshark -r $f -T fields -e frame.number -e udp.srcport -e metaroce.psn"
+    else
+        echo "tshark -r $f -T fields -e frame.number -e udp.srcport -d udp.port==4794,data"
+    fi
+}
+
+rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
+
+printf '%-34s %11s %9s %9s %13s %13s %10s\n' \
+    "what" "packets" "wall s" "cpu s" "packets/s" "pkts/cpu-s" "max RSS"
+results=()
+for n in "$small" "$large"; do
+    f=$(capture "$n")
+    chmod a+r "$f"; chmod a+rx "$dir"
+    cat "$f" >/dev/null # warm the page cache
+    read -r aw ac ar < <(measure "$bin" report --json --no-progress "$f")
+    read -r ww wc wr < <(measure "$bin" walk "$f")
+    printf '%-34s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json" "$n" "$aw" "$ac" "$(rate "$n" "$aw")" "$(rate "$n" "$ac")" "$ar"
+    printf '%-34s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "bare walk (records + decode)" "$n" "$ww" "$wc" "$(rate "$n" "$ww")" "$(rate "$n" "$wc")" "$wr"
+    results+=("$n $aw $ar $ww")
+    if [ "$n" -le "$tshark_max" ] && command -v tshark >/dev/null; then
+        cmd=$(tshark_cmd "$f")
+        # shellcheck disable=SC2086
+        read -r tw tc tr < <(measure $cmd)
+        printf '%-34s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "tshark -T fields" "$n" "$tw" "$tc" "$(rate "$n" "$tw")" "$(rate "$n" "$tc")" "$tr"
+        awk -v a="$aw" -v t="$tw" -v w="$ww" 'BEGIN {
+            printf "  ratios (wall): analyzer is %.1fx faster than tshark; analyzer takes %.2fx the bare walk time\n", t / a, a / w }'
+        echo "  tshark: $cmd"
+    fi
+done
+read -r n1 _ r1 _ <<<"${results[0]}"
+read -r n2 _ r2 _ <<<"${results[1]}"
+awk -v n1="$n1" -v r1="$r1" -v n2="$n2" -v r2="$r2" 'BEGIN {
+    printf "peak RSS of report: %d KiB at %d packets, %d KiB at %d packets (x%.2f for x%.0f packets)\n", r1, n1, r2, n2, r2 / r1, n2 / n1 }'

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Writes a large synthetic MetaRoCE capture for the analyzer benchmark:
+#   scripts/gen-large-capture.sh OUT.pcap [PACKETS] [CONNECTIONS] [LOSS_PER_MILLE] [PAYLOAD_BYTES]
+# (default 2,000,000 packets, 8 connections, 5 per mille DATA loss, 64-byte payloads).
+# Keep the output out of git: under target/ or /tmp.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: $0 OUT.pcap [PACKETS] [CONNECTIONS] [LOSS_PER_MILLE]}
+shift
+cargo build --quiet --release -p analyzer --no-default-features --example gen-large-capture
+exec target/release/examples/gen-large-capture "$out" "${@:-2000000}"
