@@ -101,6 +101,11 @@ struct Common {
     no_plb: bool,
     #[arg(long, default_value_t = 1000)]
     rto_min_us: u64,
+    /// Receiver: ACK after this many DATA packets (or --ack-delay-us).
+    #[arg(long, default_value_t = 16)]
+    ack_every: u32,
+    #[arg(long, default_value_t = 50)]
+    ack_delay_us: u64,
     /// Delay-based CC: target fabric delay above the smallest RTT seen.
     #[arg(long, default_value_t = 200)]
     cc_target_us: u64,
@@ -282,6 +287,8 @@ fn core_config(c: &Common, evs: Vec<u16>, trace: bool) -> Config {
         rto_min: c.rto_min_us * 1000,
         rto_initial: (c.rto_min_us * 2000).max(2_000_000),
         cc_target_headroom: c.cc_target_us * 1000,
+        ack_every: c.ack_every.max(1),
+        ack_delay: c.ack_delay_us * 1000,
         trace,
         ..Config::default()
     }
@@ -657,6 +664,8 @@ fn bench_common(mode: ModeArg, loss: f64, mtu: u16, port: u16) -> Common {
         no_plb: false,
         rto_min_us: 1000,
         cc_target_us: 200,
+        ack_every: 16,
+        ack_delay_us: 50,
         seed: 1,
         pcap: None,
         events: None,
