@@ -1,0 +1,278 @@
+//! UI state: what is selected, sorted, filtered and shown; key handling.
+//! Rendering (in `render/`) only reads it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use analyzer::engine::DirectionReport;
+use crossterm::event::{KeyCode, KeyEvent};
+
+use crate::keys::{Action, action_for};
+use crate::model::{DirKey, DirRate, Snapshot};
+
+/// Sort columns of the connections table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Goodput,
+    Retransmissions,
+    RttP99,
+    Stalls,
+}
+
+impl SortKey {
+    pub const ALL: [SortKey; 4] = [
+        SortKey::Goodput,
+        SortKey::Retransmissions,
+        SortKey::RttP99,
+        SortKey::Stalls,
+    ];
+
+    pub const fn label(self) -> &'static str {
+        match self {
+            SortKey::Goodput => "goodput",
+            SortKey::Retransmissions => "retx",
+            SortKey::RttP99 => "rtt p99",
+            SortKey::Stalls => "stalls",
+        }
+    }
+
+    fn next(self) -> SortKey {
+        let i = SortKey::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        SortKey::ALL[(i + 1) % SortKey::ALL.len()]
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Main,
+    Detail,
+}
+
+/// What the main loop must do after a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    Quit,
+    Reset,
+    Pause(bool),
+}
+
+/// One row of the connections table.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnRow<'a> {
+    pub key: DirKey,
+    pub dir: &'a DirectionReport,
+    pub rate: DirRate,
+}
+
+/// Everything the UI remembers between frames.
+pub struct App {
+    pub snapshot: Arc<Snapshot>,
+    pub sort: SortKey,
+    pub descending: bool,
+    pub filter: String,
+    /// Some while the filter is being typed.
+    pub filter_input: Option<String>,
+    /// Show directions that only sent feedback.
+    pub show_all: bool,
+    pub paused: bool,
+    pub help: bool,
+    pub view: View,
+    pub selected: Option<DirKey>,
+    /// A one-line message for the status bar (e.g. where a snapshot went).
+    pub message: Option<String>,
+    pub save_dir: PathBuf,
+    /// Rows per page of the connections table (set while rendering).
+    pub page_rows: usize,
+}
+
+impl App {
+    pub fn new(snapshot: Arc<Snapshot>, save_dir: PathBuf) -> App {
+        App {
+            snapshot,
+            sort: SortKey::Goodput,
+            descending: true,
+            filter: String::new(),
+            filter_input: None,
+            show_all: false,
+            paused: false,
+            help: false,
+            view: View::Main,
+            selected: None,
+            message: None,
+            save_dir,
+            page_rows: 10,
+        }
+    }
+
+    /// Takes a new snapshot unless the view is paused.
+    pub fn update(&mut self, snapshot: Arc<Snapshot>) {
+        if !self.paused {
+            self.snapshot = snapshot;
+        }
+    }
+
+    fn matches(&self, key: &DirKey) -> bool {
+        if self.filter.is_empty() {
+            return true;
+        }
+        let f = self.filter.to_lowercase();
+        let text = format!(
+            "{} {:#x} {:#x}",
+            key.to_string().to_lowercase(),
+            key.src_conn,
+            key.dst_conn
+        );
+        f.split_whitespace().all(|w| text.contains(w))
+    }
+
+    /// The connections table: filtered, sorted (ties by first frame).
+    pub fn rows(&self) -> Vec<ConnRow<'_>> {
+        let snap = &self.snapshot;
+        let mut rows: Vec<ConnRow<'_>> = snap
+            .report
+            .directions
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| self.show_all || d.data_packets > 0)
+            .map(|(i, d)| ConnRow {
+                key: DirKey::of(d),
+                dir: d,
+                rate: snap.rates.get(i).copied().unwrap_or_default(),
+            })
+            .filter(|r| self.matches(&r.key))
+            .collect();
+        let metric = |r: &ConnRow<'_>| -> f64 {
+            match self.sort {
+                SortKey::Goodput => r.rate.goodput_bps,
+                SortKey::Retransmissions => r.dir.retransmissions as f64,
+                SortKey::RttP99 => r.dir.ack_rtt_ns.p99 as f64,
+                SortKey::Stalls => (r.dir.stalls.len() as u64 + r.dir.stalls_dropped) as f64,
+            }
+        };
+        rows.sort_by(|a, b| {
+            let o = metric(a).total_cmp(&metric(b));
+            let o = if self.descending { o.reverse() } else { o };
+            o.then(a.dir.first_frame.cmp(&b.dir.first_frame))
+        });
+        rows
+    }
+
+    /// Index of the selected row (the first when the selection is gone).
+    pub fn selected_index(&self, rows: &[ConnRow<'_>]) -> Option<usize> {
+        if rows.is_empty() {
+            return None;
+        }
+        Some(
+            self.selected
+                .and_then(|k| rows.iter().position(|r| r.key == k))
+                .unwrap_or(0),
+        )
+    }
+
+    /// The selected connection direction and the row it is in.
+    pub fn selected_row(&self) -> Option<ConnRow<'_>> {
+        let rows = self.rows();
+        self.selected_index(&rows).map(|i| rows[i])
+    }
+
+    fn move_by(&mut self, delta: isize) {
+        let rows = self.rows();
+        let Some(i) = self.selected_index(&rows) else {
+            return;
+        };
+        let n = rows.len() as isize;
+        let j = (i as isize + delta).clamp(0, n - 1) as usize;
+        self.selected = Some(rows[j].key);
+    }
+
+    /// A key press.
+    pub fn on_key(&mut self, key: &KeyEvent) -> Option<Effect> {
+        if let Some(input) = &mut self.filter_input {
+            match key.code {
+                KeyCode::Enter => {
+                    self.filter = input.trim().to_string();
+                    self.filter_input = None;
+                }
+                KeyCode::Esc => self.filter_input = None,
+                KeyCode::Backspace => {
+                    input.pop();
+                }
+                KeyCode::Char(c) => input.push(c),
+                _ => {}
+            }
+            return None;
+        }
+        action_for(key).and_then(|a| self.act(a))
+    }
+
+    /// Performs an action.
+    pub fn act(&mut self, action: Action) -> Option<Effect> {
+        self.message = None;
+        match action {
+            Action::Quit => return Some(Effect::Quit),
+            Action::Help => self.help = !self.help,
+            Action::Up => self.move_by(-1),
+            Action::Down => self.move_by(1),
+            Action::PageUp => self.move_by(-(self.page_rows.max(1) as isize)),
+            Action::PageDown => self.move_by(self.page_rows.max(1) as isize),
+            Action::Top => self.move_by(isize::MIN / 2),
+            Action::Bottom => self.move_by(isize::MAX / 2),
+            Action::Detail => {
+                if let Some(r) = self.selected_row() {
+                    self.selected = Some(r.key);
+                    self.view = View::Detail;
+                }
+            }
+            Action::Back => {
+                if self.help {
+                    self.help = false;
+                } else if self.view == View::Detail {
+                    self.view = View::Main;
+                } else {
+                    self.filter.clear();
+                }
+            }
+            Action::NextSort => self.sort = self.sort.next(),
+            Action::ReverseSort => self.descending = !self.descending,
+            Action::SortGoodput => self.sort = SortKey::Goodput,
+            Action::SortRetx => self.sort = SortKey::Retransmissions,
+            Action::SortRtt => self.sort = SortKey::RttP99,
+            Action::SortStalls => self.sort = SortKey::Stalls,
+            Action::Filter => self.filter_input = Some(self.filter.clone()),
+            Action::ShowAll => self.show_all = !self.show_all,
+            Action::Pause => {
+                self.paused = !self.paused;
+                return Some(Effect::Pause(self.paused));
+            }
+            Action::Reset => {
+                self.message = Some("analysis reset".into());
+                return Some(Effect::Reset);
+            }
+            Action::Save => {
+                self.message = Some(match save_snapshot(&self.snapshot, &self.save_dir) {
+                    Ok(path) => format!("saved {}", path.display()),
+                    Err(e) => format!("save failed: {e}"),
+                });
+            }
+        }
+        None
+    }
+}
+
+/// Writes `snap` as pretty JSON to `dir/metaroce-top-<epoch s>-<seq>.json`.
+pub fn save_snapshot(snap: &Snapshot, dir: &Path) -> anyhow::Result<PathBuf> {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let path = dir.join(format!("metaroce-top-{secs}-{}.json", snap.seq));
+    write_json(snap, &path)?;
+    Ok(path)
+}
+
+/// Writes `snap` as pretty JSON to `path`.
+pub fn write_json(snap: &Snapshot, path: &Path) -> anyhow::Result<()> {
+    let json = serde_json::to_vec_pretty(snap)?;
+    std::fs::write(path, json)?;
+    Ok(())
+}

@@ -1,0 +1,232 @@
+//! The event log: notable changes found by comparing successive engine
+//! reports (stalls, NACK bursts, CNP bursts, new connections, paths that
+//! went quiet or came back). It reads only [`Report`]s: the flow analysis
+//! itself stays in the engine.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use analyzer::Report;
+use serde::Serialize;
+
+use crate::model::DirKey;
+
+/// Most events kept.
+pub const MAX_EVENTS: usize = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    NewConnection,
+    Stall,
+    StallEnded,
+    NackBurst,
+    CnpBurst,
+    PathRetired,
+    PathResumed,
+}
+
+impl EventKind {
+    pub const fn label(self) -> &'static str {
+        match self {
+            EventKind::NewConnection => "NEW",
+            EventKind::Stall => "STALL",
+            EventKind::StallEnded => "STALL END",
+            EventKind::NackBurst => "NACK",
+            EventKind::CnpBurst => "CNP",
+            EventKind::PathRetired => "PATH OFF",
+            EventKind::PathResumed => "PATH ON",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Capture time (ns) at which it was seen.
+    pub ts_ns: u64,
+    pub kind: EventKind,
+    pub dir: DirKey,
+    pub ev: Option<u16>,
+    pub text: String,
+}
+
+/// Thresholds of the detector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventConfig {
+    /// NACKs (or CNPs) of one direction within one tick that make a burst.
+    pub burst: u64,
+    /// A path with no packet for this long while its direction still sends
+    /// on other paths is reported retired (capture clock).
+    pub path_idle_ns: u64,
+}
+
+impl Default for EventConfig {
+    fn default() -> Self {
+        EventConfig {
+            burst: 1,
+            path_idle_ns: 1_000_000_000,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct DirSeen {
+    nacks: u64,
+    cnps: u64,
+    nacks_by_code: BTreeMap<String, u64>,
+    cnps_by_reason: BTreeMap<String, u64>,
+    /// start_ns -> still open when last seen.
+    stalls: HashMap<u64, bool>,
+    /// ev -> (packets, capture time of the last change, retired).
+    paths: BTreeMap<u16, (u64, u64, bool)>,
+}
+
+/// Diffs successive reports into events.
+#[derive(Debug, Default)]
+pub struct EventDetector {
+    cfg: EventConfig,
+    dirs: HashMap<DirKey, DirSeen>,
+    log: VecDeque<Event>,
+}
+
+fn diff_map(now: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> String {
+    now.iter()
+        .filter_map(|(k, v)| {
+            let d = v - before.get(k).copied().unwrap_or(0).min(*v);
+            (d > 0).then(|| format!("{k} {d}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+impl EventDetector {
+    pub fn new(cfg: EventConfig) -> Self {
+        EventDetector {
+            cfg,
+            ..EventDetector::default()
+        }
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.log.iter().cloned().collect()
+    }
+
+    fn push(&mut self, e: Event) {
+        if self.log.len() == MAX_EVENTS {
+            self.log.pop_front();
+        }
+        self.log.push_back(e);
+    }
+
+    /// Compares `report` (capture clock `now_ns`) with the previous one.
+    pub fn update(&mut self, report: &Report, now_ns: u64) {
+        let mut out = Vec::new();
+        for d in &report.directions {
+            let key = DirKey::of(d);
+            let is_new = !self.dirs.contains_key(&key);
+            let seen = self.dirs.entry(key).or_default();
+            let ev_event = |kind, ev, text: String| Event {
+                ts_ns: now_ns,
+                kind,
+                dir: key,
+                ev,
+                text,
+            };
+            if is_new && d.data_packets > 0 {
+                out.push(ev_event(
+                    EventKind::NewConnection,
+                    None,
+                    format!("first DATA at frame {}", d.first_frame),
+                ));
+            }
+            if d.nacks > seen.nacks && d.nacks - seen.nacks >= self.cfg.burst {
+                out.push(ev_event(
+                    EventKind::NackBurst,
+                    None,
+                    format!(
+                        "{} NACK(s): {}",
+                        d.nacks - seen.nacks,
+                        diff_map(&d.nacks_by_code, &seen.nacks_by_code)
+                    ),
+                ));
+            }
+            if d.cnps > seen.cnps && d.cnps - seen.cnps >= self.cfg.burst {
+                out.push(ev_event(
+                    EventKind::CnpBurst,
+                    None,
+                    format!(
+                        "{} CNP(s): {}",
+                        d.cnps - seen.cnps,
+                        diff_map(&d.cnps_by_reason, &seen.cnps_by_reason)
+                    ),
+                ));
+            }
+            seen.nacks = d.nacks;
+            seen.cnps = d.cnps;
+            seen.nacks_by_code.clone_from(&d.nacks_by_code);
+            seen.cnps_by_reason.clone_from(&d.cnps_by_reason);
+            for s in &d.stalls {
+                let before = seen.stalls.insert(s.start_ns, s.open);
+                let text = if s.open {
+                    format!(
+                        "open {}: {} packets outstanding, paths {:?}",
+                        ms(s.duration_ns),
+                        s.outstanding_packets,
+                        s.paths_in_flight
+                    )
+                } else {
+                    format!(
+                        "{} ended by {} ({} outstanding)",
+                        ms(s.duration_ns),
+                        s.end_cause.replace('_', " "),
+                        s.outstanding_packets
+                    )
+                };
+                match before {
+                    None => out.push(ev_event(EventKind::Stall, None, text)),
+                    Some(true) if !s.open => out.push(ev_event(EventKind::StallEnded, None, text)),
+                    _ => {}
+                }
+            }
+            let mut active_other = false;
+            for p in &d.paths {
+                let e = seen.paths.entry(p.ev).or_insert((0, now_ns, false));
+                if p.packets != e.0 {
+                    e.0 = p.packets;
+                    e.1 = now_ns;
+                    active_other = true;
+                    if e.2 {
+                        e.2 = false;
+                        out.push(ev_event(
+                            EventKind::PathResumed,
+                            Some(p.ev),
+                            format!("ev {} carries traffic again", p.ev),
+                        ));
+                    }
+                }
+            }
+            for (&ev, e) in &mut seen.paths {
+                let quiet = now_ns.saturating_sub(e.1);
+                if !e.2 && quiet >= self.cfg.path_idle_ns && d.last_ts_ns > e.1 && active_other {
+                    e.2 = true;
+                    out.push(Event {
+                        ts_ns: now_ns,
+                        kind: EventKind::PathRetired,
+                        dir: key,
+                        ev: Some(ev),
+                        text: format!(
+                            "ev {ev} silent for {} while other paths carry traffic",
+                            ms(quiet)
+                        ),
+                    });
+                }
+            }
+        }
+        for e in out {
+            self.push(e);
+        }
+    }
+}

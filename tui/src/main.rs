@@ -1,0 +1,188 @@
+//! `metaroce-top`: live terminal view of MetaRoCE and RoCEv2 traffic.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{ArgGroup, Parser};
+use crossterm::event::{self, Event, KeyEventKind};
+use metaroce_tui::app::{self, App, Effect};
+use metaroce_tui::events::EventConfig;
+use metaroce_tui::model::{ProcessStats, RunState, Snapshot};
+use metaroce_tui::pipeline::{Pipeline, decode_config};
+use metaroce_tui::source::{self, Handle, SourceKind};
+use metaroce_tui::{render, term};
+
+/// Live view of MetaRoCE (and RoCEv2) traffic: connections, paths (ev),
+/// latency and events, from a live interface (libpcap) or a replayed
+/// capture, through the same flow engine as metaroce-analyze.
+#[derive(Debug, Parser)]
+#[command(name = "metaroce-top", version, about, long_about)]
+#[command(group(ArgGroup::new("source").required(true).args(["interface", "read"])))]
+struct Cli {
+    /// Capture live on this interface.
+    #[arg(short, long, value_name = "IFACE")]
+    interface: Option<String>,
+    /// Replay this capture file (pcap or pcapng).
+    #[arg(short, long, value_name = "CAPTURE")]
+    read: Option<PathBuf>,
+    /// Replay speed: 1 = recorded pace, 10 = ten times faster, 0 = as fast
+    /// as possible.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// BPF filter (default: the MetaRoCE and RoCEv2 ports, also in VLANs).
+    #[arg(long, value_name = "BPF")]
+    filter: Option<String>,
+    /// UDP port of MetaRoCE (source or destination).
+    #[arg(long, default_value_t = 4794)]
+    port: u16,
+    /// UDP destination port of RoCEv2.
+    #[arg(long, default_value_t = 4791)]
+    rocev2_port: u16,
+    /// Bytes captured per packet (headers are enough for the analysis).
+    #[arg(long, default_value_t = 256)]
+    snaplen: i32,
+    /// Kernel capture buffer, MiB.
+    #[arg(long, default_value_t = 64)]
+    buffer_mb: i32,
+    /// Do not put the interface in promiscuous mode.
+    #[arg(long)]
+    no_promisc: bool,
+    /// Stall threshold, microseconds (spec 9).
+    #[arg(long, default_value_t = 1000)]
+    stall_us: u64,
+    /// NACKs or CNPs of one direction in one tick that make an event.
+    #[arg(long, default_value_t = 1)]
+    burst: u64,
+    /// A path silent this long (ms) while its direction sends on others is
+    /// reported retired.
+    #[arg(long, default_value_t = 1000)]
+    path_idle_ms: u64,
+    /// Snapshot interval of the capture thread, ms.
+    #[arg(long, default_value_t = 100)]
+    tick_ms: u64,
+    /// Frames drawn per second.
+    #[arg(long, default_value_t = 10)]
+    fps: u32,
+    /// Where `w` saves JSON snapshots.
+    #[arg(long, default_value = ".")]
+    save_dir: PathBuf,
+    /// No terminal UI: run the same capture and engine, then write the
+    /// final JSON snapshot (to --json-out, or standard output).
+    #[arg(long)]
+    headless: bool,
+    /// Headless: stop after this many seconds (a replay also stops at its
+    /// end).
+    #[arg(long, value_name = "S")]
+    duration: Option<f64>,
+    /// Headless: write the JSON snapshot here.
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("metaroce-top: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn start(cli: &Cli) -> anyhow::Result<Handle> {
+    let kind = match (&cli.interface, &cli.read) {
+        (Some(interface), _) => SourceKind::Live {
+            interface: interface.clone(),
+            filter: cli
+                .filter
+                .clone()
+                .unwrap_or_else(|| source::default_filter(cli.port, cli.rocev2_port)),
+            snaplen: cli.snaplen,
+            buffer_bytes: cli.buffer_mb.saturating_mul(1 << 20),
+            promisc: !cli.no_promisc,
+        },
+        (None, Some(file)) => SourceKind::Replay {
+            file: file.clone(),
+            speed: cli.speed,
+        },
+        (None, None) => anyhow::bail!("give -i IFACE or -r CAPTURE"),
+    };
+    let engine = analyzer::Config {
+        stall_threshold_ns: cli.stall_us.saturating_mul(1000),
+        ..analyzer::Config::default()
+    };
+    let events = EventConfig {
+        burst: cli.burst.max(1),
+        path_idle_ns: cli.path_idle_ms.saturating_mul(1_000_000),
+    };
+    let pipeline = Pipeline::new(
+        kind.info(),
+        decode_config(cli.port, cli.rocev2_port),
+        engine,
+        events,
+    );
+    source::start(kind, pipeline, Duration::from_millis(cli.tick_ms.max(10)))
+}
+
+fn run(cli: &Cli) -> anyhow::Result<()> {
+    let handle = start(cli)?;
+    if cli.headless {
+        return headless(cli, handle);
+    }
+    let mut terminal = term::init().context("cannot set up the terminal")?;
+    let _guard = term::Guard;
+    let mut app = App::new(handle.snapshot(), cli.save_dir.clone());
+    let frame = Duration::from_secs(1) / cli.fps.clamp(1, 120);
+    loop {
+        app.update(handle.snapshot());
+        terminal.draw(|f| render::app::render(f, &mut app))?;
+        // Wait for a key until the next frame is due; redraw at once
+        // after one.
+        if !event::poll(frame)? {
+            continue;
+        }
+        if let Event::Key(key) = event::read()?
+            && key.kind == KeyEventKind::Press
+        {
+            match app.on_key(&key) {
+                Some(Effect::Quit) => {
+                    drop(handle);
+                    return Ok(());
+                }
+                Some(Effect::Reset) => handle.reset(),
+                Some(Effect::Pause(p)) => handle.set_paused(p),
+                None => {}
+            }
+        }
+    }
+}
+
+fn headless(cli: &Cli, handle: Handle) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let limit = cli.duration.map(Duration::from_secs_f64);
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if limit.is_some_and(|l| started.elapsed() >= l) {
+            break;
+        }
+        match handle.snapshot().state {
+            RunState::Running => {}
+            RunState::Finished | RunState::Failed(_) => break,
+        }
+    }
+    let snap = handle.stop();
+    let mut snap: Snapshot = (*snap).clone();
+    snap.process = ProcessStats::read(started.elapsed().as_secs_f64());
+    match &cli.json_out {
+        Some(path) => app::write_json(&snap, path)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => println!("{}", serde_json::to_string_pretty(&snap)?),
+    }
+    if let RunState::Failed(e) = &snap.state {
+        anyhow::bail!("{e}");
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! Frames in, snapshots out: decode with `proto_parse`, analyse with the
+//! analyzer's flow engine, and gather what the panes show. No threads, no
+//! clock of its own: the capture thread (and tests) pass the times in.
+
+use std::collections::HashMap;
+
+use analyzer::{Config, Engine, Observation};
+use proto_parse::frame::{self, DecodeConfig, LinkType};
+
+use crate::events::{EventConfig, EventDetector};
+use crate::latency::LatencyRecorder;
+use crate::model::{CaptureStats, DirKey, DirRate, RunState, Snapshot, SourceInfo};
+
+/// Decode settings for the UDP ports, from the command line.
+pub fn decode_config(metaroce_port: u16, rocev2_port: u16) -> DecodeConfig {
+    DecodeConfig {
+        metaroce_port,
+        rocev2_port,
+        heuristic: false,
+        // The engine does not use the RoCEv2 ICRC; checking it costs more
+        // than the rest of decoding.
+        verify_crc: false,
+    }
+}
+
+/// The capture-side state behind the panes.
+pub struct Pipeline {
+    source: SourceInfo,
+    decode: DecodeConfig,
+    engine_cfg: Config,
+    event_cfg: EventConfig,
+    engine: Engine,
+    latency: LatencyRecorder,
+    events: EventDetector,
+    frame_no: u64,
+    bytes: u64,
+    seq: u64,
+    /// For rates: previous tick's (wall ns, frames, bytes) and
+    /// (capture ns, goodput bytes and packets per direction).
+    prev_wall: Option<(u64, u64, u64)>,
+    prev_capture_ns: u64,
+    prev_dirs: HashMap<DirKey, (u64, u64)>,
+    dir_rates: HashMap<DirKey, DirRate>,
+    last_rates: (f64, f64),
+}
+
+impl Pipeline {
+    pub fn new(
+        source: SourceInfo,
+        decode: DecodeConfig,
+        engine_cfg: Config,
+        event_cfg: EventConfig,
+    ) -> Pipeline {
+        Pipeline {
+            source,
+            decode,
+            engine_cfg,
+            event_cfg,
+            engine: Engine::new(engine_cfg),
+            latency: LatencyRecorder::default(),
+            events: EventDetector::new(event_cfg),
+            frame_no: 0,
+            bytes: 0,
+            seq: 0,
+            prev_wall: None,
+            prev_capture_ns: 0,
+            prev_dirs: HashMap::new(),
+            dir_rates: HashMap::new(),
+            last_rates: (0.0, 0.0),
+        }
+    }
+
+    /// Forgets everything seen so far (the `r` key).
+    pub fn reset(&mut self) {
+        self.engine = Engine::new(self.engine_cfg);
+        self.latency = LatencyRecorder::default();
+        self.events = EventDetector::new(self.event_cfg);
+        self.frame_no = 0;
+        self.bytes = 0;
+        self.prev_wall = None;
+        self.prev_capture_ns = 0;
+        self.prev_dirs.clear();
+        self.dir_rates.clear();
+    }
+
+    /// Frames handed to the engine since the start (or the last reset).
+    pub fn frames(&self) -> u64 {
+        self.frame_no
+    }
+
+    /// The engine's capture clock (ns).
+    pub fn now_ns(&self) -> u64 {
+        self.engine.now()
+    }
+
+    /// One captured frame.
+    #[inline]
+    pub fn on_frame(&mut self, link: LinkType, ts_ns: u64, data: &[u8], wire_len: u32) {
+        self.frame_no += 1;
+        self.bytes += u64::from(wire_len);
+        let decoded = frame::decode(link, data, &self.decode);
+        match Observation::from_frame(self.frame_no, ts_ns, &decoded) {
+            Some(obs) => {
+                let v = self.engine.ingest(&obs);
+                if let Some(rtt) = v.ack_rtt_ns {
+                    self.latency.record(rtt);
+                }
+            }
+            None => self.engine.ingest_other(ts_ns),
+        }
+    }
+
+    /// Moves the capture clock without a packet (stalls become visible).
+    pub fn advance_time(&mut self, now_ns: u64) {
+        self.engine.advance_time(now_ns);
+    }
+
+    /// Ends a replay at its last timestamp.
+    pub fn finish(&mut self) {
+        let now = self.engine.now();
+        self.engine.finish(now);
+    }
+
+    /// Builds the snapshot for this tick. `wall_ns` is a monotonic wall
+    /// clock (ns since the capture started) for packet and byte rates;
+    /// `stats` carries libpcap's counters (received and drops).
+    pub fn snapshot(&mut self, wall_ns: u64, state: RunState, mut stats: CaptureStats) -> Snapshot {
+        self.seq += 1;
+        let report = self.engine.snapshot();
+        let now = self.engine.now();
+        self.events.update(&report, now);
+
+        stats.frames = self.frame_no;
+        stats.bytes = self.bytes;
+        match self.prev_wall {
+            Some((w, f, b)) if wall_ns > w => {
+                let dt = (wall_ns - w) as f64 / 1e9;
+                self.last_rates = (
+                    self.frame_no.saturating_sub(f) as f64 / dt,
+                    self.bytes.saturating_sub(b) as f64 / dt,
+                );
+            }
+            Some(_) => {}
+            None => self.last_rates = (0.0, 0.0),
+        }
+        self.prev_wall = Some((wall_ns, self.frame_no, self.bytes));
+        (stats.packets_per_s, stats.bytes_per_s) = self.last_rates;
+
+        let dt = now.saturating_sub(self.prev_capture_ns) as f64 / 1e9;
+        let mut rates = Vec::with_capacity(report.directions.len());
+        let mut next = HashMap::with_capacity(report.directions.len());
+        for d in &report.directions {
+            let key = DirKey::of(d);
+            let sent = d.data_packets + d.feedback_sent + d.probes + d.ctrl;
+            let rate = match self.prev_dirs.get(&key) {
+                Some(&(g, p)) if dt > 0.0 => DirRate {
+                    goodput_bps: d.goodput_bytes.saturating_sub(g) as f64 * 8.0 / dt,
+                    packets_per_s: sent.saturating_sub(p) as f64 / dt,
+                },
+                // The capture clock stood still (a finished replay): keep
+                // the last rates.
+                Some(_) => self.dir_rates.get(&key).copied().unwrap_or_default(),
+                // First sight: the whole life so far.
+                None => DirRate {
+                    goodput_bps: d.goodput_bps as f64,
+                    packets_per_s: 0.0,
+                },
+            };
+            rates.push(rate);
+            self.dir_rates.insert(key, rate);
+            next.insert(key, (d.goodput_bytes, sent));
+        }
+        self.dir_rates.retain(|k, _| next.contains_key(k));
+        if dt > 0.0 {
+            self.prev_dirs = next;
+            self.prev_capture_ns = now;
+        } else {
+            for (k, v) in next {
+                self.prev_dirs.entry(k).or_insert(v);
+            }
+        }
+
+        Snapshot {
+            source: self.source.clone(),
+            state,
+            seq: self.seq,
+            elapsed_s: wall_ns as f64 / 1e9,
+            stats,
+            rates,
+            latency: self.latency.view(),
+            events: self.events.events(),
+            process: None,
+            report,
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The connections table: one row per connection direction that sent DATA
+//! (`a` shows feedback-only directions too), sortable by goodput,
+//! retransmissions, RTT p99 and stalls.
+
+use analyzer::engine::DirectionReport;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Cell, Row, Table, TableState};
+
+use crate::app::{App, SortKey};
+
+use super::fmt;
+
+/// Loss of a direction: receiver-side path_seq gaps plus sender-side
+/// inferred losses, summed over its paths (spec 9).
+pub fn lost(d: &DirectionReport) -> u64 {
+    d.paths.iter().map(|p| p.lost + p.lost_inferred).sum()
+}
+
+pub fn render(f: &mut Frame<'_>, area: Rect, app: &mut App) {
+    app.page_rows = usize::from(area.height.saturating_sub(3)).max(1);
+    let rows = app.rows();
+    let selected = app.selected_index(&rows);
+    let arrow = if app.descending { "▼" } else { "▲" };
+    let head = |label: &'static str, key: Option<SortKey>| {
+        if key == Some(app.sort) {
+            Cell::from(format!("{arrow}{label}")).style(Style::default().fg(Color::Yellow))
+        } else {
+            Cell::from(label)
+        }
+    };
+    let header = Row::new(vec![
+        head("Connection (src#conn→dst#conn)", None),
+        head("Goodput", Some(SortKey::Goodput)),
+        head("Pkt/s", None),
+        head("DATA", None),
+        head("Retx", Some(SortKey::Retransmissions)),
+        head("Retx%", None),
+        head("Loss", None),
+        head("OOO", None),
+        head("CE", None),
+        head("NACK", None),
+        head("CNP", None),
+        head("RTT p50", None),
+        head("RTT p99", Some(SortKey::RttP99)),
+        head("Stalls", Some(SortKey::Stalls)),
+        head("Paths", None),
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let body = rows.iter().map(|r| {
+        let d = r.dir;
+        let stalls = d.stalls.len() as u64 + d.stalls_dropped;
+        let open = d.stalls.iter().any(|s| s.open);
+        let loss = lost(d);
+        let warn = |n: u64, c: Color| {
+            if n > 0 {
+                Style::default().fg(c)
+            } else {
+                Style::default()
+            }
+        };
+        Row::new(vec![
+            Cell::from(r.key.to_string()),
+            Cell::from(fmt::bps(r.rate.goodput_bps)),
+            Cell::from(fmt::per_s(r.rate.packets_per_s).replace(" /s", "")),
+            Cell::from(fmt::count(d.data_packets)),
+            Cell::from(fmt::count(d.retransmissions)).style(warn(d.retransmissions, Color::Yellow)),
+            Cell::from(fmt::pct(d.retransmissions, d.data_packets)),
+            Cell::from(fmt::count(loss)).style(warn(loss, Color::Red)),
+            Cell::from(fmt::count(d.out_of_order)),
+            Cell::from(fmt::count(d.ce_marked)).style(warn(d.ce_marked, Color::Magenta)),
+            Cell::from(fmt::count(d.nacks)).style(warn(d.nacks, Color::Yellow)),
+            Cell::from(fmt::count(d.cnps)).style(warn(d.cnps, Color::Magenta)),
+            Cell::from(fmt::ns(d.ack_rtt_ns.p50)),
+            Cell::from(fmt::ns(d.ack_rtt_ns.p99)),
+            Cell::from(if open {
+                format!("{stalls}+open")
+            } else {
+                stalls.to_string()
+            })
+            .style(warn(stalls, Color::Red)),
+            Cell::from(d.paths.len().to_string()),
+        ])
+    });
+    let widths = [
+        Constraint::Min(30),
+        Constraint::Length(11),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Length(5),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(7),
+        Constraint::Length(5),
+    ];
+    let title = Line::from(format!(
+        " Connections ({} of {}) sort {arrow}{}{} ",
+        rows.len(),
+        app.snapshot.report.directions.len(),
+        app.sort.label(),
+        if app.filter.is_empty() {
+            String::new()
+        } else {
+            format!(" filter \"{}\"", app.filter)
+        }
+    ));
+    let table = Table::new(body, widths)
+        .header(header)
+        .block(Block::bordered().title(title))
+        .column_spacing(1)
+        .row_highlight_style(
+            Style::default()
+                .bg(Color::DarkGray)
+                .add_modifier(Modifier::BOLD),
+        )
+        .highlight_symbol("▶");
+    let mut state = TableState::default().with_selected(selected);
+    f.render_stateful_widget(table, area, &mut state);
+}

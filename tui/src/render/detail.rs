@@ -1,0 +1,185 @@
+//! Detail view of one connection: the selected direction's counters, its
+//! latencies, its stalls, and what the reverse direction sent back.
+
+use analyzer::engine::{DirectionReport, Summary};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+
+use crate::app::App;
+use crate::model::DirKey;
+
+use super::{connections, fmt};
+
+fn kv(k: &str, v: String) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(format!(" {k:<16}"), Style::default().fg(Color::DarkGray)),
+        Span::raw(v),
+    ])
+}
+
+fn head(t: &str) -> Line<'static> {
+    Line::from(Span::styled(
+        format!(" {t}"),
+        Style::default()
+            .fg(Color::Yellow)
+            .add_modifier(Modifier::BOLD),
+    ))
+}
+
+fn summary(s: &Summary) -> String {
+    if s.count == 0 {
+        "-".into()
+    } else {
+        format!(
+            "n={} p50 {} p99 {} p99.9 {} max {}",
+            fmt::count(s.count),
+            fmt::ns(s.p50),
+            fmt::ns(s.p99),
+            fmt::ns(s.p999),
+            fmt::ns(s.max)
+        )
+    }
+}
+
+fn counters(d: &DirectionReport, goodput_bps: f64) -> Vec<Line<'static>> {
+    let map = |m: &std::collections::BTreeMap<String, u64>| {
+        if m.is_empty() {
+            String::new()
+        } else {
+            let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            format!(" ({})", parts.join(", "))
+        }
+    };
+    vec![
+        head("Sent by this direction"),
+        kv(
+            "DATA",
+            format!("{} pkts, {} bytes", d.data_packets, d.data_bytes),
+        ),
+        kv(
+            "goodput",
+            format!(
+                "{} now, {} average",
+                fmt::bps(goodput_bps),
+                fmt::bps(d.goodput_bps as f64)
+            ),
+        ),
+        kv(
+            "retransmissions",
+            format!(
+                "{} (fast {}, timeout {}, spurious {})",
+                d.retransmissions,
+                d.fast_retransmissions,
+                d.timeout_retransmissions,
+                d.spurious_retransmissions
+            ),
+        ),
+        kv(
+            "loss",
+            format!("{} (path_seq gaps {})", connections::lost(d), d.path_loss),
+        ),
+        kv(
+            "out of order",
+            format!(
+                "{} (max distance {})",
+                d.out_of_order, d.max_reorder_distance
+            ),
+        ),
+        kv("trimmed / CE", format!("{} / {}", d.trimmed, d.ce_marked)),
+        kv(
+            "messages",
+            format!(
+                "{} completed, {} delivered",
+                d.messages_completed, d.messages_delivered
+            ),
+        ),
+        kv(
+            "cum ack / high",
+            format!(
+                "{} / {} ({} outstanding)",
+                d.cum_ack.map_or("-".into(), |v| v.to_string()),
+                d.highest_psn.map_or("-".into(), |v| v.to_string()),
+                d.outstanding_packets
+            ),
+        ),
+        head("Feedback it received"),
+        kv("ACK", format!("{} (ECE {})", d.acks, d.ece)),
+        kv("NACK", format!("{}{}", d.nacks, map(&d.nacks_by_code))),
+        kv("CNP", format!("{}{}", d.cnps, map(&d.cnps_by_reason))),
+        kv(
+            "probes",
+            format!("{} sent, {} replies", d.probes, d.probe_replies),
+        ),
+    ]
+}
+
+pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
+    let Some(row) = app.selected_row() else {
+        f.render_widget(
+            Paragraph::new(" no connection selected").block(Block::bordered().title(" Detail ")),
+            area,
+        );
+        return;
+    };
+    let d = row.dir;
+    let block = Block::bordered().title(format!(" Detail {} ", row.key));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Fill(1)]).areas(inner);
+    f.render_widget(Paragraph::new(counters(d, row.rate.goodput_bps)), left);
+
+    let mut lines = vec![
+        head("Latency"),
+        kv("ACK RTT", summary(&d.ack_rtt_ns)),
+        kv("fabric RTT", summary(&d.fabric_rtt_ns)),
+        kv("msg completion", summary(&d.msg_completion_ns)),
+        kv("msg delivery", summary(&d.msg_delivery_ns)),
+    ];
+    let reverse: Option<&DirectionReport> = app
+        .snapshot
+        .direction(DirKey::reverse(row.key))
+        .map(|(_, r)| r);
+    lines.push(head("Reverse direction"));
+    lines.push(match reverse {
+        Some(r) => kv(
+            "sent",
+            format!(
+                "{} feedback, {} DATA, {} CTRL",
+                r.feedback_sent, r.data_packets, r.ctrl
+            ),
+        ),
+        None => kv("sent", "not captured".into()),
+    });
+    lines.push(head(&format!(
+        "Stalls ({}{})",
+        d.stalls.len(),
+        if d.stalls_dropped > 0 {
+            format!(" + {} not kept", d.stalls_dropped)
+        } else {
+            String::new()
+        }
+    )));
+    let first = app.snapshot.report.capture.first_ts_ns;
+    for s in d.stalls.iter().rev().take(8) {
+        lines.push(Line::from(Span::styled(
+            format!(
+                "  +{:.6}s {} {}, {} outstanding, paths {:?}",
+                s.start_ns.saturating_sub(first) as f64 / 1e9,
+                fmt::ns(s.duration_ns),
+                if s.open {
+                    "OPEN".to_string()
+                } else {
+                    format!("ended by {}", s.end_cause.replace('_', " "))
+                },
+                s.outstanding_packets,
+                s.paths_in_flight
+            ),
+            Style::default().fg(if s.open { Color::Red } else { Color::LightRed }),
+        )));
+    }
+    f.render_widget(Paragraph::new(lines), right);
+}

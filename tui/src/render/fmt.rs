@@ -1,0 +1,102 @@
+//! Number formatting shared by the panes.
+
+/// Bits per second: "0 b/s", "812 kb/s", "1.23 Gb/s".
+pub fn bps(v: f64) -> String {
+    si(v, "b/s")
+}
+
+/// Bytes per second: "4.10 MB/s".
+pub fn bytes_per_s(v: f64) -> String {
+    si(v, "B/s")
+}
+
+/// A rate of things per second: "123k/s".
+pub fn per_s(v: f64) -> String {
+    si(v, "/s")
+}
+
+fn si(v: f64, unit: &str) -> String {
+    let (x, p) = if v >= 1e9 {
+        (v / 1e9, "G")
+    } else if v >= 1e6 {
+        (v / 1e6, "M")
+    } else if v >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        return format!("{v:.0} {unit}");
+    };
+    if x >= 100.0 {
+        format!("{x:.0} {p}{unit}")
+    } else if x >= 10.0 {
+        format!("{x:.1} {p}{unit}")
+    } else {
+        format!("{x:.2} {p}{unit}")
+    }
+}
+
+/// A count: "999", "12.3k", "4.56M".
+pub fn count(v: u64) -> String {
+    if v < 10_000 {
+        v.to_string()
+    } else if v < 1_000_000 {
+        format!("{:.1}k", v as f64 / 1e3)
+    } else if v < 1_000_000_000 {
+        format!("{:.2}M", v as f64 / 1e6)
+    } else {
+        format!("{:.2}G", v as f64 / 1e9)
+    }
+}
+
+/// A duration: "-", "850ns", "24.0µs", "5.03ms", "1.20s".
+pub fn ns(v: u64) -> String {
+    if v == 0 {
+        "-".into()
+    } else if v < 1_000 {
+        format!("{v}ns")
+    } else if v < 1_000_000 {
+        format!("{:.1}µs", v as f64 / 1e3)
+    } else if v < 1_000_000_000 {
+        format!("{:.2}ms", v as f64 / 1e6)
+    } else {
+        format!("{:.2}s", v as f64 / 1e9)
+    }
+}
+
+/// A percentage of `part` in `whole`: "0.0%".
+pub fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// A horizontal bar of `width` cells for `frac` in 0..=1 (eighths).
+pub fn bar(frac: f64, width: usize) -> String {
+    const PARTS: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
+    let eighths = (frac.clamp(0.0, 1.0) * (width * 8) as f64).round() as usize;
+    let mut s: String = "█".repeat(eighths / 8);
+    if !eighths.is_multiple_of(8) {
+        s.push(PARTS[eighths % 8]);
+    }
+    let len = s.chars().count();
+    s.extend(std::iter::repeat_n(' ', width.saturating_sub(len)));
+    s
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(bps(1.234e9), "1.23 Gb/s");
+        assert_eq!(bps(0.0), "0 b/s");
+        assert_eq!(count(12_345), "12.3k");
+        assert_eq!(ns(24_000), "24.0µs");
+        assert_eq!(ns(5_026_000), "5.03ms");
+        assert_eq!(pct(1, 4), "25.0%");
+        assert_eq!(bar(0.5, 4), "██  ");
+        assert_eq!(bar(1.0, 2), "██");
+    }
+}

@@ -1,0 +1,108 @@
+//! The status line: source, packet and byte rates, libpcap drops (always
+//! shown, red when non-zero), totals and the UI state.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::app::App;
+use crate::model::{RunState, SourceInfo};
+
+use super::fmt;
+
+pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
+    let s = &app.snapshot;
+    let sep = || Span::styled(" │ ", Style::default().fg(Color::DarkGray));
+    let title = Style::default()
+        .fg(Color::Black)
+        .bg(Color::Green)
+        .add_modifier(Modifier::BOLD);
+    let source = match &s.source {
+        SourceInfo::Live { interface, .. } => format!("live {interface}"),
+        SourceInfo::Replay { file, speed } => {
+            let name = std::path::Path::new(file)
+                .file_name()
+                .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
+            if *speed > 0.0 && speed.is_finite() {
+                format!("replay {name} ×{speed}")
+            } else {
+                format!("replay {name} (max speed)")
+            }
+        }
+    };
+    let drops = |label: &str, n: u64| {
+        let style = if n > 0 {
+            Style::default()
+                .fg(Color::White)
+                .bg(Color::Red)
+                .add_modifier(Modifier::BOLD)
+        } else {
+            Style::default().fg(Color::Green)
+        };
+        Span::styled(format!("{label} {}", fmt::count(n)), style)
+    };
+    let st = &s.stats;
+    let mut spans = vec![
+        Span::styled(" metaroce-top ", title),
+        Span::raw(" "),
+        Span::raw(source),
+        sep(),
+        Span::raw(format!(
+            "{} pkt/s {}",
+            fmt::per_s(st.packets_per_s).trim_end_matches(" /s"),
+            fmt::bytes_per_s(st.bytes_per_s)
+        )),
+        sep(),
+        Span::raw("drops "),
+        drops("kernel", st.kernel_drops),
+        Span::raw(" "),
+        drops("if", st.interface_drops),
+        sep(),
+        Span::raw(format!(
+            "frames {} flows {}",
+            fmt::count(st.frames),
+            s.report.engine.live_directions + s.report.engine.live_rocev2_flows
+        )),
+    ];
+    if s.report.capture.malformed > 0 || st.capture_errors > 0 {
+        spans.push(sep());
+        spans.push(Span::styled(
+            format!(
+                "malformed {} bad records {}",
+                s.report.capture.malformed, st.capture_errors
+            ),
+            Style::default().fg(Color::Yellow),
+        ));
+    }
+    match &s.state {
+        RunState::Running => {}
+        RunState::Finished => {
+            spans.push(sep());
+            spans.push(Span::styled(
+                "replay done",
+                Style::default().fg(Color::Cyan),
+            ));
+        }
+        RunState::Failed(e) => {
+            spans.push(sep());
+            spans.push(Span::styled(
+                e.clone(),
+                Style::default().fg(Color::White).bg(Color::Red),
+            ));
+        }
+    }
+    if app.paused {
+        spans.push(sep());
+        spans.push(Span::styled(
+            "PAUSED",
+            Style::default().fg(Color::Black).bg(Color::Yellow),
+        ));
+    }
+    if let Some(m) = &app.message {
+        spans.push(sep());
+        spans.push(Span::styled(m.clone(), Style::default().fg(Color::Cyan)));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
