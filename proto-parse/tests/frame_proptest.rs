@@ -48,6 +48,7 @@ fn walk(frame: &Frame<'_>) {
         if let Some(p) = &roce.packet {
             let _ = Repr::parse(p).to_string();
             let _ = (p.payload(), p.icrc(), p.data_len());
+            let _ = p.warnings().count();
         }
     }
     let _ = frame.icrc_status();

@@ -180,6 +180,7 @@ proptest! {
             let _ = (packet.deth(), packet.reth(), packet.aeth(), packet.atomic_eth());
             let _ = (packet.atomic_ack_eth(), packet.imm_dt(), packet.ieth());
             let _ = packet.verify_icrc(&ip, &udp);
+            let _ = packet.warnings().count();
             let _ = Repr::parse(&packet).to_string();
         }
         let _ = parse_lax(&bytes, wire);

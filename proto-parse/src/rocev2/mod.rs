@@ -40,7 +40,7 @@ pub use atomic::AtomicEthRepr;
 pub use icrc::{ICRC_LEN, IcrcStatus};
 pub use opcode::{ExtHeaders, Opcode, Service};
 
-use crate::{Error, Layer, LenSource};
+use crate::{Error, Layer, LenSource, Warning};
 
 /// The IANA UDP destination port of RoCEv2.
 pub const UDP_PORT: u16 = 4791;
@@ -301,6 +301,73 @@ impl<T: AsRef<[u8]>> Packet<T> {
             (Some(covered), Some(stored)) => icrc::verify(ip_headers, udp_header, covered, stored),
             _ => IcrcStatus::NotPresent,
         }
+    }
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Legal but suspicious contents, never fatal: a transport header
+    /// version other than 0, non-zero reserved bits (BTH resv6a and resv7,
+    /// DETH, AETH bit 7), a reserved AETH syndrome kind, a pad count larger
+    /// than the payload. Offsets are from the BTH start. Does not allocate.
+    pub fn warnings(&self) -> impl Iterator<Item = Warning> + use<T> {
+        let view = self.as_view();
+        let b = view.bth();
+        let w = |cond: bool, layer: Layer, offset: usize, message: &'static str| {
+            cond.then_some(Warning {
+                layer,
+                offset,
+                message,
+            })
+        };
+        let aeth_off = ext_offset(self.headers, ExtHeaders::AETH);
+        let deth_off = ext_offset(self.headers, ExtHeaders::DETH);
+        let syndrome = view.aeth().map(|a| a.syndrome_byte());
+        [
+            w(
+                b.tver() != 0,
+                Layer::Bth,
+                1,
+                "transport header version is not 0",
+            ),
+            w(
+                b.resv6a() != 0,
+                Layer::Bth,
+                4,
+                "reserved bits (resv6a) are not zero",
+            ),
+            w(
+                b.resv7() != 0,
+                Layer::Bth,
+                8,
+                "reserved bits (resv7) are not zero",
+            ),
+            w(
+                view.deth().is_some_and(|d| d.reserved() != 0),
+                Layer::Bth,
+                deth_off + 4,
+                "DETH reserved byte is not zero",
+            ),
+            w(
+                syndrome.is_some_and(|s| s & 0x80 != 0),
+                Layer::Aeth,
+                aeth_off,
+                "AETH syndrome reserved bit is set",
+            ),
+            w(
+                syndrome.is_some_and(|s| s & 0x60 == 0x40),
+                Layer::Aeth,
+                aeth_off,
+                "AETH syndrome kind is reserved (0b10)",
+            ),
+            w(
+                usize::from(b.pad_count()) > self.payload_wire_len(),
+                Layer::Bth,
+                1,
+                "pad count exceeds the payload",
+            ),
+        ]
+        .into_iter()
+        .flatten()
     }
 }
 
@@ -684,6 +751,25 @@ mod test {
         assert_eq!((stop.layer, stop.offset), (Layer::Icrc, 35));
         assert!(stop.is_capture_truncation());
         assert_eq!(packet.verify_icrc(&[], &[]), IcrcStatus::NotPresent);
+    }
+
+    #[test]
+    fn test_warnings() {
+        let packet = Packet::new_checked(&ACK_BYTES[..]).unwrap();
+        assert_eq!(packet.warnings().count(), 0);
+        let mut bytes = ACK_BYTES;
+        bytes[8] = 0x81; // AckReq + resv7
+        bytes[12] = 0xdf; // AETH reserved bit 7 + reserved kind 0b10
+        let packet = Packet::new_checked(&bytes[..]).unwrap();
+        let warnings: Vec<_> = packet.warnings().collect();
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert_eq!((warnings[0].layer, warnings[0].offset), (Layer::Bth, 8));
+        assert_eq!((warnings[1].layer, warnings[1].offset), (Layer::Aeth, 12));
+        // pad count larger than an empty payload
+        let mut bytes = ACK_BYTES;
+        bytes[1] = 0x30;
+        let packet = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(packet.warnings().count(), 1);
     }
 
     #[test]
