@@ -100,6 +100,11 @@ static PREF_STALL_US: AtomicU32 = AtomicU32::new(1000);
 
 static HANDLE: AtomicPtr<ws::dissector_handle> = AtomicPtr::new(null_mut());
 
+/// Set at registration when `METAROCE_DISSECTOR_TEST_PANIC` is in the
+/// environment: the dissector then panics on every packet, so the tests can
+/// check that a panic becomes a dissector bug report, not an abort.
+static TEST_PANIC: AtomicI32 = AtomicI32::new(0);
+
 fn hf_id(hf: Hf) -> c_int {
     HF[hf as usize].load(Ordering::Relaxed)
 }
@@ -277,6 +282,9 @@ unsafe fn register() {
         )
     };
     PROTO.store(proto, Ordering::Relaxed);
+    if std::env::var_os("METAROCE_DISSECTOR_TEST_PANIC").is_some() {
+        TEST_PANIC.store(1, Ordering::Relaxed);
+    }
 
     let hf: Vec<ws::hf_register_info> = FIELDS
         .iter()
@@ -532,6 +540,10 @@ unsafe fn dissect_packet(
         ws::col_clear(cinfo, ws::COL_INFO as c_int);
         (cinfo, ws::tvb_reported_length(tvb) as usize)
     };
+    assert!(
+        TEST_PANIC.load(Ordering::Relaxed) == 0,
+        "test panic (METAROCE_DISSECTOR_TEST_PANIC is set)"
+    );
     let opts = Options {
         check_crc: PREF_CHECK_CRC.load(Ordering::Relaxed) != 0,
     };

@@ -344,3 +344,31 @@ fn heuristic_does_not_misfire_on_real_rocev2_dns_or_random_udp() {
     }
     assert_eq!(taken_any_port, 0);
 }
+
+#[test]
+fn a_panic_is_reported_as_a_dissector_bug_not_a_crash() {
+    let t = Tshark::new();
+    let pcap = write_pcap(&t, "fixture.pcap", &fixture_frames());
+    let pcap = pcap.to_str().unwrap();
+    // Without WIRESHARK_ABORT_ON_DISSECTOR_BUG: every frame shows the bug,
+    // tshark goes on and exits 0.
+    let out = t.run_env(&["METAROCE_DISSECTOR_TEST_PANIC=1"], &["-n", "-r", pcap]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let bugs = stdout
+        .lines()
+        .filter(|l| {
+            l.contains("[Dissector bug, protocol MetaRoCE: MetaRoCE dissector panicked: test panic")
+        })
+        .count();
+    assert_eq!(bugs, 12, "{stdout}");
+    // With it, tshark aborts: what every other test would see on a bug.
+    let out = t.run_env(
+        &[
+            "METAROCE_DISSECTOR_TEST_PANIC=1",
+            "WIRESHARK_ABORT_ON_DISSECTOR_BUG=1",
+        ],
+        &["-n", "-r", pcap],
+    );
+    assert!(!out.status.success(), "tshark should abort: {out:?}");
+}

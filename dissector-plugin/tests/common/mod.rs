@@ -135,6 +135,11 @@ impl Tshark {
 
     /// Runs tshark with the plugin, `WIRESHARK_ABORT_ON_DISSECTOR_BUG=1`.
     pub fn run(&self, args: &[&str]) -> Output {
+        self.run_env(&["WIRESHARK_ABORT_ON_DISSECTOR_BUG=1"], args)
+    }
+
+    /// Runs tshark with the plugin and these `NAME=value` variables.
+    pub fn run_env(&self, vars: &[&str], args: &[&str]) -> Output {
         let mut cmd = if is_root() {
             let mut c = Command::new("setpriv");
             c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "env"]);
@@ -147,7 +152,7 @@ impl Tshark {
                 "WIRESHARK_PLUGIN_DIR={}",
                 self.plugin_dir.display()
             ))
-            .arg("WIRESHARK_ABORT_ON_DISSECTOR_BUG=1")
+            .args(vars)
             .arg("tshark")
             .args(args)
             .current_dir(self.dir.path());
