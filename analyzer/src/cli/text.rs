@@ -272,7 +272,7 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
         let corrupt = r.read.corrupt_records;
         let _ = write!(
             out,
-            "  {}: {} frames, {} ",
+            "  {}: {} frames, {}, ",
             r.path.display(),
             rc.frames,
             fmt_ns(rc.duration_ns)
@@ -312,7 +312,7 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
         fmt_ns(merged.engine.stall_threshold_ns)
     );
 
-    let dirs: Vec<(String, &DirectionReport)> = results
+    let all: Vec<(String, &DirectionReport)> = results
         .iter()
         .flat_map(|r| {
             r.report
@@ -321,6 +321,20 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
                 .map(move |d| (label(n, &r.stem, d), d))
         })
         .collect();
+    let total = all.len();
+    let dirs: Vec<(String, &DirectionReport)> =
+        all.into_iter().filter(|(_, d)| carries_data(d)).collect();
+    if dirs.len() < total {
+        let _ = writeln!(
+            out,
+            "  {}",
+            format!(
+                "{} of {total} directions carry no DATA (CTRL or feedback only): not listed",
+                total - dirs.len()
+            )
+            .dimmed()
+        );
+    }
 
     if !dirs.is_empty() {
         render_directions(&mut out, &dirs);
@@ -331,6 +345,11 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
     render_rocev2(&mut out, results);
     render_notes(&mut out, results, merged);
     out
+}
+
+/// A direction worth a row: it sent DATA or PROBEs, or was stalled.
+fn carries_data(d: &DirectionReport) -> bool {
+    d.data_packets > 0 || d.probes > 0 || !d.stalls.is_empty() || d.stalls_dropped > 0
 }
 
 fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
@@ -460,7 +479,10 @@ fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
 }
 
 fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
-    heading(out, "Paths (direction, ev)");
+    heading(
+        out,
+        "Paths (direction, ev; evs that carried DATA or PROBEs)",
+    );
     let mut t = Table::new(&[
         "direction",
         "ev",
@@ -480,7 +502,11 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         "rtt max",
     ]);
     for (name, d) in dirs {
-        for p in &d.paths {
+        for p in d
+            .paths
+            .iter()
+            .filter(|p| p.data_packets > 0 || p.ack_rtt_ns.count > 0)
+        {
             let s = &p.ack_rtt_ns;
             t.push(vec![
                 Cell::l(name.clone()),
