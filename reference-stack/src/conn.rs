@@ -2399,9 +2399,7 @@ impl Connection {
         let ps = self.next_path_seq(ev);
         let psn = self.snd_nxt;
         let more_queued = self.queue.len() > 1;
-        let Some(m) = self.queue.front_mut() else {
-            return None;
-        };
+        let m = self.queue.front_mut()?;
         let off = m.next_off;
         let end = off + chunk;
         let mut flags = Flags::empty();

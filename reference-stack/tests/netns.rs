@@ -97,7 +97,7 @@ fn transfer_across_veth_with_nftables_loss() {
     }
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("client.pcap");
-    let mut server = Command::new("ip")
+    let server = Command::new("ip")
         .args([
             "netns",
             "exec",

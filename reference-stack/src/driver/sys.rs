@@ -61,6 +61,7 @@ impl RecvBatch {
 
 /// Receives up to a batch of datagrams without blocking; `Ok(0)` when none
 /// is waiting.
+#[allow(clippy::needless_range_loop)]
 pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
     let n = b.bufs.len();
     let mut iovs: Vec<libc::iovec> = b
@@ -129,6 +130,7 @@ pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
 
 /// Sends every datagram of `msgs` (blocking socket), in `sendmmsg` calls of
 /// up to 64. Returns the number of system calls.
+#[allow(clippy::needless_range_loop)]
 pub fn send_batch(fd: RawFd, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<usize> {
     let mut calls = 0;
     let mut done = 0;
