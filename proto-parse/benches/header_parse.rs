@@ -1,7 +1,8 @@
 //! Header parsing throughput, one core: MetaRoCE headers per second through
 //! the checked view (`Packet::new_checked`, which validates the whole packet
 //! as spec section 8 asks, plus the getters an analyzer reads), and whole
-//! frames through `frame::decode` (Ethernet/IPv4/UDP + MetaRoCE).
+//! frames through `frame::decode` (Ethernet/IPv4/UDP + MetaRoCE, and the
+//! real RoCEv2 frames with and without the ICRC check).
 //! Goal (issue "Foundation"): >= 50 million MetaRoCE headers/s per core.
 
 use std::hint::black_box;
@@ -143,5 +144,46 @@ fn whole_frames(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, metaroce_headers, whole_frames);
+/// The real RoCEv2 frames of `fixtures/real/oferby_proxy_roce.pcap`, with
+/// and without the ICRC check (CRC-32 over the whole frame dominates).
+fn real_rocev2_frames(c: &mut Criterion) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/real/oferby_proxy_roce.pcap"
+    );
+    let mut reader = proto_parse::capture::Reader::open(path).unwrap();
+    let mut frames = Vec::new();
+    while let Some(record) = reader.next_record() {
+        frames.push(record.unwrap().data.to_vec());
+    }
+    let mut group = c.benchmark_group("rocev2");
+    group.throughput(Throughput::Elements(frames.len() as u64));
+    for verify_crc in [false, true] {
+        let config = DecodeConfig {
+            verify_crc,
+            ..DecodeConfig::default()
+        };
+        let name = if verify_crc {
+            "decode_real_with_icrc"
+        } else {
+            "decode_real"
+        };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut n = 0u64;
+                for bytes in &frames {
+                    let frame = frame::decode(LinkType::Ethernet, black_box(bytes), &config);
+                    n += frame
+                        .rocev2()
+                        .and_then(|r| r.packet.as_ref())
+                        .map_or(0, |p| u64::from(p.bth().psn()));
+                }
+                n
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, metaroce_headers, whole_frames, real_rocev2_frames);
 criterion_main!(benches);
