@@ -975,12 +975,12 @@ impl Connection {
     /// presumed lost: two smoothed RTTs plus the ACK delay and the path's
     /// reordering window.
     fn loss_threshold(&self, p: &Path) -> u64 {
-        let srtt = if p.has_rtt {
-            p.srtt
-        } else {
-            self.cfg.rto_initial / 2
-        };
-        2 * srtt + self.cfg.ack_delay + p.reo_wnd
+        if !p.has_rtt {
+            return self.cfg.rto_initial + self.cfg.ack_delay;
+        }
+        // Variance-aware: a queue that builds up quickly inflates RTTs
+        // beyond twice the smoothed value.
+        p.srtt + p.srtt.max(4 * p.rttvar) + self.cfg.ack_delay + p.reo_wnd
     }
 
     fn tlp_interval(&self) -> u64 {
