@@ -587,6 +587,21 @@ impl Connection {
         self.remote
     }
 
+    /// The peer's connection id (0 before ACCEPT).
+    pub fn remote_id(&self) -> u32 {
+        self.remote_id
+    }
+
+    /// Next PSN this side will send.
+    pub fn next_psn(&self) -> u32 {
+        self.snd_nxt
+    }
+
+    /// The cumulative ack this side would send (next PSN expected).
+    pub fn expected_psn(&self) -> u32 {
+        self.rcv_nxt
+    }
+
     pub fn mode(&self) -> Mode {
         self.mode
     }
