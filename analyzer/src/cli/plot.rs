@@ -1,28 +1,476 @@
-//! Charts (feature `plot`). Work in progress.
+//! `metaroce-analyze plot`: PNG and SVG charts (plotters, feature `plot`).
+//!
+//! For every capture, under `OUT/<capture stem>/`, and for every connection
+//! direction that sent DATA:
+//!
+//! - `rtt_paths_<direction>.{png,svg}`: one ACK-RTT histogram per path
+//!   (ev), small multiples, with count, p50 and p99 in each title;
+//! - `msg_latency_<direction>.{png,svg}`: the message-latency histogram of
+//!   the direction (sender view: completion by cumulative ack; receiver
+//!   captures: delivery);
+//! - `psn_time_<direction>.{png,svg}`: PSN versus capture time, one colour
+//!   per ev (tcptrace-style), retransmissions drawn as crosses.
+//!
+//! Values come from the engine's per-packet verdicts. Memory is bounded:
+//! each series keeps at most [`MAX_SAMPLES`] values (a uniform reservoir
+//! sample beyond that) and each PSN chart at most [`MAX_POINTS`] points
+//! (every k-th packet, k doubling as needed).
+//!
+//! Text: plotters' `ttf` feature needs fontconfig and system fonts; this
+//! build uses its `ab_glyph` feature with DejaVu Sans bundled by the
+//! `dejavu` crate, so PNGs have labels on any machine. SVGs name the font
+//! (`sans-serif`) and let the viewer draw it.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::io;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
 
 use super::pipeline::Sink;
-use crate::engine::{Observation, Verdict};
+use super::text::fmt_ns;
+use crate::engine::{MrBody, MsgView, ObsKind, Observation, Report, Verdict};
 
+/// Most samples kept per histogram series.
+pub const MAX_SAMPLES: usize = 100_000;
+/// Most points per PSN-versus-time chart.
+pub const MAX_POINTS: usize = 200_000;
+/// Most paths drawn per direction (the rest are counted in the title).
+const MAX_PATHS: usize = 16;
+
+type DirKey = (IpAddr, u32, IpAddr, u32);
+
+fn dir_name(k: &DirKey) -> String {
+    format!("{}:{} -> {}:{}", k.0, k.1, k.2, k.3)
+}
+
+fn file_name(k: &DirKey) -> String {
+    format!("{}-{}_to_{}-{}", k.0, k.1, k.2, k.3).replace(':', "_")
+}
+
+/// A bounded uniform sample (reservoir, deterministic).
+#[derive(Default)]
+struct Samples {
+    seen: u64,
+    values: Vec<u64>,
+    rng: u64,
+}
+
+impl Samples {
+    fn push(&mut self, v: u64) {
+        self.seen += 1;
+        if self.values.len() < MAX_SAMPLES {
+            self.values.push(v);
+            return;
+        }
+        self.rng = self
+            .rng
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let j = (self.rng >> 11) % self.seen;
+        if (j as usize) < MAX_SAMPLES {
+            self.values[j as usize] = v;
+        }
+    }
+}
+
+/// PSN-versus-time points, thinned to every `stride`-th packet.
+#[derive(Default)]
+struct Points {
+    stride: u64,
+    n: u64,
+    /// (ts_ns, psn, ev, retransmission)
+    pts: Vec<(u64, u32, u16, bool)>,
+}
+
+impl Points {
+    fn push(&mut self, p: (u64, u32, u16, bool)) {
+        if self.stride == 0 {
+            self.stride = 1;
+        }
+        self.n += 1;
+        // Retransmissions are always kept: they are what the chart is for.
+        if !p.3 && self.n % self.stride != 0 {
+            return;
+        }
+        self.pts.push(p);
+        if self.pts.len() >= MAX_POINTS {
+            self.stride *= 2;
+            let mut i = 0u64;
+            self.pts.retain(|p| {
+                i += 1;
+                p.3 || i % 2 == 0
+            });
+        }
+    }
+}
+
+#[derive(Default)]
+struct DirData {
+    rtt_by_ev: BTreeMap<u16, Samples>,
+    msg: Samples,
+    msg_view: Option<&'static str>,
+    psn: Points,
+}
+
+/// The plot sink.
 pub struct Plotter {
-    #[allow(dead_code)]
     out: PathBuf,
+    dir: PathBuf,
+    dirs: BTreeMap<DirKey, DirData>,
     files: Vec<PathBuf>,
+}
+
+static FONT: Once = Once::new();
+
+/// Registers the bundled font for bitmap text (once per process).
+pub fn register_font() {
+    FONT.call_once(|| {
+        // A bad font only costs the labels of the PNGs.
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
 }
 
 impl Plotter {
     pub fn new(out: PathBuf) -> Plotter {
+        register_font();
         Plotter {
+            dir: out.clone(),
             out,
+            dirs: BTreeMap::new(),
             files: Vec::new(),
         }
     }
+
+    /// Files written so far.
     pub fn files(&self) -> &[PathBuf] {
         &self.files
     }
 }
 
 impl Sink for Plotter {
-    fn packet(&mut self, _obs: &Observation, _verdict: &Verdict) {}
+    fn begin_capture(&mut self, _index: usize, _path: &Path, stem: &str) {
+        self.dir = self.out.join(stem);
+        self.dirs.clear();
+    }
+
+    fn packet(&mut self, obs: &Observation, v: &Verdict) {
+        let ObsKind::MetaRoce(mr) = &obs.kind else {
+            return;
+        };
+        let own = (obs.src, mr.src_conn, obs.dst, mr.dst_conn);
+        let reverse = (obs.dst, mr.dst_conn, obs.src, mr.src_conn);
+        match &mr.body {
+            MrBody::Data(_) => {
+                self.dirs.entry(own).or_default().psn.push((
+                    obs.ts_ns,
+                    mr.psn,
+                    mr.ev,
+                    v.retransmission.is_some(),
+                ));
+            }
+            MrBody::Feedback(fb) => {
+                if let Some(rtt) = v.ack_rtt_ns {
+                    self.dirs
+                        .entry(reverse)
+                        .or_default()
+                        .rtt_by_ev
+                        .entry(fb.echo_ev)
+                        .or_default()
+                        .push(rtt);
+                }
+            }
+            _ => {}
+        }
+        if let Some(m) = v.message {
+            let (key, view) = match m.view {
+                MsgView::Delivered => (own, "delivery (receiver view)"),
+                MsgView::Acked => (reverse, "completion (acked, sender view)"),
+                MsgView::Read => (reverse, "READ completion"),
+            };
+            let d = self.dirs.entry(key).or_default();
+            // One view per chart: the sender view wins when both exist.
+            match (d.msg_view, m.view) {
+                (Some(v0), MsgView::Acked) if v0 != view => {
+                    d.msg = Samples::default();
+                    d.msg_view = Some(view);
+                }
+                (Some(v0), _) if v0 != view => return,
+                _ => d.msg_view = Some(view),
+            }
+            d.msg.push(m.latency_ns);
+        }
+    }
+
+    fn end_capture(&mut self, _report: &Report) -> io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let dirs = std::mem::take(&mut self.dirs);
+        for (key, d) in &dirs {
+            if d.psn.pts.is_empty() {
+                continue;
+            }
+            let name = file_name(key);
+            for ext in ["png", "svg"] {
+                let path = self.dir.join(format!("psn_time_{name}.{ext}"));
+                draw(&path, (1200, 700), &Chart::Psn(key, &d.psn))?;
+                self.files.push(path);
+                if !d.rtt_by_ev.is_empty() {
+                    let path = self.dir.join(format!("rtt_paths_{name}.{ext}"));
+                    let n = d.rtt_by_ev.len().min(MAX_PATHS);
+                    let cols = (n as f64).sqrt().ceil().max(1.0) as u32;
+                    let rows = (n as u32).div_ceil(cols);
+                    let size = (360 * cols + 40, 260 * rows + 60);
+                    draw(&path, size, &Chart::Rtt(key, &d.rtt_by_ev))?;
+                    self.files.push(path);
+                }
+                if !d.msg.values.is_empty() {
+                    let path = self.dir.join(format!("msg_latency_{name}.{ext}"));
+                    let title = format!(
+                        "{}: message {}",
+                        dir_name(key),
+                        d.msg_view.unwrap_or("latency")
+                    );
+                    draw(&path, (900, 500), &Chart::Msg(&title, &d.msg))?;
+                    self.files.push(path);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// What to draw.
+enum Chart<'a> {
+    Psn(&'a DirKey, &'a Points),
+    Rtt(&'a DirKey, &'a BTreeMap<u16, Samples>),
+    Msg(&'a str, &'a Samples),
+}
+
+fn render<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &Chart<'_>) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE)?;
+    match chart {
+        Chart::Psn(key, points) => psn_chart(area, key, points)?,
+        Chart::Rtt(key, by_ev) => rtt_grid(area, key, by_ev)?,
+        Chart::Msg(title, s) => histogram(area, title, s, RGBColor(40, 100, 180))?,
+    }
+    area.present()?;
+    Ok(())
+}
+
+/// Draws into a PNG or an SVG file, by extension.
+fn draw(path: &Path, size: (u32, u32), chart: &Chart<'_>) -> io::Result<()> {
+    let res = if path.extension().is_some_and(|e| e == "svg") {
+        render(&SVGBackend::new(path, size).into_drawing_area(), chart)
+    } else {
+        render(&BitMapBackend::new(path, size).into_drawing_area(), chart)
+    };
+    res.map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
+}
+
+/// A distinct colour per ev.
+fn ev_color(ev: u16) -> RGBColor {
+    const P: [RGBColor; 10] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+    ];
+    let c = P[usize::from(ev) % P.len()];
+    if (ev as usize / P.len()) % 2 == 1 {
+        RGBColor(c.0 / 2, c.1 / 2, c.2 / 2)
+    } else {
+        c
+    }
+}
+
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// A latency histogram: 40 linear bins from the minimum to the p99.9
+/// (values beyond go into the last bin), x in microseconds.
+fn histogram<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    s: &Samples,
+    color: RGBColor,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let mut v = s.values.clone();
+    v.sort_unstable();
+    let mut lo = v.first().copied().unwrap_or(0);
+    let mut hi = quantile(&v, 0.999).max(lo + 1);
+    // Equal (or nearly equal) samples: show a readable range around them.
+    let span = (lo / 5).max(1000);
+    if hi - lo < span {
+        let mid = lo + (hi - lo) / 2;
+        lo = mid.saturating_sub(span / 2);
+        hi = lo + span;
+    }
+    const BINS: usize = 40;
+    let width = (hi - lo) as f64 / BINS as f64;
+    let mut counts = [0u64; BINS];
+    for &x in &v {
+        let b = ((x.saturating_sub(lo) as f64 / width) as usize).min(BINS - 1);
+        counts[b] += 1;
+    }
+    let ymax = counts.iter().copied().max().unwrap_or(1).max(1);
+    let caption = format!(
+        "{title}  (n={}, p50 {}, p99 {}, max {})",
+        s.seen,
+        fmt_ns(quantile(&v, 0.5)),
+        fmt_ns(quantile(&v, 0.99)),
+        fmt_ns(v.last().copied().unwrap_or(0)),
+    );
+    let us = |ns: f64| ns / 1000.0;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 15))
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(48)
+        .build_cartesian_2d(
+            us(lo as f64)..us(lo as f64 + width * BINS as f64),
+            0u64..ymax + ymax / 10 + 1,
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (us)")
+        .y_desc("count")
+        .x_labels(6)
+        .y_labels(5)
+        .label_style(("sans-serif", 12))
+        .draw()?;
+    chart.draw_series(
+        counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, &c)| {
+                let x0 = us(lo as f64 + width * i as f64);
+                let x1 = us(lo as f64 + width * (i + 1) as f64);
+                Rectangle::new([(x0, 0), (x1, c)], color.filled())
+            }),
+    )?;
+    Ok(())
+}
+
+fn rtt_grid<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    key: &DirKey,
+    by_ev: &BTreeMap<u16, Samples>,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let n = by_ev.len().min(MAX_PATHS);
+    let title = if by_ev.len() > MAX_PATHS {
+        format!(
+            "{}: ACK RTT per path (first {MAX_PATHS} of {} evs)",
+            dir_name(key),
+            by_ev.len()
+        )
+    } else {
+        format!("{}: ACK RTT per path (ev)", dir_name(key))
+    };
+    let area = area.titled(&title, ("sans-serif", 20))?;
+    let cols = (n as f64).sqrt().ceil().max(1.0) as usize;
+    let rows = n.div_ceil(cols);
+    let cells = area.split_evenly((rows, cols));
+    for ((ev, s), cell) in by_ev.iter().take(MAX_PATHS).zip(cells.iter()) {
+        histogram(cell, &format!("ev {ev}"), s, ev_color(*ev))?;
+    }
+    Ok(())
+}
+
+fn psn_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    key: &DirKey,
+    points: &Points,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let pts = &points.pts;
+    let t0 = pts.iter().map(|p| p.0).min().unwrap_or(0);
+    let t1 = pts.iter().map(|p| p.0).max().unwrap_or(0).max(t0 + 1);
+    let p0 = pts.iter().map(|p| p.1).min().unwrap_or(0);
+    let p1 = pts.iter().map(|p| p.1).max().unwrap_or(0).max(p0 + 1);
+    let ms = |t: u64| (t - t0) as f64 / 1e6;
+    let retx = pts.iter().filter(|p| p.3).count();
+    let thinned = if points.stride > 1 {
+        format!(", every {}th first transmission shown", points.stride)
+    } else {
+        String::new()
+    };
+    let caption = format!(
+        "{}: PSN vs time, colour = ev, x = retransmission ({} DATA, {retx} retx{thinned})",
+        dir_name(key),
+        points.n
+    );
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..ms(t1) * 1.02, p0..p1 + 1)?;
+    chart
+        .configure_mesh()
+        .x_desc("time since first DATA (ms)")
+        .y_desc("PSN")
+        .label_style(("sans-serif", 13))
+        .draw()?;
+    let mut evs: Vec<u16> = pts.iter().map(|p| p.2).collect();
+    evs.sort_unstable();
+    evs.dedup();
+    let size = if pts.len() > 5000 { 1 } else { 3 };
+    for ev in evs.iter().copied() {
+        let color = ev_color(ev);
+        chart
+            .draw_series(
+                pts.iter()
+                    .filter(|p| p.2 == ev && !p.3)
+                    .map(|p| Circle::new((ms(p.0), p.1), size, color.filled())),
+            )?
+            .label(format!("ev {ev}"))
+            .legend(move |(x, y)| Circle::new((x, y), 4, color.filled()));
+        chart.draw_series(
+            pts.iter()
+                .filter(|p| p.2 == ev && p.3)
+                .map(|p| Cross::new((ms(p.0), p.1), 6, color.stroke_width(2))),
+        )?;
+    }
+    if evs.len() <= 32 {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::MiddleRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 12))
+            .draw()?;
+    }
+    Ok(())
 }
