@@ -16,6 +16,7 @@
 
 mod hist;
 mod interval;
+mod merge;
 mod metaroce;
 mod observation;
 mod report;
@@ -30,6 +31,7 @@ use rustc_hash::FxHashMap;
 
 pub use hist::{Hist, Summary};
 pub use interval::IntervalSet;
+pub use merge::{BetweenPath, BetweenReport, CrossCapture, MergeConfig, MultiEngine};
 pub use metaroce::DirSize;
 pub use observation::{
     CtrlObs, DataObs, ECN_CE, FbKind, FeedbackObs, MrBody, MrObs, ObsKind, Observation, RoceObs,

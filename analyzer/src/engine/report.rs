@@ -7,13 +7,14 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use super::hist::Summary;
+pub use super::merge::BetweenReport;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub capture: CaptureReport,
     pub directions: Vec<DirectionReport>,
     pub rocev2: Vec<RoceFlowReport>,
-    pub between_captures: Vec<BetweenCaptures>,
+    pub between_captures: Vec<BetweenReport>,
     pub engine: EngineReport,
 }
 
@@ -147,13 +148,8 @@ pub struct RoceFlowReport {
     pub ack_rtt_ns: Summary,
 }
 
-/// Phase 2 (multi-capture merge); always empty in this version.
-#[derive(Debug, Clone, Serialize)]
-pub struct BetweenCaptures {
-    pub capture_a: u64,
-    pub capture_b: u64,
-    pub clock_offset_ns: i64,
-}
+/// Kept for source compatibility: the between-captures entry.
+pub type BetweenCaptures = BetweenReport;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EngineReport {

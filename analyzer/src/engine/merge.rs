@@ -1,0 +1,417 @@
+//! Multi-capture analysis (one capture per host or tap, each with its own
+//! clock): every capture has its own [`Engine`]; a [`CrossCapture`] matcher
+//! finds the same MetaRoCE transmission in several captures (same
+//! direction, type, PSN, tx_ts, ev and path_seq), and from the time
+//! differences estimates the clock offset between two captures, the
+//! one-way delay per path and the packets lost between the capture points.
+//!
+//! Feed the captures merged by timestamp (a k-way merge on the raw capture
+//! times): the matcher only keeps `window_ns` of unmatched transmissions.
+//!
+//! Clock offset of capture b relative to a: for a direction D whose packets
+//! reach a first, `ts_b - ts_a = owd + offset`; for its reverse R,
+//! `ts_b - ts_a = offset - owd'`. With the smallest delays taken as equal,
+//! `offset = (min_D + max_R) / 2` (the NTP estimate on minimum delays).
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use super::hist::Summary;
+use super::metaroce::{DirKey, PackedKey};
+use super::observation::{MrBody, ObsKind, Observation};
+use super::report::Report;
+use super::{Config, Engine, Verdict};
+
+/// Settings of the cross-capture matcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeConfig {
+    /// How long an unmatched transmission waits for its copy in another
+    /// capture (raw capture times). Default 1 s.
+    pub window_ns: u64,
+    /// Most unmatched transmissions kept. Default 1 << 20.
+    pub max_pending: usize,
+    /// Delay samples kept per (capture pair, direction, ev) (reservoir).
+    /// Default 4096.
+    pub samples: usize,
+}
+
+impl Default for MergeConfig {
+    fn default() -> Self {
+        MergeConfig {
+            window_ns: 1_000_000_000,
+            max_pending: 1 << 20,
+            samples: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct TxKey {
+    dir: PackedKey,
+    ptype: u8,
+    psn: u32,
+    tx_ts: u32,
+    ev: u16,
+    path_seq: u16,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sighting {
+    capture: u8,
+    ts: u64,
+}
+
+/// Time differences `ts_b - ts_a` of one direction and ev between captures
+/// a < b.
+#[derive(Debug, Clone)]
+struct PathDeltas {
+    dir: DirKey,
+    ev: u16,
+    n: u64,
+    min: i64,
+    max: i64,
+    sum: i128,
+    samples: Vec<i64>,
+}
+
+/// Between-captures result for one path.
+#[derive(Debug, Clone, Serialize)]
+pub struct BetweenPath {
+    pub src: std::net::IpAddr,
+    pub dst: std::net::IpAddr,
+    pub src_conn: u32,
+    pub dst_conn: u32,
+    pub ev: u16,
+    /// The capture that sees the path's packets first.
+    pub upstream: u64,
+    pub downstream: u64,
+    /// Transmissions captured at both points.
+    pub matched: u64,
+    /// Transmissions captured upstream and never downstream (within the
+    /// window, while both captures ran).
+    pub lost_between: u64,
+    /// One-way delay upstream -> downstream, offset-corrected (samples).
+    pub one_way_delay_ns: Summary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BetweenReport {
+    pub capture_a: u64,
+    pub capture_b: u64,
+    /// Clock of b minus clock of a, estimated from the traffic; 0 when no
+    /// direction and its reverse were both matched.
+    pub clock_offset_ns: i64,
+    pub offset_estimated: bool,
+    pub matched_packets: u64,
+    pub paths: Vec<BetweenPath>,
+}
+
+/// The matcher.
+pub struct CrossCapture {
+    cfg: MergeConfig,
+    pending: FxHashMap<TxKey, Sighting>,
+    order: VecDeque<(TxKey, u64)>,
+    newest: u64,
+    first_ts: Vec<Option<u64>>,
+    /// (capture a, capture b, direction, ev) -> deltas.
+    deltas: FxHashMap<(u8, u8, PackedKey, u16), PathDeltas>,
+    /// (capture, direction, ev) -> transmissions never matched.
+    unmatched: FxHashMap<(u8, PackedKey, u16), u64>,
+    rng: u64,
+}
+
+impl CrossCapture {
+    pub fn new(cfg: MergeConfig) -> Self {
+        CrossCapture {
+            cfg,
+            pending: FxHashMap::default(),
+            order: VecDeque::new(),
+            newest: 0,
+            first_ts: Vec::new(),
+            deltas: FxHashMap::default(),
+            unmatched: FxHashMap::default(),
+            rng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    fn next_rand(&mut self) -> u64 {
+        // xorshift64: deterministic reservoir sampling.
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// Number of unmatched transmissions held.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn observe(&mut self, capture: u8, obs: &Observation) {
+        let ObsKind::MetaRoce(mr) = &obs.kind else {
+            return;
+        };
+        if obs.malformed || matches!(mr.body, MrBody::Ctrl(_) | MrBody::Malformed) {
+            return;
+        }
+        let ci = usize::from(capture);
+        if self.first_ts.len() <= ci {
+            self.first_ts.resize(ci + 1, None);
+        }
+        self.first_ts[ci].get_or_insert(obs.ts_ns);
+        self.newest = self.newest.max(obs.ts_ns);
+        self.expire();
+
+        let dir = DirKey {
+            src: obs.src,
+            dst: obs.dst,
+            src_conn: mr.src_conn,
+            dst_conn: mr.dst_conn,
+        };
+        let key = TxKey {
+            dir: dir.packed(),
+            ptype: u8::from(mr.ptype),
+            psn: mr.psn,
+            tx_ts: mr.tx_ts,
+            ev: mr.ev,
+            path_seq: mr.path_seq,
+        };
+        match self.pending.get(&key).copied() {
+            Some(seen) if seen.capture != capture => {
+                self.pending.remove(&key);
+                let (a, b, delta) = if seen.capture < capture {
+                    (seen.capture, capture, obs.ts_ns as i128 - seen.ts as i128)
+                } else {
+                    (capture, seen.capture, seen.ts as i128 - obs.ts_ns as i128)
+                };
+                let delta = delta.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+                let r = self.next_rand();
+                let cap = self.cfg.samples;
+                let d = self
+                    .deltas
+                    .entry((a, b, key.dir, mr.ev))
+                    .or_insert_with(|| PathDeltas {
+                        dir,
+                        ev: mr.ev,
+                        n: 0,
+                        min: i64::MAX,
+                        max: i64::MIN,
+                        sum: 0,
+                        samples: Vec::new(),
+                    });
+                d.n += 1;
+                d.min = d.min.min(delta);
+                d.max = d.max.max(delta);
+                d.sum += i128::from(delta);
+                if d.samples.len() < cap {
+                    d.samples.push(delta);
+                } else {
+                    let j = (r % d.n) as usize;
+                    if j < cap {
+                        d.samples[j] = delta;
+                    }
+                }
+            }
+            Some(_) => {}
+            None => {
+                if self.pending.len() >= self.cfg.max_pending
+                    && let Some((old, _)) = self.order.pop_front()
+                {
+                    self.drop_pending(&old);
+                }
+                self.pending.insert(
+                    key,
+                    Sighting {
+                        capture,
+                        ts: obs.ts_ns,
+                    },
+                );
+                self.order.push_back((key, obs.ts_ns));
+            }
+        }
+    }
+
+    fn expire(&mut self) {
+        while let Some(&(key, ts)) = self.order.front() {
+            if ts.saturating_add(self.cfg.window_ns) >= self.newest {
+                break;
+            }
+            self.order.pop_front();
+            self.drop_pending(&key);
+        }
+    }
+
+    /// An unmatched transmission leaves the window: count it when every
+    /// other capture was already running at its time.
+    fn drop_pending(&mut self, key: &TxKey) {
+        let Some(seen) = self.pending.remove(key) else {
+            return;
+        };
+        let others_running = self
+            .first_ts
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| *c != usize::from(seen.capture))
+            .all(|(_, f)| f.is_some_and(|f| f <= seen.ts));
+        if others_running && self.first_ts.len() > 1 {
+            *self
+                .unmatched
+                .entry((seen.capture, key.dir, key.ev))
+                .or_default() += 1;
+        }
+    }
+
+    pub fn report(&self) -> Vec<BetweenReport> {
+        let mut pairs: Vec<(u8, u8)> = self.deltas.keys().map(|k| (k.0, k.1)).collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut out = Vec::new();
+        for (a, b) in pairs {
+            let dirs: Vec<&PathDeltas> = self
+                .deltas
+                .iter()
+                .filter(|(k, _)| k.0 == a && k.1 == b)
+                .map(|(_, v)| v)
+                .collect();
+            // Per direction (all evs): min, max, mean of ts_b - ts_a.
+            let mut per_dir: FxHashMap<PackedKey, (DirKey, i64, i64, i128, u64)> =
+                FxHashMap::default();
+            for d in &dirs {
+                let e = per_dir
+                    .entry(d.dir.packed())
+                    .or_insert((d.dir, i64::MAX, i64::MIN, 0, 0));
+                e.1 = e.1.min(d.min);
+                e.2 = e.2.max(d.max);
+                e.3 += d.sum;
+                e.4 += d.n;
+            }
+            let mut estimates = Vec::new();
+            for (dir, min, max, sum, n) in per_dir.values() {
+                let Some((_, rmin, rmax, rsum, rn)) = per_dir.get(&dir.reverse().packed()) else {
+                    continue;
+                };
+                let mean = *sum as f64 / *n as f64;
+                let rmean = *rsum as f64 / *rn as f64;
+                if mean > rmean {
+                    estimates.push(((i128::from(*min) + i128::from(*rmax)) / 2) as i64);
+                } else {
+                    estimates.push(((i128::from(*rmin) + i128::from(*max)) / 2) as i64);
+                }
+            }
+            let offset_estimated = !estimates.is_empty();
+            let offset = if offset_estimated {
+                (estimates.iter().map(|&e| i128::from(e)).sum::<i128>() / estimates.len() as i128)
+                    as i64
+            } else {
+                0
+            };
+            let mut paths = Vec::new();
+            let mut matched_packets = 0;
+            for d in &dirs {
+                matched_packets += d.n;
+                let mean = (d.sum / i128::from(d.n.max(1))) as i64;
+                let a_first = mean >= offset;
+                let (up, down) = if a_first { (a, b) } else { (b, a) };
+                let mut h = super::hist::Hist::new();
+                for &s in &d.samples {
+                    let owd = if a_first { s - offset } else { offset - s };
+                    h.record(owd.max(0) as u64);
+                }
+                let lost = self
+                    .unmatched
+                    .get(&(up, d.dir.packed(), d.ev))
+                    .copied()
+                    .unwrap_or(0);
+                paths.push(BetweenPath {
+                    src: d.dir.src,
+                    dst: d.dir.dst,
+                    src_conn: d.dir.src_conn,
+                    dst_conn: d.dir.dst_conn,
+                    ev: d.ev,
+                    upstream: u64::from(up),
+                    downstream: u64::from(down),
+                    matched: d.n,
+                    lost_between: lost,
+                    one_way_delay_ns: h.summary(),
+                });
+            }
+            paths.sort_by_key(|p| (p.src, p.dst, p.src_conn, p.dst_conn, p.ev));
+            out.push(BetweenReport {
+                capture_a: u64::from(a),
+                capture_b: u64::from(b),
+                clock_offset_ns: offset,
+                offset_estimated,
+                matched_packets,
+                paths,
+            });
+        }
+        out
+    }
+}
+
+/// Several captures analysed together: one engine per capture plus the
+/// cross-capture matcher.
+pub struct MultiEngine {
+    engines: Vec<Engine>,
+    cross: CrossCapture,
+}
+
+impl MultiEngine {
+    pub fn new(captures: usize, cfg: Config, merge: MergeConfig) -> Self {
+        MultiEngine {
+            engines: (0..captures.clamp(1, 255))
+                .map(|_| Engine::new(cfg))
+                .collect(),
+            cross: CrossCapture::new(merge),
+        }
+    }
+
+    /// One packet of capture `capture` (0-based); the verdict is that
+    /// capture's own.
+    pub fn ingest(&mut self, capture: usize, obs: &Observation) -> Verdict {
+        let c = capture.min(self.engines.len() - 1);
+        self.cross.observe(c as u8, obs);
+        self.engines[c].ingest(obs)
+    }
+
+    pub fn ingest_other(&mut self, capture: usize, ts_ns: u64) {
+        let c = capture.min(self.engines.len() - 1);
+        self.engines[c].ingest_other(ts_ns);
+    }
+
+    pub fn finish(&mut self, end_ts_ns: &[u64]) {
+        for (e, &t) in self.engines.iter_mut().zip(end_ts_ns) {
+            e.finish(t);
+        }
+    }
+
+    pub fn engine(&self, capture: usize) -> Option<&Engine> {
+        self.engines.get(capture)
+    }
+
+    pub fn between(&self) -> Vec<BetweenReport> {
+        self.cross.report()
+    }
+
+    /// The report of each capture, with `capture.files` set to the number
+    /// of captures and `between_captures` filled in the first one.
+    pub fn snapshots(&self) -> Vec<Report> {
+        let between = self.between();
+        self.engines
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let mut r = e.snapshot();
+                r.capture.files = self.engines.len() as u64;
+                if i == 0 {
+                    r.between_captures = between.clone();
+                }
+                r
+            })
+            .collect()
+    }
+}

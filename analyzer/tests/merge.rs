@@ -1,0 +1,148 @@
+//! Two captures of one connection with different clocks: capture 0 next
+//! to A (the sender), capture 1 next to B, whose clock reads 5 ms ahead.
+//! A->B DATA takes 20 us on ev 1 and 30 us on ev 2; B->A ACKs take 20 us
+//! (on ev 7). One DATA on ev 2 is lost between the two capture points.
+//! Expected values are worked out by hand.
+
+use std::net::IpAddr;
+
+use analyzer::engine::{
+    Config, DataObs, FbKind, FeedbackObs, MergeConfig, MrBody, MrObs, MultiEngine, ObsKind,
+    Observation,
+};
+use proto_parse::metaroce::{DataOp, FbFlags, Flags, PacketType};
+
+const OFFSET: u64 = 5_000_000;
+
+fn data(psn: u32, ev: u16, seq: u16, tx_ts: u32) -> MrObs {
+    MrObs {
+        ptype: PacketType::Data,
+        flags: Flags::SOM | Flags::EOM,
+        tx_attempt: 0,
+        ev,
+        path_seq: seq,
+        dst_conn: 2,
+        src_conn: 1,
+        psn,
+        tx_ts,
+        body: MrBody::Data(DataObs {
+            op: DataOp::Send,
+            payload_len: 100,
+            actual_len: 100,
+            trimmed: false,
+            msg_id: psn,
+            msg_offset: 0,
+            msg_len: 100,
+        }),
+    }
+}
+
+fn ack(cum: u32, seq: u16, tx_ts: u32) -> MrObs {
+    MrObs {
+        ptype: PacketType::Ack,
+        flags: Flags::empty(),
+        tx_attempt: 0,
+        ev: 7,
+        path_seq: seq,
+        dst_conn: 1,
+        src_conn: 2,
+        psn: cum,
+        tx_ts,
+        body: MrBody::Feedback(FeedbackObs {
+            flags: FbFlags::empty(),
+            echo_ev: 1,
+            echo_psn: cum - 1,
+            echo_tx_ts: 0,
+            rx_ts: 0,
+            ce_count: 0,
+            credit: u32::MAX,
+            kind: FbKind::Ack {
+                sack_base: cum,
+                sack_words: 0,
+                sack: [0; 4],
+            },
+        }),
+    }
+}
+
+#[test]
+fn offset_one_way_delay_and_loss_between_captures() {
+    let a: IpAddr = "10.3.0.1".parse().unwrap();
+    let b: IpAddr = "10.3.0.2".parse().unwrap();
+    // (capture, raw ts, from A?, packet)
+    let mut events: Vec<(usize, u64, bool, MrObs)> = Vec::new();
+    let t0 = 1_000_000_000u64;
+    for i in 0..40u32 {
+        let t = t0 + u64::from(i) * 1_000_000; // one DATA per ms
+        let ev = 1 + (i % 2) as u16;
+        let owd = if ev == 1 { 20_000 } else { 30_000 };
+        let d = data(100 + i, ev, (i / 2 + 1) as u16, i);
+        events.push((0, t, true, d));
+        // DATA psn 120 (ev 1? no: i = 20 -> ev 1); lose i = 21 (ev 2).
+        if i != 21 {
+            events.push((1, t + owd + OFFSET, true, d));
+        }
+        // B acks 100 us after receiving; 20 us back to A.
+        let k = ack(101 + i, i as u16 + 1, 1000 + i);
+        events.push((1, t + owd + 100_000 + OFFSET, false, k));
+        events.push((0, t + owd + 100_000 + 20_000, false, k));
+    }
+    events.sort_by_key(|e| e.1);
+    let mut m = MultiEngine::new(
+        2,
+        Config::default(),
+        MergeConfig {
+            window_ns: 20_000_000,
+            ..MergeConfig::default()
+        },
+    );
+    for (n, (c, ts, from_a, mr)) in events.iter().enumerate() {
+        let (src, dst) = if *from_a { (a, b) } else { (b, a) };
+        let obs = Observation {
+            frame: n as u64 + 1,
+            ts_ns: *ts,
+            src,
+            dst,
+            src_port: 0xC000,
+            dst_port: 4794,
+            ecn: 2,
+            malformed: false,
+            kind: ObsKind::MetaRoce(*mr),
+        };
+        m.ingest(*c, &obs);
+    }
+    let between = m.between();
+    assert_eq!(between.len(), 1);
+    let p = &between[0];
+    assert_eq!((p.capture_a, p.capture_b), (0, 1));
+    assert!(p.offset_estimated);
+    // min(A->B) = 5.020 ms, max(B->A) = 4.980 ms.
+    assert_eq!(p.clock_offset_ns, OFFSET as i64);
+    // 39 DATA + 40 ACKs matched.
+    assert_eq!(p.matched_packets, 79);
+    let path = |src: IpAddr, ev: u16| p.paths.iter().find(|x| x.src == src && x.ev == ev).unwrap();
+    let ev1 = path(a, 1);
+    assert_eq!((ev1.upstream, ev1.downstream, ev1.matched), (0, 1, 20));
+    assert_eq!(
+        (ev1.one_way_delay_ns.min, ev1.one_way_delay_ns.max),
+        (20_000, 20_000)
+    );
+    assert_eq!(ev1.lost_between, 0);
+    let ev2 = path(a, 2);
+    assert_eq!(ev2.matched, 19);
+    assert_eq!(
+        (ev2.one_way_delay_ns.min, ev2.one_way_delay_ns.max),
+        (30_000, 30_000)
+    );
+    assert_eq!(ev2.lost_between, 1);
+    let back = path(b, 7);
+    assert_eq!((back.upstream, back.downstream, back.matched), (1, 0, 40));
+    assert_eq!(back.one_way_delay_ns.max, 20_000);
+    let reports = m.snapshots();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0].capture.files, 2);
+    assert_eq!(reports[0].between_captures.len(), 1);
+    // Each capture's own engine saw its own packets only.
+    assert_eq!(reports[0].capture.metaroce_packets, 80);
+    assert_eq!(reports[1].capture.metaroce_packets, 79);
+}
