@@ -347,3 +347,30 @@ fn report_json_snapshot() {
     let json = serde_json::to_value(engine.snapshot()).unwrap();
     insta::assert_json_snapshot!("scenario_report", json);
 }
+
+#[test]
+fn malformed_frames_are_counted_not_analysed() {
+    use proto_parse::frame::{self, DecodeConfig, LinkType};
+    let mut s = Script::default();
+    s.data(0, Data::send(1, 1, 1, 0, 0, 1000));
+    s.data(1, Data::send(2, 1, 2, 1, 0, 1000));
+    // Frame 2: version 2 (spec 8: malformed). The MetaRoCE base header
+    // starts after Ethernet (14) + IPv4 (20) + UDP (8).
+    s.frames[1].1[42] = 0x20;
+    // Frame 3: cut inside the base header (a snaplen of 50 bytes).
+    s.data(2, Data::send(3, 1, 3, 2, 0, 1000));
+    s.frames[2].1.truncate(50);
+    let cfg = DecodeConfig::default();
+    let mut engine = Engine::new(Config::default());
+    for (i, (ts, bytes)) in s.frames.iter().enumerate() {
+        let f = frame::decode(LinkType::Ethernet, bytes, &cfg);
+        let obs = analyzer::engine::Observation::from_frame(i as u64 + 1, *ts, &f).unwrap();
+        assert_eq!(obs.malformed, i > 0, "frame {}", i + 1);
+        engine.ingest(&obs);
+    }
+    let r = engine.snapshot();
+    assert_eq!(r.capture.metaroce_packets, 3);
+    assert_eq!(r.capture.malformed, 2);
+    assert_eq!(r.directions.len(), 1);
+    assert_eq!(r.directions[0].data_packets, 1);
+}
