@@ -134,6 +134,18 @@ fn transfer_across_veth_with_nftables_loss() {
             "write",
         ])
         .args(["--size", "400000", "--messages", "20", "--timeout", "20"])
+        // Delay, jitter and reordering from the stack's impairment layer
+        // (the kernel here has no netem).
+        .args([
+            "--delay-us",
+            "100",
+            "--jitter-us",
+            "50",
+            "--reorder",
+            "2",
+            "--reorder-us",
+            "200",
+        ])
         .arg("--pcap")
         .arg(&pcap)
         .output()

@@ -136,11 +136,20 @@ fn blackholed_path_is_retired_probed_and_restored() {
     let t = p.time + 30_000_000;
     p.drive_until(t, |p| p.time >= t);
     let mut changes = Vec::new();
+    let (mut stall_start, mut stall_end) = (0, 0);
     while let Some(rec) = p.client.poll_trace() {
-        if let TraceEvent::PathChange { ev, to, reason, .. } = rec.event {
-            changes.push((ev, to, reason));
+        match rec.event {
+            TraceEvent::PathChange { ev, to, reason, .. } => changes.push((ev, to, reason)),
+            TraceEvent::StallStart { .. } => stall_start += 1,
+            TraceEvent::StallEnd { duration_ns, .. } => {
+                assert!(duration_ns >= 1_000_000);
+                stall_end += 1;
+            }
+            _ => {}
         }
     }
+    // Repathing is fast enough that the cumulative ack never stalls.
+    assert_eq!((stall_start, stall_end), (0, 0));
     assert!(changes.contains(&(3, "retired", "loss")), "{changes:?}");
     assert!(changes.contains(&(3, "probing", "probe")), "{changes:?}");
     assert!(
@@ -383,4 +392,34 @@ fn trace_records_every_transmission_with_its_cause() {
         }
     }
     assert_eq!(deliveries, 4 * 64, "every PSN is delivered exactly once");
+}
+
+#[test]
+fn total_outage_is_logged_as_one_stall() {
+    let cfg = Config {
+        trace: true,
+        ..Config::default()
+    };
+    let mut p = pair(cfg, LinkConfig::default(), 31);
+    let (c, s) = p.connect();
+    let t0 = p.time;
+    for ev in 1..=8 {
+        p.update_link(ev, |l| l.blackhole = Some((t0 + 100_000, t0 + 5_000_000)));
+    }
+    let r = p.run_workload(c, s, WorkOp::Write, 8, 1 << 20, 10_000_000_000);
+    assert!(r.byte_exact && r.exactly_once, "{r:?}");
+    let mut stalls = Vec::new();
+    while let Some(rec) = p.client.poll_trace() {
+        match rec.event {
+            TraceEvent::StallStart { .. } => stalls.push((rec.t_ns, None)),
+            TraceEvent::StallEnd { duration_ns, .. } => {
+                stalls.last_mut().unwrap().1 = Some(duration_ns)
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(stalls.len(), 1, "{stalls:?}");
+    let d = stalls[0].1.expect("the stall ended");
+    assert!((4_000_000..20_000_000).contains(&d), "{d}");
+    assert_eq!(p.client.conn(c).stats().stalls, 1);
 }
