@@ -172,6 +172,7 @@ fn receive(c: &mut Conn, psn: u32) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn data(
     out: &mut Out,
     c: &mut Conn,

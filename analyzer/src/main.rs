@@ -377,13 +377,15 @@ fn run_plot(args: &PlotArgs) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    match plotter.files() {
-        files if files.is_empty() => eprintln!("metaroce-analyze: nothing to plot"),
-        files => eprintln!(
+    let files = plotter.files();
+    if files.is_empty() {
+        eprintln!("metaroce-analyze: nothing to plot");
+    } else {
+        eprintln!(
             "metaroce-analyze: {} charts in {}",
             files.len(),
             args.out.display()
-        ),
+        );
     }
     analysis_status(&results)
 }

@@ -180,7 +180,7 @@ fn parse_loop(
                 break;
             }
             batches += 1;
-            if batches % 64 == 0 {
+            if batches.is_multiple_of(64) {
                 progress.set(reader.position());
             }
         }

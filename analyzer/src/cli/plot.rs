@@ -93,7 +93,7 @@ impl Points {
         }
         self.n += 1;
         // Retransmissions are always kept: they are what the chart is for.
-        if !p.3 && self.n % self.stride != 0 {
+        if !p.3 && !self.n.is_multiple_of(self.stride) {
             return;
         }
         self.pts.push(p);
@@ -102,7 +102,7 @@ impl Points {
             let mut i = 0u64;
             self.pts.retain(|p| {
                 i += 1;
-                p.3 || i % 2 == 0
+                p.3 || i.is_multiple_of(2)
             });
         }
     }

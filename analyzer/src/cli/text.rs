@@ -588,6 +588,9 @@ fn render_stalls(out: &mut String, dirs: &[(String, &DirectionReport)], origin: 
     }
 }
 
+/// A top-offender list: title, ranking key, whether the key is a time.
+type OffenderList<'a> = (&'a str, Box<dyn Fn(&PathReport) -> u64>, bool);
+
 fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: usize) {
     let paths: Vec<PathRef<'_>> = dirs
         .iter()
@@ -603,7 +606,7 @@ fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: 
     }
     heading(out, &format!("Top offenders (worst {top} paths)"));
     let lost = |p: &PathReport| p.lost + p.lost_inferred;
-    let lists: [(&str, Box<dyn Fn(&PathReport) -> u64>, bool); 3] = [
+    let lists: [OffenderList<'_>; 3] = [
         ("by loss (lost + lost_inf)", Box::new(lost), false),
         (
             "by ack RTT p99",
