@@ -771,6 +771,18 @@ impl Connection {
         }
         self.state = State::Closed;
         self.abort_reason = error.clone();
+        // Release the buffers: stored packets, queued and partial messages.
+        self.sent.clear();
+        self.retx.clear();
+        self.rnr_wait.clear();
+        self.queue.clear();
+        self.rx_msgs.clear();
+        self.rcv_bits.clear();
+        self.outstanding = 0;
+        self.rto_at = None;
+        self.tlp_at = None;
+        self.ack_pending = None;
+        self.gap_since = None;
         self.trace_ev(now, TraceEvent::State { state: "closed" });
         self.events.push_back(Event::Closed { error });
     }

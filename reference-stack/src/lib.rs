@@ -99,7 +99,12 @@ pub struct EndpointStats {
     /// Arrived from another address than the connection's peer.
     pub wrong_peer: u64,
     pub connects_accepted: u64,
+    /// CONNECTs refused because `MAX_CONNS` connections are open.
+    pub refused_connects: u64,
 }
+
+/// Open connections an accepting endpoint keeps at most.
+pub const MAX_CONNS: usize = 1024;
 
 /// An endpoint: its connections, its registered memory and its counters.
 #[derive(Debug)]
@@ -171,6 +176,11 @@ impl Endpoint {
         &mut self.conns[h.0]
     }
 
+    /// Connections not closed.
+    pub fn live_conns(&self) -> usize {
+        self.conns.iter().filter(|c| !c.is_closed()).count()
+    }
+
     pub fn handles(&self) -> impl Iterator<Item = ConnHandle> + '_ {
         (0..self.conns.len()).map(ConnHandle)
     }
@@ -210,6 +220,9 @@ impl Endpoint {
                 Body::Ctrl(ctrl) if ctrl.op == CtrlOp::Connect => {
                     if let Some(&i) = self.by_peer.get(&(remote, repr.src_conn)) {
                         i
+                    } else if self.accept && self.live_conns() >= MAX_CONNS {
+                        self.stats.refused_connects += 1;
+                        return;
                     } else if self.accept {
                         let id = self.fresh_id();
                         let init: u32 = self.rng.random();

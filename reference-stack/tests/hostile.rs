@@ -174,3 +174,39 @@ mod forged {
         }
     }
 }
+
+/// A flood of forged CONNECTs cannot open more than `MAX_CONNS`
+/// connections.
+#[test]
+fn connect_flood_is_bounded() {
+    use proto_parse::metaroce::{Body, CcAlgo, CtrlOp, CtrlRepr, Features, Flags, Repr};
+    use reference_stack::{Endpoint, MAX_CONNS};
+    let mut ep = Endpoint::new(Config::default(), 1, true);
+    let from = "10.9.9.9:4794".parse().unwrap();
+    for i in 0..(MAX_CONNS as u32 + 100) {
+        let repr = Repr {
+            flags: Flags::empty(),
+            tx_attempt: 0,
+            ev: 1,
+            path_seq: 0,
+            dst_conn: 0,
+            src_conn: i + 1,
+            psn: 0,
+            tx_ts: 0,
+            body: Body::Ctrl(CtrlRepr {
+                op: CtrlOp::Connect,
+                cc_algo: CcAlgo::DelayBased,
+                mtu: 4096,
+                init_psn: i,
+                features: Features::CRC,
+                ts_unit_ps: 1000,
+            }),
+            tlvs: Vec::new(),
+            payload: &[],
+            crc: true,
+        };
+        ep.handle_datagram(0, from, RxMeta::default(), &repr.to_vec());
+    }
+    assert_eq!(ep.live_conns(), MAX_CONNS);
+    assert_eq!(ep.stats().refused_connects, 100);
+}
