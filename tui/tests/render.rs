@@ -172,11 +172,11 @@ fn help_overlay() {
 #[test]
 fn whole_screen_main_and_detail() {
     let mut a = app("multipath_loss_receiver.pcap");
-    let t = draw(160, 44, &mut a, |f, a| render::app::render(f, a));
+    let t = draw(160, 44, &mut a, render::app::render);
     insta::assert_snapshot!("whole_main", t.backend());
     a.act(Action::Detail);
     assert_eq!(a.view, View::Detail);
-    let t = draw(160, 44, &mut a, |f, a| render::app::render(f, a));
+    let t = draw(160, 44, &mut a, render::app::render);
     insta::assert_snapshot!("whole_detail", t.backend());
 }
 
