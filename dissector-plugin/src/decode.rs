@@ -22,11 +22,17 @@ use crate::fields::{Ei, Ett, Hf};
 pub struct Options {
     /// Verify the CRC32C trailer (else its status is "unverified").
     pub check_crc: bool,
+    /// Where the UDP payload starts in the frame: error and warning texts
+    /// give frame offsets (spec 11.8); item ranges stay payload offsets.
+    pub frame_offset: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { check_crc: true }
+        Options {
+            check_crc: true,
+            frame_offset: 0,
+        }
     }
 }
 
@@ -200,7 +206,9 @@ fn clamp(range: Range<usize>, captured: usize) -> Range<usize> {
     start..range.end.clamp(start, captured)
 }
 
-fn note_for(err: &Error, captured: usize) -> Note {
+/// An expert note for a `proto_parse` error (`err` has payload offsets;
+/// the text gives the frame offset).
+fn note_for(err: &Error, captured: usize, frame_offset: usize) -> Note {
     let ei = if err.is_capture_truncation() {
         Ei::CaptureTruncated
     } else {
@@ -208,7 +216,7 @@ fn note_for(err: &Error, captured: usize) -> Note {
     };
     Note {
         ei,
-        text: err.to_string(),
+        text: err.clone().at_offset(frame_offset).to_string(),
         range: clamp(err.offset..err.offset + 1, captured),
     }
 }
@@ -270,8 +278,9 @@ pub fn dissect(captured: &[u8], wire_len: usize, opts: &Options) -> Dissection {
     let Some(packet) = lax.packet else {
         // Not even a base header.
         if let Some(err) = &lax.stop {
-            d.notes.push(note_for(err, cap));
-            d.info = format!("[Malformed: {err}]");
+            let note = note_for(err, cap, opts.frame_offset);
+            d.info = format!("[Malformed: {}]", note.text);
+            d.notes.push(note);
         }
         return d;
     };
@@ -282,13 +291,17 @@ pub fn dissect(captured: &[u8], wire_len: usize, opts: &Options) -> Dissection {
 
     base_items(&packet, &mut d);
     type_items(&packet, lax.layout.as_ref(), &mut d);
-    tlv_items(&packet, lax.stop.as_ref(), &mut d);
+    tlv_items(&packet, lax.stop.as_ref(), opts.frame_offset, &mut d);
     padding_item(&packet, cap, &mut d);
 
     for w in packet.warnings() {
+        let shifted = proto_parse::Warning {
+            offset: w.offset + opts.frame_offset,
+            ..w
+        };
         d.notes.push(Note {
             ei: Ei::Warning,
-            text: w.to_string(),
+            text: shifted.to_string(),
             range: clamp(w.offset..w.offset + 1, cap),
         });
     }
@@ -298,7 +311,7 @@ pub fn dissect(captured: &[u8], wire_len: usize, opts: &Options) -> Dissection {
         layout_items(&packet, layout, opts, &mut d);
     }
     if let Some(err) = &lax.stop {
-        d.notes.push(note_for(err, cap));
+        d.notes.push(note_for(err, cap, opts.frame_offset));
     }
 
     d.info = info_line(&packet, lax.layout.as_ref(), lax.stop.as_ref());
@@ -626,7 +639,7 @@ fn tlv_node(tlv: &Tlv<'_>) -> Node {
     .with(Ett::Tlv, kids)
 }
 
-fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, d: &mut Dissection) {
+fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, frame_offset: usize, d: &mut Dissection) {
     // TLVs follow the fixed header: nothing to show unless it is captured.
     if !p.flags().contains(Flags::EXT) || fixed_len(p).is_none() {
         return;
@@ -645,7 +658,7 @@ fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, d: &mut Dissection) {
             Err(err) => {
                 // The lax parse reports the same error when it stopped there.
                 if stop != Some(&err) {
-                    d.notes.push(note_for(&err, cap));
+                    d.notes.push(note_for(&err, cap, frame_offset));
                 }
             }
         }
@@ -956,7 +969,14 @@ mod test {
         );
         assert_ranges_within(&d, bytes.len());
 
-        let off = dissect(&bytes, bytes.len(), &Options { check_crc: false });
+        let off = dissect(
+            &bytes,
+            bytes.len(),
+            &Options {
+                check_crc: false,
+                frame_offset: 0,
+            },
+        );
         assert!(matches!(
             off.checksum,
             Checksum::Present { computed: None, .. }
@@ -1028,6 +1048,14 @@ mod test {
             .expect("malformed");
         let err = metaroce::parse_lax(&bytes, bytes.len()).stop.unwrap();
         assert_eq!(note.text, err.to_string());
+        // With the payload at frame offset 42, the text gives frame offsets.
+        let opts = Options {
+            frame_offset: 42,
+            ..Options::default()
+        };
+        let d = dissect(&bytes, bytes.len(), &opts);
+        let note = d.notes.iter().find(|n| n.ei == Ei::Malformed).unwrap();
+        assert_eq!(note.text, err.clone().at_offset(42).to_string());
         assert!(d.info.ends_with("[Malformed]"));
     }
 

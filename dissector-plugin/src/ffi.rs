@@ -544,8 +544,11 @@ unsafe fn dissect_packet(
         TEST_PANIC.load(Ordering::Relaxed) == 0,
         "test panic (METAROCE_DISSECTOR_TEST_PANIC is set)"
     );
+    // SAFETY: tvb is valid; tvb_raw_offset only reads (never throws).
+    let frame_offset = unsafe { ws::tvb_raw_offset(tvb) };
     let opts = Options {
         check_crc: PREF_CHECK_CRC.load(Ordering::Relaxed) != 0,
+        frame_offset: usize::try_from(frame_offset).unwrap_or(0),
     };
     let mut d = decode::dissect(bytes, wire, &opts);
     // SAFETY: valid pointers (see above).

@@ -323,7 +323,7 @@ fn experts_carry_proto_parse_text_and_crc_check_can_be_disabled() {
     assert_eq!(by_frame("9")[1], "Bad CRC32C [should be 0xffa1f859]");
     assert_eq!(
         by_frame("10")[1],
-        "metaroce at byte 0: version is 2, expected 1"
+        "metaroce at byte 42: version is 2, expected 1"
     );
     assert_eq!(
         by_frame("10")[2],
