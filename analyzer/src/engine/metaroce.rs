@@ -783,7 +783,8 @@ impl Dir {
         if let Some((rtt, ev)) = sample {
             self.rtt.record(rtt);
             v.ack_rtt_ns = Some(rtt);
-            let fabric = rtt as i64 - hold_ns as i64;
+            let fabric = (rtt.min(i64::MAX as u64) as i64)
+                .saturating_sub(hold_ns.min(i64::MAX as u64) as i64);
             v.fabric_rtt_ns = Some(fabric);
             if fabric >= 0 {
                 self.fabric.record(fabric as u64);

@@ -457,6 +457,10 @@ impl RoceTable {
         }
         let (i, distance) = best?;
         if candidates == 1 || distance < 1 << 16 {
+            // Bounded: a cache, rebuilt on demand.
+            if self.assoc.len() >= 4 * self.index.len().max(16) {
+                self.assoc.clear();
+            }
             self.assoc.insert(rk, i);
         }
         Some(i)
