@@ -218,7 +218,12 @@ impl Endpoint {
         let idx = if repr.dst_conn == 0 {
             match &repr.body {
                 Body::Ctrl(ctrl) if ctrl.op == CtrlOp::Connect => {
-                    if let Some(&i) = self.by_peer.get(&(remote, repr.src_conn)) {
+                    let known = self
+                        .by_peer
+                        .get(&(remote, repr.src_conn))
+                        .copied()
+                        .filter(|&i| !self.conns[i].is_closed());
+                    if let Some(i) = known {
                         i
                     } else if self.accept && self.live_conns() >= MAX_CONNS {
                         self.stats.refused_connects += 1;

@@ -109,8 +109,10 @@ struct Common {
     /// Delay-based CC: target fabric delay above the smallest RTT seen.
     #[arg(long, default_value_t = 200)]
     cc_target_us: u64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Seed of connection ids, initial PSNs and the impairment RNG
+    /// (default: from the clock; give one to reproduce a run).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Write every packet sent and received to this pcap file.
     #[arg(long)]
     pcap: Option<std::path::PathBuf>,
@@ -294,6 +296,17 @@ fn core_config(c: &Common, evs: Vec<u16>, trace: bool) -> Config {
     }
 }
 
+fn seed_of(c: &Common) -> u64 {
+    c.seed.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        // One value per process: the clock read once.
+        static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        *SEED.get_or_init(|| t ^ u64::from(std::process::id()).rotate_left(32))
+    })
+}
+
 fn driver_config(c: &Common, default_bind: Ipv4Addr) -> DriverConfig {
     let imp = c.imp.impairment();
     DriverConfig {
@@ -310,7 +323,7 @@ fn driver_config(c: &Common, default_bind: Ipv4Addr) -> DriverConfig {
         } else {
             Impairment::default()
         },
-        seed: c.seed,
+        seed: seed_of(c),
         pcap: c.pcap.clone(),
         events: c.events.clone(),
         ..DriverConfig::default()
@@ -426,7 +439,7 @@ fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
 fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
     let c = &a.common;
     let cfg = core_config(c, vec![1], c.events.is_some());
-    let mut ep = Endpoint::new(cfg, c.seed ^ 0x5E, true);
+    let mut ep = Endpoint::new(cfg, seed_of(c) ^ 0x5E, true);
     let rkey = ep.memory.register(MR_VA, a.mr_size);
     debug_assert_eq!(rkey, MR_RKEY);
     let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 1)), ep)?;
@@ -526,7 +539,7 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
     }
     let evs: Vec<u16> = (1..=a.paths).collect();
     let cfg = core_config(c, evs, c.events.is_some());
-    let ep = Endpoint::new(cfg, c.seed ^ 0xC1, false);
+    let ep = Endpoint::new(cfg, seed_of(c) ^ 0xC1, false);
     let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 2)), ep)?;
     let now = d.now();
     let h = d.endpoint.connect(now, SocketAddr::V4(a.connect));
@@ -666,7 +679,7 @@ fn bench_common(mode: ModeArg, loss: f64, mtu: u16, port: u16) -> Common {
         cc_target_us: 200,
         ack_every: 16,
         ack_delay_us: 50,
-        seed: 1,
+        seed: Some(1),
         pcap: None,
         events: None,
         json: true,
