@@ -46,6 +46,68 @@ enum Cmd {
     Client(ClientArgs),
     /// Loopback benchmark: raw UDP vs MetaRoCE vs go-back-N, lossless and lossy.
     Bench(BenchArgs),
+    /// Forward between two networks with impairment (delay, jitter,
+    /// reordering, loss...), in place of netem.
+    Relay(RelayArgs),
+}
+
+#[derive(Args, Debug)]
+struct RelayArgs {
+    /// Our address on side A, and the one peer there.
+    #[arg(long)]
+    a_bind: Ipv4Addr,
+    #[arg(long)]
+    a_peer: Ipv4Addr,
+    /// Our address on side B, and the one peer there.
+    #[arg(long)]
+    b_bind: Ipv4Addr,
+    #[arg(long)]
+    b_peer: Ipv4Addr,
+    #[arg(long, default_value_t = 4794)]
+    port: u16,
+    /// Exit after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Exit after this many seconds without traffic (once some was seen).
+    #[arg(long)]
+    idle_exit: Option<f64>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the counters as JSON at exit.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    imp: ImpairArgs,
+}
+
+fn run_relay(a: &RelayArgs) -> anyhow::Result<()> {
+    use reference_stack::driver::relay::{Relay, RelayConfig};
+    let mut r = Relay::new(RelayConfig {
+        a_bind: a.a_bind,
+        a_peer: a.a_peer,
+        b_bind: a.b_bind,
+        b_peer: a.b_peer,
+        port: a.port,
+        impair: a.imp.impairment(),
+        seed: a.seed,
+    })?;
+    let start = Instant::now();
+    let (limit, idle) = (a.duration, a.idle_exit);
+    let mut last = (0u64, Instant::now());
+    r.run(|s| {
+        let moved = s.a_to_b + s.b_to_a;
+        if moved != last.0 {
+            last = (moved, Instant::now());
+        }
+        limit.is_some_and(|t| start.elapsed().as_secs_f64() >= t)
+            || idle.is_some_and(|t| moved > 0 && last.1.elapsed().as_secs_f64() >= t)
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r.stats)?);
+    } else {
+        println!("{:?}", r.stats);
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, ValueEnum, Debug, PartialEq, Eq, Serialize)]
@@ -862,5 +924,6 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Bench(b) => run_bench(&b),
+        Cmd::Relay(a) => run_relay(&a),
     }
 }

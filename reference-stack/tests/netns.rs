@@ -173,3 +173,161 @@ fn transfer_across_veth_with_nftables_loss() {
     assert!(r["pcap_frames"].as_u64().unwrap() > 0);
     assert!(pcap.metadata().unwrap().len() > 24);
 }
+
+/// server ns <-veth-> relay ns <-veth-> client ns: `metaroce-stack relay`
+/// adds delay, jitter, reordering and loss between the namespaces (in place
+/// of netem) while keeping the ev-derived source ports.
+#[test]
+fn transfer_through_relay_namespace() {
+    let probe = Command::new("ip").args(["netns", "list"]).output();
+    assert!(
+        probe.as_ref().is_ok_and(|o| o.status.success()),
+        "`ip netns` is unavailable (need iproute2 and root): {probe:?}"
+    );
+    let id = std::process::id() % 100_000;
+    let (s, r, c) = (
+        format!("mrs-s-{id}"),
+        format!("mrs-r-{id}"),
+        format!("mrs-c-{id}"),
+    );
+    let _guard = Namespaces(vec![s.clone(), r.clone(), c.clone()]);
+    for ns in [&s, &r, &c] {
+        sh(&["ip", "netns", "add", ns]);
+        sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+    }
+    let (vs, vrs, vc, vrc) = (
+        format!("mrss{id}"),
+        format!("mrsr{id}"),
+        format!("mrsc{id}"),
+        format!("mrsq{id}"),
+    );
+    sh(&[
+        "ip", "link", "add", &vs, "type", "veth", "peer", "name", &vrs,
+    ]);
+    sh(&[
+        "ip", "link", "add", &vc, "type", "veth", "peer", "name", &vrc,
+    ]);
+    for (dev, ns, addr) in [
+        (&vs, &s, "10.213.8.1/24"),
+        (&vrs, &r, "10.213.8.2/24"),
+        (&vc, &c, "10.213.9.1/24"),
+        (&vrc, &r, "10.213.9.2/24"),
+    ] {
+        sh(&["ip", "link", "set", dev, "netns", ns]);
+        sh(&["ip", "-n", ns, "addr", "add", addr, "dev", dev]);
+        sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+    }
+    let relay = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &r,
+            BIN,
+            "relay",
+            "--json",
+            "--idle-exit",
+            "1",
+            "--duration",
+            "30",
+        ])
+        .args([
+            "--a-bind",
+            "10.213.8.2",
+            "--a-peer",
+            "10.213.8.1",
+            "--b-bind",
+            "10.213.9.2",
+            "--b-peer",
+            "10.213.9.1",
+        ])
+        .args([
+            "--delay-us",
+            "200",
+            "--jitter-us",
+            "100",
+            "--reorder",
+            "5",
+            "--reorder-us",
+            "300",
+            "--loss",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let server = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &s,
+            BIN,
+            "server",
+            "--once",
+            "--json",
+            "--bind",
+            "10.213.8.1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &c,
+            BIN,
+            "client",
+            "--json",
+            "--bind",
+            "10.213.9.1",
+        ])
+        .args([
+            "--connect",
+            "10.213.9.2:4794",
+            "--paths",
+            "4",
+            "--op",
+            "write",
+        ])
+        .args(["--size", "300000", "--messages", "16", "--timeout", "20"])
+        .output()
+        .unwrap();
+    let srv = server.wait_with_output().unwrap();
+    let rel = relay.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        srv.status.success(),
+        "server: {}",
+        String::from_utf8_lossy(&srv.stderr)
+    );
+    assert!(
+        rel.status.success(),
+        "relay: {}",
+        String::from_utf8_lossy(&rel.stderr)
+    );
+    let cl: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cl["messages"], 16, "{cl}");
+    assert!(cl["closed_error"].is_null(), "{cl}");
+    let rs: serde_json::Value = serde_json::from_slice(&rel.stdout).unwrap();
+    assert!(
+        rs["a_to_b"].as_u64().unwrap() > 0 && rs["b_to_a"].as_u64().unwrap() > 100,
+        "{rs}"
+    );
+    assert!(
+        rs["impair_b_to_a"]["reordered"].as_u64().unwrap() > 0,
+        "{rs}"
+    );
+    // The relay's delay shows in the RTT.
+    let srtt = cl["path_stats"][0]["min_rtt_ns"].as_u64().unwrap();
+    assert!(
+        srtt >= 400_000,
+        "min RTT {srtt} ns below the relay's 2 x 200 us"
+    );
+}

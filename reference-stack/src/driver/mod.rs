@@ -19,6 +19,7 @@
 //! only to the peer given on the command line, or to the source of a
 //! CONNECT the server accepted.
 
+pub mod relay;
 mod sys;
 
 use std::collections::BTreeMap;

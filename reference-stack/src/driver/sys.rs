@@ -237,3 +237,36 @@ pub fn force_buffers(fd: RawFd, bytes: usize) {
         let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, v);
     }
 }
+
+/// Waits until one of `fds` is readable or `timeout_ns` pass.
+pub fn wait_any(fds: &[RawFd], timeout_ns: u64) -> io::Result<()> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `p` holds `p.len()` valid pollfds and `ts` is a valid
+    // timespec; both outlive the call.
+    let r = unsafe {
+        libc::ppoll(
+            p.as_mut_ptr(),
+            p.len() as libc::nfds_t,
+            &raw const ts,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
