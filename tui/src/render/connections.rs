@@ -64,7 +64,7 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &mut App) {
         Row::new(vec![
             Cell::from(r.key.to_string()),
             Cell::from(fmt::bps(r.rate.goodput_bps)),
-            Cell::from(fmt::per_s(r.rate.packets_per_s).replace(" /s", "")),
+            Cell::from(fmt::per_s(r.rate.packets_per_s)),
             Cell::from(fmt::count(d.data_packets)),
             Cell::from(fmt::count(d.retransmissions)).style(warn(d.retransmissions, Color::Yellow)),
             Cell::from(fmt::pct(d.retransmissions, d.data_packets)),

@@ -10,9 +10,9 @@ pub fn bytes_per_s(v: f64) -> String {
     si(v, "B/s")
 }
 
-/// A rate of things per second: "123k/s".
+/// A rate of things per second without unit: "950", "123k", "1.20M".
 pub fn per_s(v: f64) -> String {
-    si(v, "/s")
+    si(v, "").replace(' ', "")
 }
 
 fn si(v: f64, unit: &str) -> String {
@@ -96,6 +96,8 @@ mod test {
         assert_eq!(ns(24_000), "24.0µs");
         assert_eq!(ns(5_026_000), "5.03ms");
         assert_eq!(pct(1, 4), "25.0%");
+        assert_eq!(per_s(11_800.0), "11.8k");
+        assert_eq!(per_s(950.0), "950");
         assert_eq!(bar(0.5, 4), "██  ");
         assert_eq!(bar(1.0, 2), "██");
     }

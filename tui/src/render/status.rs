@@ -51,7 +51,7 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
         sep(),
         Span::raw(format!(
             "{} pkt/s {}",
-            fmt::per_s(st.packets_per_s).trim_end_matches(" /s"),
+            fmt::per_s(st.packets_per_s),
             fmt::bytes_per_s(st.bytes_per_s)
         )),
         sep(),
