@@ -13,6 +13,31 @@
 //! flows: per-PSN state is pruned as the cumulative ack advances and capped
 //! per direction ([`Config::window`]), and the number of flows is capped
 //! ([`Config::max_flows`]) with least-recently-seen eviction.
+//!
+//! # Use
+//! - **CLI** (batch): decode frames on one thread (or in parallel chunks),
+//!   build `Observation`s (they are `Copy`, 144 bytes, no borrow), send them
+//!   in capture order to the engine thread; frames that are neither MetaRoCE
+//!   nor RoCEv2 go to [`Engine::ingest_other`]. At the end call
+//!   [`Engine::finish`] with the last timestamp, then [`Engine::snapshot`].
+//! - **TUI** (live): the same, plus [`Engine::advance_time`] with the wall
+//!   clock at each refresh, so an ongoing stall shows before it ends, and a
+//!   `snapshot()` per frame drawn.
+//! - **Wireshark plugin**: on the first (in-order) pass call `ingest` for
+//!   each frame and keep its [`Verdict`] by frame number; later passes (and
+//!   random access) show the stored verdict. Verdicts carry frame numbers
+//!   (original transmission, acknowledged DATA, DUP target).
+//! - **Several captures** of one fabric (one per host, own clocks):
+//!   [`MultiEngine`], fed the captures merged by timestamp; its report's
+//!   `between_captures` gives clock offsets, one-way delay and loss between
+//!   capture points per path.
+//!
+//! Cost: no allocation per packet in steady state (rings and maps reuse
+//! their memory; a message is one map entry; histograms are allocated once
+//! per direction/path on the first sample). Measured with
+//! `examples/ingest_cpu.rs` on the shared 2-core build machine (under
+//! load): about 130 ns of CPU per packet for a heavy mix (one 4-packet
+//! message and one ACK per 5 packets, every ACK an RTT sample).
 
 mod hist;
 mod interval;
