@@ -198,6 +198,8 @@ pub(crate) struct Dir {
     pending_last: VecDeque<(u32, u32, bool)>,
     pending_reads: FxHashMap<u32, u64>,
     pub messages_evicted: u64,
+    /// Packets on evs beyond `Config::max_paths` (not tracked per path).
+    pub paths_overflow: u64,
     stall_ref: u64,
     stall: Option<OpenStall>,
     stalls: Vec<StallReport>,
@@ -279,6 +281,7 @@ impl Dir {
             pending_last: VecDeque::new(),
             pending_reads: FxHashMap::default(),
             messages_evicted: 0,
+            paths_overflow: 0,
             stall_ref: ts,
             stall: None,
             stalls: Vec::new(),
@@ -382,7 +385,11 @@ impl Dir {
 
     /// Every non-CTRL packet this direction sends: path_seq loss and
     /// per-path counters.
-    pub fn on_path_packet(&mut self, mr: &MrObs, ce: bool, v: &mut Verdict) {
+    pub fn on_path_packet(&mut self, mr: &MrObs, ce: bool, cfg: &Config, v: &mut Verdict) {
+        if self.paths.len() >= cfg.max_paths && !self.paths.contains_key(&mr.ev) {
+            self.paths_overflow += 1;
+            return;
+        }
         let path = self.paths.entry(mr.ev).or_default();
         path.packets += 1;
         if let MrBody::Data(d) = &mr.body {

@@ -87,6 +87,10 @@ pub struct Config {
     pub max_messages: usize,
     /// Most stalls kept per direction (more are counted). Default 1024.
     pub max_stalls: usize,
+    /// Most paths (evs) tracked per direction; packets on further evs are
+    /// analysed per direction only (see `StateSize::paths_overflow`).
+    /// Default 4096.
+    pub max_paths: usize,
 }
 
 impl Default for Config {
@@ -97,6 +101,7 @@ impl Default for Config {
             window: 16384,
             max_messages: 4096,
             max_stalls: 1024,
+            max_paths: 4096,
         }
     }
 }
@@ -115,6 +120,8 @@ pub struct StateSize {
     pub rocev2_slots: usize,
     pub rocev2_messages: usize,
     pub ts_units: usize,
+    /// Packets on evs beyond `Config::max_paths`, all directions.
+    pub paths_overflow: u64,
 }
 
 /// The flow engine.
@@ -309,7 +316,7 @@ impl Engine {
         let Some(dir) = self.dir(own) else { return };
         dir.last_ts = ts;
         if !matches!(mr.body, MrBody::Ctrl(_)) {
-            dir.on_path_packet(mr, ce, v);
+            dir.on_path_packet(mr, ce, &cfg, v);
         }
         match &mr.body {
             MrBody::Data(d) => {
@@ -399,6 +406,7 @@ impl Engine {
             s.messages += d.messages;
             s.pending += d.pending_last + d.pending_reads;
             s.stalls += d.stalls;
+            s.paths_overflow += dir.paths_overflow;
         }
         self.roce.add_size(&mut s);
         s
