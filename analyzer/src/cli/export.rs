@@ -393,15 +393,20 @@ fn write_frame(path: &Path, format: Format, df: &mut DataFrame) -> io::Result<()
     res.map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
 }
 
-/// The export sink: collects rows on the engine thread, writes a part of
-/// the packets table every [`PART_ROWS`] packets and the rest at the end of
-/// each capture.
-pub struct Exporter {
-    targets: Vec<(Format, PathBuf)>,
+/// The tables of one capture being written.
+struct CaptureTables {
     host: String,
     packets: Packets,
     messages: Messages,
     part: usize,
+}
+
+/// The export sink: collects rows on the engine thread, writes a part of
+/// a capture's packets table every [`PART_ROWS`] packets and the rest at
+/// the end of the capture.
+pub struct Exporter {
+    targets: Vec<(Format, PathBuf)>,
+    captures: Vec<CaptureTables>,
     written: Vec<PathBuf>,
     rows: [u64; 3],
     error: Option<io::Error>,
@@ -411,10 +416,7 @@ impl Exporter {
     pub fn new(targets: Vec<(Format, PathBuf)>) -> Exporter {
         Exporter {
             targets,
-            host: "capture".into(),
-            packets: Packets::default(),
-            messages: Messages::default(),
-            part: 0,
+            captures: Vec::new(),
             written: Vec::new(),
             rows: [0; 3],
             error: None,
@@ -437,59 +439,80 @@ impl Exporter {
         )
     }
 
-    fn write(&mut self, table: &str, part: usize, df: &mut DataFrame) -> io::Result<()> {
+    fn write(
+        &mut self,
+        table: &str,
+        host: &str,
+        part: usize,
+        df: &mut DataFrame,
+    ) -> io::Result<()> {
         for (format, dir) in &self.targets {
-            let path = part_path(dir, table, &self.host, part, *format);
+            let path = part_path(dir, table, host, part, *format);
             write_frame(&path, *format, df)?;
             self.written.push(path);
         }
         Ok(())
     }
 
-    fn flush_packets(&mut self) -> io::Result<()> {
-        let n = self.packets.len();
-        if n == 0 && self.part > 0 {
+    fn flush_packets(&mut self, capture: usize) -> io::Result<()> {
+        let Some(t) = self.captures.get_mut(capture) else {
+            return Ok(());
+        };
+        let n = t.packets.len();
+        if n == 0 && t.part > 0 {
             return Ok(());
         }
-        let mut df = self.packets.take_frame().map_err(io::Error::other)?;
-        let part = self.part;
-        self.write("packets", part, &mut df)?;
-        self.part += 1;
+        let mut df = t.packets.take_frame().map_err(io::Error::other)?;
+        let (host, part) = (t.host.clone(), t.part);
+        t.part += 1;
+        self.write("packets", &host, part, &mut df)?;
         self.rows[0] += n as u64;
         Ok(())
     }
 }
 
 impl Sink for Exporter {
-    fn begin_capture(&mut self, _index: usize, _path: &Path, stem: &str) {
-        self.host = stem.to_string();
-        self.part = 0;
-        self.packets = Packets::default();
-        self.messages = Messages::default();
+    fn begin_capture(&mut self, index: usize, _path: &Path, stem: &str) {
+        while self.captures.len() <= index {
+            self.captures.push(CaptureTables {
+                host: String::new(),
+                packets: Packets::default(),
+                messages: Messages::default(),
+                part: 0,
+            });
+        }
+        self.captures[index].host = stem.to_string();
     }
 
-    fn packet(&mut self, obs: &Observation, verdict: &Verdict) {
-        self.packets.push(obs, verdict);
-        self.messages.push(obs, verdict);
-        if self.packets.len() >= PART_ROWS
+    fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict) {
+        let Some(t) = self.captures.get_mut(capture) else {
+            return;
+        };
+        t.packets.push(obs, verdict);
+        t.messages.push(obs, verdict);
+        if t.packets.len() >= PART_ROWS
             && self.error.is_none()
-            && let Err(e) = self.flush_packets()
+            && let Err(e) = self.flush_packets(capture)
         {
             self.error = Some(e);
         }
     }
 
-    fn end_capture(&mut self, report: &Report) -> io::Result<()> {
+    fn end_capture(&mut self, index: usize, report: &Report) -> io::Result<()> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        self.flush_packets()?;
-        let n = self.messages.frame.len() as u64;
-        let mut df = self.messages.take_frame().map_err(io::Error::other)?;
-        self.write("messages", 0, &mut df)?;
+        self.flush_packets(index)?;
+        let Some(t) = self.captures.get_mut(index) else {
+            return Ok(());
+        };
+        let host = t.host.clone();
+        let n = t.messages.frame.len() as u64;
+        let mut df = t.messages.take_frame().map_err(io::Error::other)?;
+        self.write("messages", &host, 0, &mut df)?;
         self.rows[1] += n;
         let mut df = paths_frame(report).map_err(io::Error::other)?;
         self.rows[2] += df.height() as u64;
-        self.write("paths", 0, &mut df)
+        self.write("paths", &host, 0, &mut df)
     }
 }

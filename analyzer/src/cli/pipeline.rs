@@ -8,9 +8,11 @@
 //! plots). Parsing and analysis thus run on the two cores at once; memory
 //! is a few batches plus the engine's bounded state, whatever the file size.
 //!
-//! Several captures (one per host, each with its own clock) are analysed
-//! one after the other, each by its own engine; [`merge_reports`] joins
-//! their reports into one (see its documentation for what is merged).
+//! Several captures (one per host, each with its own clock) get one
+//! parsing thread each; the engine thread merges them by timestamp into the
+//! engine's `MultiEngine` (one engine per capture plus the cross-capture
+//! matcher: clock offsets, one-way delay and loss between capture points).
+//! [`merge_reports`] joins the per-capture reports into one.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use proto_parse::capture::Reader;
 use proto_parse::frame::{self, DecodeConfig, LinkType, Transport};
 
-use crate::engine::{Config, Engine, Observation, Report, Verdict};
+use crate::engine::{Config, Engine, MergeConfig, MultiEngine, Observation, Report, Verdict};
 
 /// Frames per batch sent from the parsing thread to the engine thread.
 pub const BATCH: usize = 1024;
@@ -78,14 +80,15 @@ pub struct CaptureResult {
     pub report: Report,
 }
 
-/// Receives every packet and its verdict, in capture order, on the engine
-/// thread.
+/// Receives every packet and its verdict, in capture order (several
+/// captures: merged by timestamp), on the engine thread.
 pub trait Sink {
-    /// A new capture starts (index in the list of captures).
+    /// Capture `index` (in the order given) will be analysed; called for
+    /// every capture before the first packet.
     fn begin_capture(&mut self, _index: usize, _path: &Path, _stem: &str) {}
-    fn packet(&mut self, obs: &Observation, verdict: &Verdict);
-    /// The capture is finished; `report` is its engine's final report.
-    fn end_capture(&mut self, _report: &Report) -> io::Result<()> {
+    fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict);
+    /// Capture `index` is finished; `report` is its final report.
+    fn end_capture(&mut self, _index: usize, _report: &Report) -> io::Result<()> {
         Ok(())
     }
 }
@@ -95,7 +98,7 @@ pub struct NoSink;
 
 impl Sink for NoSink {
     #[inline]
-    fn packet(&mut self, _obs: &Observation, _verdict: &Verdict) {}
+    fn packet(&mut self, _capture: usize, _obs: &Observation, _verdict: &Verdict) {}
 }
 
 /// Progress of the parsing thread, in bytes of the file.
@@ -140,7 +143,8 @@ fn parse_loop(
     progress: &dyn Progress,
 ) -> ReadStats {
     let mut stats = ReadStats::default();
-    let mut batch: Vec<Item> = Vec::with_capacity(BATCH);
+    let batch_len = BATCH;
+    let mut batch: Vec<Item> = Vec::with_capacity(batch_len);
     let mut batches = 0u32;
     while let Some(next) = reader.next_record() {
         let record = match next {
@@ -172,10 +176,10 @@ fn parse_loop(
             },
         };
         batch.push(item);
-        if batch.len() == BATCH {
+        if batch.len() == batch_len {
             let next = recycle
                 .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                .unwrap_or_else(|_| Vec::with_capacity(batch_len));
             if tx.send(std::mem::replace(&mut batch, next)).is_err() {
                 break;
             }
@@ -196,33 +200,61 @@ fn parse_loop(
     stats
 }
 
-/// Analyses one capture: parsing on a second thread, the engine and the
-/// sink on this one.
-pub fn analyze_capture(
-    path: &Path,
-    opts: &Options,
-    sink: &mut dyn Sink,
-    progress: &dyn Progress,
-) -> io::Result<CaptureResult> {
+/// Opens a capture and its length (for the progress bar).
+fn open_with_len(path: &Path) -> io::Result<(Reader<Box<dyn io::Read + Send>>, Option<u64>)> {
     let reader = open(path)?;
     let len = if path.as_os_str() == "-" {
         None
     } else {
         std::fs::metadata(path).ok().map(|m| m.len())
     };
-    progress.start(path, len);
-    let mut engine = Engine::new(opts.engine);
+    Ok((reader, len))
+}
+
+fn spawn_parser<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    name: String,
+    reader: Reader<Box<dyn io::Read + Send>>,
+    decode: DecodeConfig,
+    progress: &'scope dyn Progress,
+) -> io::Result<(
+    std::thread::ScopedJoinHandle<'scope, ReadStats>,
+    Receiver<Vec<Item>>,
+    SyncSender<Vec<Item>>,
+)> {
     let (tx, rx) = sync_channel::<Vec<Item>>(IN_FLIGHT);
     let (back_tx, back_rx) = sync_channel::<Vec<Item>>(IN_FLIGHT + 2);
+    let handle = std::thread::Builder::new()
+        .name(name)
+        .spawn_scoped(scope, move || {
+            parse_loop(reader, decode, tx, back_rx, progress)
+        })
+        .map_err(|e| io::Error::other(format!("cannot start a parsing thread: {e}")))?;
+    Ok((handle, rx, back_tx))
+}
+
+/// One capture: parsing on a second thread, the engine and the sink on
+/// this one.
+fn analyze_one(
+    path: &Path,
+    stem: String,
+    opts: &Options,
+    sink: &mut dyn Sink,
+    progress: &dyn Progress,
+) -> io::Result<CaptureResult> {
+    let (reader, len) = open_with_len(path)?;
+    progress.start(path, len);
+    let mut engine = Engine::new(opts.engine);
     let decode = opts.decode;
     let read = std::thread::scope(|scope| {
-        let parser = scope.spawn(move || parse_loop(reader, decode, tx, back_rx, progress));
+        let (parser, rx, back_tx) =
+            spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
         for mut batch in rx {
             for item in &batch {
                 match item {
                     Item::Packet(obs) => {
                         let v = engine.ingest(obs);
-                        sink.packet(obs, &v);
+                        sink.packet(0, obs, &v);
                     }
                     Item::Other { ts_ns, .. } => engine.ingest_other(*ts_ns),
                 }
@@ -230,24 +262,181 @@ pub fn analyze_capture(
             batch.clear();
             let _ = back_tx.try_send(batch);
         }
-        parser.join()
+        parser
+            .join()
+            .map_err(|_| io::Error::other("the parsing thread panicked"))
     });
     progress.finish();
-    let read = read.map_err(|_| io::Error::other("the parsing thread panicked"))?;
+    let read = read?;
     let end = engine.now();
     engine.finish(end);
     let report = engine.snapshot();
-    sink.end_capture(&report)?;
+    sink.end_capture(0, &report)?;
     Ok(CaptureResult {
         path: path.to_path_buf(),
-        stem: capture_stem(path),
+        stem,
         read,
         report,
     })
 }
 
-/// Analyses every capture (in the order given) and returns one result per
-/// capture.
+/// One capture's stream of batches, for the merge by timestamp.
+struct Source {
+    rx: Receiver<Vec<Item>>,
+    back: SyncSender<Vec<Item>>,
+    batch: Vec<Item>,
+    pos: usize,
+    done: bool,
+    last_ts: u64,
+}
+
+impl Source {
+    /// The next item's timestamp (blocks for the next batch).
+    fn head(&mut self) -> Option<u64> {
+        while !self.done && self.pos >= self.batch.len() {
+            let mut old = std::mem::take(&mut self.batch);
+            old.clear();
+            if old.capacity() > 0 {
+                let _ = self.back.try_send(old);
+            }
+            self.pos = 0;
+            match self.rx.recv() {
+                Ok(batch) => self.batch = batch,
+                Err(_) => self.done = true,
+            }
+        }
+        if self.done {
+            return None;
+        }
+        Some(match &self.batch[self.pos] {
+            Item::Packet(obs) => obs.ts_ns,
+            Item::Other { ts_ns, .. } => *ts_ns,
+        })
+    }
+}
+
+/// Progress of several parsing threads, summed into one bar.
+struct SharedProgress<'a> {
+    inner: &'a dyn Progress,
+    positions: Vec<std::sync::atomic::AtomicU64>,
+}
+
+struct PartProgress<'a> {
+    shared: &'a SharedProgress<'a>,
+    index: usize,
+}
+
+impl Progress for PartProgress<'_> {
+    fn set(&self, position: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.shared.positions[self.index].store(position, Relaxed);
+        let total = self.shared.positions.iter().map(|p| p.load(Relaxed)).sum();
+        self.shared.inner.set(total);
+    }
+}
+
+/// Several captures: one parsing thread each, merged by raw timestamp
+/// into the engine's [`MultiEngine`] (one engine per capture plus the
+/// cross-capture matcher that fills `between_captures`).
+fn analyze_many(
+    paths: &[PathBuf],
+    stems: Vec<String>,
+    opts: &Options,
+    sink: &mut dyn Sink,
+    progress: &dyn Progress,
+) -> io::Result<Vec<CaptureResult>> {
+    let mut readers = Vec::with_capacity(paths.len());
+    let mut total = Some(0u64);
+    for path in paths {
+        let (reader, len) = open_with_len(path)?;
+        total = total.zip(len).map(|(a, b)| a + b);
+        readers.push(reader);
+    }
+    progress.start(&paths[0], total);
+    let shared = SharedProgress {
+        inner: progress,
+        positions: paths.iter().map(|_| Default::default()).collect(),
+    };
+    let parts: Vec<PartProgress<'_>> = (0..paths.len())
+        .map(|index| PartProgress {
+            shared: &shared,
+            index,
+        })
+        .collect();
+    let n = paths.len();
+    let mut multi = MultiEngine::new(n, opts.engine, MergeConfig::default());
+    let decode = opts.decode;
+    let reads = std::thread::scope(|scope| -> io::Result<Vec<ReadStats>> {
+        let mut handles = Vec::with_capacity(n);
+        let mut sources = Vec::with_capacity(n);
+        for (i, (reader, part)) in readers.into_iter().zip(&parts).enumerate() {
+            let (h, rx, back) =
+                spawn_parser(scope, format!("mra-parse-{i}"), reader, decode, part)?;
+            handles.push(h);
+            sources.push(Source {
+                rx,
+                back,
+                batch: Vec::new(),
+                pos: 0,
+                done: false,
+                last_ts: 0,
+            });
+        }
+        loop {
+            // The capture whose next frame is earliest (ties: lowest index).
+            let mut best: Option<(u64, usize)> = None;
+            for (i, src) in sources.iter_mut().enumerate() {
+                if let Some(ts) = src.head()
+                    && best.is_none_or(|(b, _)| ts < b)
+                {
+                    best = Some((ts, i));
+                }
+            }
+            let Some((_, i)) = best else { break };
+            let src = &mut sources[i];
+            let item = src.batch[src.pos];
+            src.pos += 1;
+            match &item {
+                Item::Packet(obs) => {
+                    src.last_ts = src.last_ts.max(obs.ts_ns);
+                    let v = multi.ingest(i, obs);
+                    sink.packet(i, obs, &v);
+                }
+                Item::Other { ts_ns, .. } => {
+                    src.last_ts = src.last_ts.max(*ts_ns);
+                    multi.ingest_other(i, *ts_ns);
+                }
+            }
+        }
+        let ends: Vec<u64> = sources.iter().map(|s| s.last_ts).collect();
+        multi.finish(&ends);
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| io::Error::other("a parsing thread panicked"))
+            })
+            .collect()
+    });
+    progress.finish();
+    let reads = reads?;
+    let reports = multi.snapshots();
+    let mut out = Vec::with_capacity(n);
+    for (i, ((report, read), stem)) in reports.into_iter().zip(reads).zip(stems).enumerate() {
+        sink.end_capture(i, &report)?;
+        out.push(CaptureResult {
+            path: paths[i].clone(),
+            stem,
+            read,
+            report,
+        });
+    }
+    Ok(out)
+}
+
+/// Analyses every capture and returns one result per capture (in the
+/// order given). Several captures are merged by timestamp into one
+/// analysis (`between_captures` in the first capture's report).
 pub fn analyze(
     paths: &[PathBuf],
     opts: &Options,
@@ -255,31 +444,35 @@ pub fn analyze(
     progress: &dyn Progress,
 ) -> io::Result<Vec<CaptureResult>> {
     let mut stems: Vec<String> = Vec::new();
-    let mut out = Vec::with_capacity(paths.len());
     for (i, path) in paths.iter().enumerate() {
         // Two captures with the same file name get distinct stems.
         let mut stem = capture_stem(path);
         if stems.contains(&stem) {
             stem = format!("{stem}-{}", i + 1);
         }
-        stems.push(stem.clone());
         sink.begin_capture(i, path, &stem);
-        let mut result = analyze_capture(path, opts, sink, progress)?;
-        result.stem = stem;
-        out.push(result);
+        stems.push(stem);
     }
-    Ok(out)
+    match paths {
+        [] => Ok(Vec::new()),
+        [path] => {
+            let stem = stems.pop().unwrap_or_default();
+            Ok(vec![analyze_one(path, stem, opts, sink, progress)?])
+        }
+        _ => analyze_many(paths, stems, opts, sink, progress),
+    }
 }
 
 /// One report for several captures.
 ///
-/// With one capture this is its engine's report unchanged. With several,
-/// until the engine merges captures itself (`between_captures`), the
-/// reports are joined: capture counters are summed (`files` = the number
-/// of captures, first/last timestamps the extremes), `directions` and
-/// `rocev2` are listed capture after capture (a direction captured at both
-/// ends appears once per capture: each is that capture point's view), the
-/// engine counters are summed and `between_captures` stays empty.
+/// With one capture this is its engine's report unchanged. With several
+/// (the `MultiEngine`'s per-capture reports), the reports are joined:
+/// capture counters are summed (`files` = the number of captures,
+/// first/last timestamps the extremes, each on its own clock),
+/// `directions` and `rocev2` are listed capture after capture (a direction
+/// captured at both ends appears once per capture: each is that capture
+/// point's view), the engine counters are summed and `between_captures` is
+/// the engine's (carried by the first capture's report).
 pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
     let (first, rest) = results.split_first()?;
     let mut merged = first.report.clone();

@@ -119,8 +119,8 @@ struct DirData {
 /// The plot sink.
 pub struct Plotter {
     out: PathBuf,
-    dir: PathBuf,
-    dirs: BTreeMap<DirKey, DirData>,
+    /// Per capture: its output folder and its directions.
+    captures: Vec<(PathBuf, BTreeMap<DirKey, DirData>)>,
     files: Vec<PathBuf>,
 }
 
@@ -142,9 +142,8 @@ impl Plotter {
     pub fn new(out: PathBuf) -> Plotter {
         register_font();
         Plotter {
-            dir: out.clone(),
             out,
-            dirs: BTreeMap::new(),
+            captures: Vec::new(),
             files: Vec::new(),
         }
     }
@@ -156,20 +155,25 @@ impl Plotter {
 }
 
 impl Sink for Plotter {
-    fn begin_capture(&mut self, _index: usize, _path: &Path, stem: &str) {
-        self.dir = self.out.join(stem);
-        self.dirs.clear();
+    fn begin_capture(&mut self, index: usize, _path: &Path, stem: &str) {
+        while self.captures.len() <= index {
+            self.captures.push((PathBuf::new(), BTreeMap::new()));
+        }
+        self.captures[index] = (self.out.join(stem), BTreeMap::new());
     }
 
-    fn packet(&mut self, obs: &Observation, v: &Verdict) {
+    fn packet(&mut self, capture: usize, obs: &Observation, v: &Verdict) {
         let ObsKind::MetaRoce(mr) = &obs.kind else {
+            return;
+        };
+        let Some((_, dirs)) = self.captures.get_mut(capture) else {
             return;
         };
         let own = (obs.src, mr.src_conn, obs.dst, mr.dst_conn);
         let reverse = (obs.dst, mr.dst_conn, obs.src, mr.src_conn);
         match &mr.body {
             MrBody::Data(_) => {
-                self.dirs.entry(own).or_default().psn.push((
+                dirs.entry(own).or_default().psn.push((
                     obs.ts_ns,
                     mr.psn,
                     mr.ev,
@@ -178,8 +182,7 @@ impl Sink for Plotter {
             }
             MrBody::Feedback(fb) => {
                 if let Some(rtt) = v.ack_rtt_ns {
-                    self.dirs
-                        .entry(reverse)
+                    dirs.entry(reverse)
                         .or_default()
                         .rtt_by_ev
                         .entry(fb.echo_ev)
@@ -195,7 +198,7 @@ impl Sink for Plotter {
                 MsgView::Acked => (reverse, "completion (acked, sender view)"),
                 MsgView::Read => (reverse, "READ completion"),
             };
-            let d = self.dirs.entry(key).or_default();
+            let d = dirs.entry(key).or_default();
             // One view per chart: the sender view wins when both exist.
             match (d.msg_view, m.view) {
                 (Some(v0), MsgView::Acked) if v0 != view => {
@@ -209,20 +212,24 @@ impl Sink for Plotter {
         }
     }
 
-    fn end_capture(&mut self, _report: &Report) -> io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
-        let dirs = std::mem::take(&mut self.dirs);
+    fn end_capture(&mut self, index: usize, _report: &Report) -> io::Result<()> {
+        let Some((out, dirs)) = self.captures.get_mut(index) else {
+            return Ok(());
+        };
+        let out = out.clone();
+        let dirs = std::mem::take(dirs);
+        std::fs::create_dir_all(&out)?;
         for (key, d) in &dirs {
             if d.psn.pts.is_empty() {
                 continue;
             }
             let name = file_name(key);
             for ext in ["png", "svg"] {
-                let path = self.dir.join(format!("psn_time_{name}.{ext}"));
+                let path = out.join(format!("psn_time_{name}.{ext}"));
                 draw(&path, (1200, 700), &Chart::Psn(key, &d.psn))?;
                 self.files.push(path);
                 if !d.rtt_by_ev.is_empty() {
-                    let path = self.dir.join(format!("rtt_paths_{name}.{ext}"));
+                    let path = out.join(format!("rtt_paths_{name}.{ext}"));
                     let n = d.rtt_by_ev.len().min(MAX_PATHS);
                     let cols = (n as f64).sqrt().ceil().max(1.0) as u32;
                     let rows = (n as u32).div_ceil(cols);
@@ -231,7 +238,7 @@ impl Sink for Plotter {
                     self.files.push(path);
                 }
                 if !d.msg.values.is_empty() {
-                    let path = self.dir.join(format!("msg_latency_{name}.{ext}"));
+                    let path = out.join(format!("msg_latency_{name}.{ext}"));
                     let title = format!(
                         "{}: message {}",
                         dir_name(key),

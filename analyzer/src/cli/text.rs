@@ -342,6 +342,7 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
         render_stalls(&mut out, &dirs, merged.capture.first_ts_ns);
         render_offenders(&mut out, &dirs, top);
     }
+    render_between(&mut out, results, merged);
     render_rocev2(&mut out, results);
     render_notes(&mut out, results, merged);
     out
@@ -654,6 +655,81 @@ fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: 
     }
 }
 
+fn signed_ns(ns: i64) -> String {
+    if ns < 0 {
+        format!("-{}", fmt_ns(ns.unsigned_abs()))
+    } else {
+        format!("+{}", fmt_ns(ns as u64))
+    }
+}
+
+fn render_between(out: &mut String, results: &[CaptureResult], merged: &Report) {
+    if merged.between_captures.is_empty() {
+        return;
+    }
+    let name = |i: u64| {
+        results
+            .get(i as usize)
+            .map_or_else(|| format!("#{i}"), |r| r.stem.clone())
+    };
+    heading(
+        out,
+        "Between captures (same transmissions seen at two capture points)",
+    );
+    for b in &merged.between_captures {
+        let offset = if b.offset_estimated {
+            format!(
+                "clock offset {} ({} minus {})",
+                signed_ns(b.clock_offset_ns),
+                name(b.capture_b),
+                name(b.capture_a)
+            )
+        } else {
+            "clock offset not estimated (no direction matched both ways)".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "  {} <-> {}: {} matched transmissions, {offset}",
+            name(b.capture_a),
+            name(b.capture_b),
+            b.matched_packets
+        );
+        let mut t = Table::new(&[
+            "direction",
+            "ev",
+            "from",
+            "to",
+            "matched",
+            "lost",
+            "owd n",
+            "owd min",
+            "owd p50",
+            "owd p99",
+            "owd max",
+        ]);
+        for p in &b.paths {
+            let s = &p.one_way_delay_ns;
+            t.push(vec![
+                Cell::l(format!(
+                    "{}:{} -> {}:{}",
+                    p.src, p.src_conn, p.dst, p.dst_conn
+                )),
+                Cell::n(u64::from(p.ev)),
+                Cell::l(name(p.upstream)),
+                Cell::l(name(p.downstream)),
+                Cell::n(p.matched),
+                Cell::bad(p.lost_between),
+                Cell::n(s.count),
+                Cell::ns(s.min, s.count),
+                Cell::ns(s.p50, s.count),
+                Cell::ns(s.p99, s.count),
+                Cell::ns(s.max, s.count),
+            ]);
+        }
+        t.render(out);
+    }
+}
+
 fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
     let n = results.len();
     let flows: Vec<(String, &crate::engine::RoceFlowReport)> = results
@@ -762,7 +838,7 @@ fn render_notes(out: &mut String, results: &[CaptureResult], merged: &Report) {
     }
     if results.len() > 1 {
         notes.push(
-            "several captures: each is analysed on its own clock; a direction captured at both ends is listed once per capture"
+            "several captures: each is analysed on its own clock (times above are each capture's own); a direction captured at both ends is listed once per capture"
                 .to_string(),
         );
     }
