@@ -563,6 +563,7 @@ unsafe fn dissect_packet(
             d.info.push_str(tag);
             d.info.push(']');
         }
+        d.summary = format!(", {}", d.info);
     }
     let info = cstring(&d.info);
     // SAFETY: col_add_str copies the string.
