@@ -125,7 +125,7 @@ pub fn capture_stem(path: &Path) -> String {
 }
 
 /// Opens a capture (`-` for standard input) or says why not.
-fn open(path: &Path) -> io::Result<Reader<Box<dyn io::Read + Send>>> {
+fn open(path: &Path) -> io::Result<CaptureReader> {
     Reader::open_or_stdin(path).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -136,7 +136,7 @@ fn open(path: &Path) -> io::Result<Reader<Box<dyn io::Read + Send>>> {
 
 /// The parsing thread: records to observations, in batches.
 fn parse_loop(
-    mut reader: Reader<Box<dyn io::Read + Send>>,
+    mut reader: CaptureReader,
     decode: DecodeConfig,
     tx: SyncSender<Vec<Item>>,
     recycle: Receiver<Vec<Item>>,
@@ -200,8 +200,19 @@ fn parse_loop(
     stats
 }
 
+/// A capture reader over a file or standard input.
+type CaptureReader = Reader<Box<dyn io::Read + Send>>;
+
+/// A running parsing thread: its handle, its batches, the way back for
+/// empty batches.
+type Parser<'scope> = (
+    std::thread::ScopedJoinHandle<'scope, ReadStats>,
+    Receiver<Vec<Item>>,
+    SyncSender<Vec<Item>>,
+);
+
 /// Opens a capture and its length (for the progress bar).
-fn open_with_len(path: &Path) -> io::Result<(Reader<Box<dyn io::Read + Send>>, Option<u64>)> {
+fn open_with_len(path: &Path) -> io::Result<(CaptureReader, Option<u64>)> {
     let reader = open(path)?;
     let len = if path.as_os_str() == "-" {
         None
@@ -214,14 +225,10 @@ fn open_with_len(path: &Path) -> io::Result<(Reader<Box<dyn io::Read + Send>>, O
 fn spawn_parser<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     name: String,
-    reader: Reader<Box<dyn io::Read + Send>>,
+    reader: CaptureReader,
     decode: DecodeConfig,
     progress: &'scope dyn Progress,
-) -> io::Result<(
-    std::thread::ScopedJoinHandle<'scope, ReadStats>,
-    Receiver<Vec<Item>>,
-    SyncSender<Vec<Item>>,
-)> {
+) -> io::Result<Parser<'scope>> {
     let (tx, rx) = sync_channel::<Vec<Item>>(IN_FLIGHT);
     let (back_tx, back_rx) = sync_channel::<Vec<Item>>(IN_FLIGHT + 2);
     let handle = std::thread::Builder::new()
