@@ -91,20 +91,9 @@ fn read_file(path: &Path) -> Vec<Owned> {
     records(&items)
 }
 
-/// The real captures: the repo's copy (fixtures/real) if there, else the
-/// shared folder beside the checkout, else /work/shared.
+/// The real captures, committed with their provenance in `fixtures/real`.
 fn real_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let candidates = [
-        root.join("fixtures/real"),
-        root.join("../shared/captures/real"),
-        PathBuf::from("/work/shared/captures/real"),
-    ];
-    candidates
-        .iter()
-        .find(|d| d.join("oferby_proxy_roce.pcap").is_file())
-        .cloned()
-        .unwrap_or_else(|| panic!("real captures not found in any of {candidates:?}"))
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/real")
 }
 
 #[test]
