@@ -402,14 +402,15 @@ pub struct RunResult {
 /// Deterministic message contents: message `i` of a run.
 pub fn pattern(i: usize, len: usize) -> Vec<u8> {
     let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
 }
 
 impl Pair {
