@@ -393,6 +393,7 @@ pub struct Connection {
     gap_since: Option<Time>,
     last_gap_nack: Option<(u32, Time)>,
     gbn_nacked: Option<u32>,
+    last_rx_ev: Option<u16>,
     // Output.
     ctrl_out: VecDeque<CtrlOut>,
     fb_out: VecDeque<FbOut>,
@@ -472,6 +473,7 @@ impl Connection {
             gap_since: None,
             last_gap_nack: None,
             gbn_nacked: None,
+            last_rx_ev: None,
             ctrl_out: VecDeque::new(),
             fb_out: VecDeque::new(),
             probes_out: VecDeque::new(),
@@ -956,7 +958,10 @@ impl Connection {
         let psn = self.rcv_nxt;
         self.last_gap_nack = Some((psn, now));
         let trig = Trigger {
-            ev: self.paths.first().map_or(0, |p| p.ev),
+            // The ev the peer used last: known to work right now.
+            ev: self
+                .last_rx_ev
+                .unwrap_or_else(|| self.paths.first().map_or(0, |p| p.ev)),
             psn,
             tx_ts: 0,
             rx_ts: ts(now),
@@ -1178,6 +1183,7 @@ impl Connection {
         mem: &mut Memory,
     ) {
         let psn = repr.psn;
+        self.last_rx_ev = Some(repr.ev);
         let mut trig = Trigger {
             ev: repr.ev,
             psn,
