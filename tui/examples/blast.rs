@@ -12,6 +12,8 @@
 //!   first path, a retransmission on another); THREADS senders (default
 //!   1), one connection each, share the rate. Prints a JSON line with
 //!   what was sent.
+//! - `blast write FILE COUNT [PAYLOAD] [PATHS] [LOSS_PER_MILLE]`: the same
+//!   traffic (one connection) into a pcap file, frames 1 us apart.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -150,6 +152,74 @@ impl Conn {
     }
 }
 
+/// The generated traffic: DATA sprayed over the paths, an ACK every 8,
+/// some DATA held back ("lost") and sent again later.
+struct Gen {
+    c: Conn,
+    data: u64,
+    held: u64,
+    loss_per_mille: u32,
+    /// (psn, due data index) of held-back packets.
+    pending: std::collections::VecDeque<(u32, u64)>,
+    rng: u64,
+}
+
+impl Gen {
+    fn new(payload: usize, paths: u16, loss_per_mille: u32, conn: u32) -> Gen {
+        let paths = paths.max(1);
+        Gen {
+            c: Conn {
+                a: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+                b: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+                a_conn: 0x100 + conn,
+                b_conn: 0x200 + conn,
+                paths,
+                psn: 1000,
+                path_seq: vec![0; usize::from(paths)],
+                ack_path_seq: vec![0; usize::from(paths)],
+                payload: vec![0x5a; payload],
+                start: Instant::now(),
+            },
+            data: 0,
+            held: 0,
+            loss_per_mille,
+            pending: Default::default(),
+            rng: 0x2545_f491_4f6c_dd1d ^ u64::from(conn),
+        }
+    }
+
+    /// The next frame to send (a held-back DATA yields none).
+    fn next_frame(&mut self) -> Option<Vec<u8>> {
+        let c = &mut self.c;
+        if self.pending.front().is_some_and(|&(_, due)| due <= self.data) {
+            let (psn, _) = self.pending.pop_front().unwrap_or_default();
+            let ev = ((psn + 1) % u32::from(c.paths)) as u16;
+            return Some(c.data(psn, ev, 1));
+        }
+        self.data += 1;
+        if self.data % 8 == 0 {
+            let cum = self.pending.front().map_or(c.psn, |&(p, _)| p);
+            let echo = c.psn.wrapping_sub(1);
+            return Some(c.ack(cum, echo, (echo % u32::from(c.paths)) as u16));
+        }
+        let psn = c.psn;
+        c.psn = c.psn.wrapping_add(1);
+        let ev = (psn % u32::from(c.paths)) as u16;
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        if self.loss_per_mille > 0 && (self.rng % 1000) < u64::from(self.loss_per_mille) {
+            // Lost on ev: its path_seq moves on, nothing is sent.
+            let slot = usize::from(ev);
+            c.path_seq[slot] = c.path_seq[slot].wrapping_add(1).max(1);
+            self.pending.push_back((psn, self.data + 32));
+            self.held += 1;
+            return None;
+        }
+        Some(c.data(psn, ev, 0))
+    }
+}
+
 fn rate(
     iface: &str,
     pps: f64,
@@ -160,25 +230,10 @@ fn rate(
     conn: u32,
 ) -> anyhow::Result<Sent> {
     let mut cap = open(iface)?;
-    let paths = paths.max(1);
-    let mut c = Conn {
-        a: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-        b: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
-        a_conn: 0x100 + conn,
-        b_conn: 0x200 + conn,
-        paths,
-        psn: 1000,
-        path_seq: vec![0; usize::from(paths)],
-        ack_path_seq: vec![0; usize::from(paths)],
-        payload: vec![0x5a; payload],
-        start: Instant::now(),
-    };
+    let mut g = Gen::new(payload, paths, loss_per_mille, conn);
     let start = Instant::now();
     let end = Duration::from_secs_f64(seconds);
-    let (mut sent, mut data, mut held, mut errors) = (0u64, 0u64, 0u64, 0u64);
-    // (psn, due data index) of held-back packets.
-    let mut pending: std::collections::VecDeque<(u32, u64)> = Default::default();
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let (mut sent, mut errors) = (0u64, 0u64);
     loop {
         let t = start.elapsed();
         if t >= end {
@@ -190,33 +245,7 @@ fn rate(
             continue;
         }
         for _ in 0..(target - sent).min(256) {
-            let frame = if pending.front().is_some_and(|&(_, due)| due <= data) {
-                let (psn, _) = pending.pop_front().unwrap_or_default();
-                let ev = ((psn + 1) % u32::from(c.paths)) as u16;
-                c.data(psn, ev, 1)
-            } else if data % 8 == 7 {
-                data += 1;
-                let cum = pending.front().map_or(c.psn, |&(p, _)| p);
-                let echo = c.psn.wrapping_sub(1);
-                c.ack(cum, echo, (echo % u32::from(c.paths)) as u16)
-            } else {
-                data += 1;
-                let psn = c.psn;
-                c.psn = c.psn.wrapping_add(1);
-                let ev = (psn % u32::from(c.paths)) as u16;
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                if loss_per_mille > 0 && (rng % 1000) < u64::from(loss_per_mille) {
-                    // Lost on ev: its path_seq moves on, nothing is sent.
-                    let slot = usize::from(ev);
-                    c.path_seq[slot] = c.path_seq[slot].wrapping_add(1).max(1);
-                    pending.push_back((psn, data + 32));
-                    held += 1;
-                    continue;
-                }
-                c.data(psn, ev, 0)
-            };
+            let Some(frame) = g.next_frame() else { continue };
             if cap.sendpacket(frame).is_err() {
                 errors += 1;
             }
@@ -225,10 +254,28 @@ fn rate(
     }
     Ok(Sent {
         sent,
-        held,
+        held: g.held,
         errors,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The same traffic into a pcap file (COUNT frames, 1 us apart).
+fn write(file: &str, count: u64, payload: usize, paths: u16, loss_per_mille: u32) -> anyhow::Result<()> {
+    let out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(file)?);
+    let mut w = proto_parse::capture::PcapWriter::new(out)?;
+    let mut g = Gen::new(payload, paths, loss_per_mille, 0);
+    let t0 = 1_764_000_000_000_000_000u64;
+    let mut n = 0;
+    while n < count {
+        if let Some(frame) = g.next_frame() {
+            w.write_frame(t0 + n * 1000, &frame)?;
+            n += 1;
+        }
+    }
+    w.flush()?;
+    println!("{{\"written\": {n}}}");
+    Ok(())
 }
 
 #[derive(Default)]
@@ -296,6 +343,13 @@ fn main() -> anyhow::Result<()> {
             let gap: u64 = arg(3).unwrap_or("200").parse()?;
             replay(&args[1], &args[2], Duration::from_micros(gap))
         }
+        Some("write") if args.len() >= 3 => write(
+            &args[1],
+            args[2].parse()?,
+            arg(3).unwrap_or("1024").parse()?,
+            arg(4).unwrap_or("8").parse()?,
+            arg(5).unwrap_or("1").parse()?,
+        ),
         Some("rate") if args.len() >= 4 => rate_threads(
             &args[1],
             args[2].parse()?,
@@ -306,7 +360,7 @@ fn main() -> anyhow::Result<()> {
             arg(7).unwrap_or("1").parse()?,
         ),
         _ => bail!(
-            "usage: blast replay IFACE FILE [GAP_US] | blast rate IFACE PPS SECONDS [PAYLOAD] [PATHS] [LOSS_PER_MILLE] [THREADS]"
+            "usage: blast replay IFACE FILE [GAP_US] | blast write FILE COUNT [PAYLOAD] [PATHS] [LOSS_PER_MILLE] | blast rate IFACE PPS SECONDS [PAYLOAD] [PATHS] [LOSS_PER_MILLE] [THREADS]"
         ),
     }
 }

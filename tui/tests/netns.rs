@@ -336,3 +336,53 @@ fn fixture_injected_onto_veth() {
     assert_eq!(d["ce_marked"], 1);
     assert_eq!(d["paths"].as_array().unwrap().len(), 4);
 }
+
+#[test]
+fn kernel_drops_are_reported() {
+    if !can_netns() {
+        eprintln!("SKIPPED: needs root, tmux and `ip netns`");
+        return;
+    }
+    let Some(blast) = workspace_bin("metaroce-tui", "blast", true) else {
+        eprintln!("SKIPPED: the blast example could not be built");
+        return;
+    };
+    let net = Veth::new("d", "10.78.3");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("drops.json");
+    // A 1 MiB kernel buffer, and the capture stopped (SIGSTOP) for a
+    // second while 40k packets/s arrive: the kernel must drop, and the
+    // snapshot must say so.
+    let mut top = net
+        .exec(1)
+        .arg(BIN)
+        .args(["-i", &net.dev[1], "--headless", "--duration", "4", "--buffer-mb", "1", "--json-out"])
+        .arg(&json)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let sender = net
+        .exec(0)
+        .arg(&blast)
+        .args(["rate", &net.dev[0], "40000", "2", "1024", "8", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // `ip netns exec` execs the binary: the child's pid is metaroce-top's.
+    let pid = top.id().to_string();
+    sh(&["kill", "-STOP", &pid]);
+    std::thread::sleep(Duration::from_millis(1000));
+    sh(&["kill", "-CONT", &pid]);
+    let sent = sender.wait_with_output().unwrap();
+    assert!(top.wait().unwrap().success());
+    let sent: serde_json::Value = serde_json::from_slice(&sent.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let st = &v["stats"];
+    let drops = st["kernel_drops"].as_u64().unwrap();
+    let received = st["received"].as_u64().unwrap();
+    assert!(drops > 0, "no kernel drops reported: {st}");
+    // libpcap's received counts what reached the socket (taken or dropped).
+    assert!(received + drops >= sent["sent"].as_u64().unwrap() * 9 / 10, "{st} vs {sent}");
+    assert_eq!(st["frames"].as_u64().unwrap() + drops, received, "{st}");
+}
