@@ -1629,9 +1629,13 @@ impl Connection {
         }
         // SACK.
         if let Some(ack) = ack {
-            for i in 0..ack.sack.len_words() as usize * 64 {
-                if ack.sack.get(i) {
-                    let psn = ack.sack_base.wrapping_add(i as u32);
+            // Set bits only, most significant first (bit i = sack_base + i).
+            for (k, &word) in ack.sack.words().iter().enumerate() {
+                let mut w = word;
+                while w != 0 {
+                    let lz = w.leading_zeros();
+                    w &= !(1u64 << (63 - lz));
+                    let psn = ack.sack_base.wrapping_add(k as u32 * 64 + lz);
                     if self.in_send_window(psn) {
                         progress |= self.sack(now, psn);
                     }
