@@ -191,13 +191,17 @@ impl Gen {
     /// The next frame to send (a held-back DATA yields none).
     fn next_frame(&mut self) -> Option<Vec<u8>> {
         let c = &mut self.c;
-        if self.pending.front().is_some_and(|&(_, due)| due <= self.data) {
+        if self
+            .pending
+            .front()
+            .is_some_and(|&(_, due)| due <= self.data)
+        {
             let (psn, _) = self.pending.pop_front().unwrap_or_default();
             let ev = ((psn + 1) % u32::from(c.paths)) as u16;
             return Some(c.data(psn, ev, 1));
         }
         self.data += 1;
-        if self.data % 8 == 0 {
+        if self.data.is_multiple_of(8) {
             let cum = self.pending.front().map_or(c.psn, |&(p, _)| p);
             let echo = c.psn.wrapping_sub(1);
             return Some(c.ack(cum, echo, (echo % u32::from(c.paths)) as u16));
@@ -245,7 +249,9 @@ fn rate(
             continue;
         }
         for _ in 0..(target - sent).min(256) {
-            let Some(frame) = g.next_frame() else { continue };
+            let Some(frame) = g.next_frame() else {
+                continue;
+            };
             if cap.sendpacket(frame).is_err() {
                 errors += 1;
             }
@@ -261,7 +267,13 @@ fn rate(
 }
 
 /// The same traffic into a pcap file (COUNT frames, 1 us apart).
-fn write(file: &str, count: u64, payload: usize, paths: u16, loss_per_mille: u32) -> anyhow::Result<()> {
+fn write(
+    file: &str,
+    count: u64,
+    payload: usize,
+    paths: u16,
+    loss_per_mille: u32,
+) -> anyhow::Result<()> {
     let out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(file)?);
     let mut w = proto_parse::capture::PcapWriter::new(out)?;
     let mut g = Gen::new(payload, paths, loss_per_mille, 0);

@@ -139,6 +139,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     loop {
         app.update(handle.snapshot());
         terminal.draw(|f| render::app::render(f, &mut app))?;
+        // Test hook: proves the panic hook restores the terminal.
+        if std::env::var_os("METAROCE_TOP_PANIC_AFTER_DRAW").is_some() {
+            panic!("METAROCE_TOP_PANIC_AFTER_DRAW is set");
+        }
         // Wait for a key until the next frame is due; redraw at once
         // after one.
         if !event::poll(frame)? {

@@ -356,7 +356,16 @@ fn kernel_drops_are_reported() {
     let mut top = net
         .exec(1)
         .arg(BIN)
-        .args(["-i", &net.dev[1], "--headless", "--duration", "4", "--buffer-mb", "1", "--json-out"])
+        .args([
+            "-i",
+            &net.dev[1],
+            "--headless",
+            "--duration",
+            "4",
+            "--buffer-mb",
+            "1",
+            "--json-out",
+        ])
         .arg(&json)
         .spawn()
         .unwrap();
@@ -377,12 +386,16 @@ fn kernel_drops_are_reported() {
     let sent = sender.wait_with_output().unwrap();
     assert!(top.wait().unwrap().success());
     let sent: serde_json::Value = serde_json::from_slice(&sent.stdout).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let st = &v["stats"];
     let drops = st["kernel_drops"].as_u64().unwrap();
     let received = st["received"].as_u64().unwrap();
     assert!(drops > 0, "no kernel drops reported: {st}");
     // libpcap's received counts what reached the socket (taken or dropped).
-    assert!(received + drops >= sent["sent"].as_u64().unwrap() * 9 / 10, "{st} vs {sent}");
+    assert!(
+        received + drops >= sent["sent"].as_u64().unwrap() * 9 / 10,
+        "{st} vs {sent}"
+    );
     assert_eq!(st["frames"].as_u64().unwrap() + drops, received, "{st}");
 }

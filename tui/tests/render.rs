@@ -115,10 +115,11 @@ fn paths_pane() {
     let mut a = app("multipath_loss_receiver.pcap");
     let t = draw(90, 9, &mut a, |f, a| render::paths::render(f, f.area(), a));
     insta::assert_snapshot!(t.backend());
-    // The loss heat strip: ev 0..2 green, ev 3 (1 of 3 lost) red.
+    // The loss heat strip: ev 0 and 1 green, ev 2 and 3 (1 of 3 lost) red.
     let buf = t.backend().buffer();
     let fg = |x: u16| buf[(x, 1)].fg;
     assert_eq!(fg(7), ratatui::style::Color::Green);
+    assert_eq!(fg(8), ratatui::style::Color::Green);
     assert_eq!(fg(10), ratatui::style::Color::Red);
     // The CE strip: ev 1 carried the CE mark.
     assert_ne!(buf[(8, 2)].fg, ratatui::style::Color::Green);
