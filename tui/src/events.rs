@@ -230,3 +230,79 @@ impl EventDetector {
         }
     }
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use analyzer::engine::{PathReport, Summary};
+    use analyzer::{Config, Engine};
+
+    fn path(ev: u16, packets: u64) -> PathReport {
+        PathReport {
+            ev,
+            packets,
+            data_packets: packets,
+            data_bytes: 0,
+            retransmissions: 0,
+            lost: 0,
+            lost_inferred: 0,
+            reordered: 0,
+            ce_marked: 0,
+            ack_rtt_ns: Summary::default(),
+        }
+    }
+
+    /// A report with one direction whose paths carry `packets` at `now`.
+    fn report(template: &Report, packets: &[(u16, u64)], now: u64, nacks: u64) -> Report {
+        let mut r = template.clone();
+        let d = &mut r.directions[0];
+        d.paths = packets.iter().map(|&(ev, n)| path(ev, n)).collect();
+        d.data_packets = packets.iter().map(|p| p.1).sum();
+        d.last_ts_ns = now;
+        d.nacks = nacks;
+        d.nacks_by_code = [("GAP".to_string(), nacks)].into_iter().collect();
+        r
+    }
+
+    #[test]
+    fn quiet_path_is_retired_then_resumes_and_nack_bursts_count() {
+        // A real direction from the fixture, then edited paths.
+        let mut engine = Engine::new(Config::default());
+        let mut reader = proto_parse::capture::Reader::open(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fixtures/generated/multipath_loss_sender.pcap"
+        ))
+        .unwrap();
+        let cfg = proto_parse::frame::DecodeConfig::default();
+        let mut n = 0;
+        while let Some(Ok(rec)) = reader.next_record() {
+            n += 1;
+            let f = proto_parse::frame::decode(proto_parse::frame::LinkType::Ethernet, rec.data, &cfg);
+            if let Some(obs) = analyzer::Observation::from_frame(n, rec.ts_ns, &f) {
+                engine.ingest(&obs);
+            }
+        }
+        let mut t = engine.snapshot();
+        t.directions.retain(|d| d.data_packets > 0);
+        t.directions[0].stalls.clear();
+        let s = 1_000_000_000;
+        let mut det = EventDetector::new(EventConfig { burst: 3, path_idle_ns: s });
+        det.update(&report(&t, &[(0, 10), (1, 10)], 0, 0), 0);
+        det.update(&report(&t, &[(0, 20), (1, 10)], s / 2, 2), s / 2);
+        det.update(&report(&t, &[(0, 30), (1, 10)], s + 1, 5), s + 1);
+        det.update(&report(&t, &[(0, 40), (1, 20)], 2 * s, 5), 2 * s);
+        let got: Vec<(EventKind, Option<u16>)> =
+            det.events().iter().map(|e| (e.kind, e.ev)).collect();
+        assert_eq!(
+            got,
+            [
+                (EventKind::NewConnection, None),
+                // 2 NACKs: under the burst threshold of 3; then 3 more.
+                (EventKind::NackBurst, None),
+                (EventKind::PathRetired, Some(1)),
+                (EventKind::PathResumed, Some(1)),
+            ]
+        );
+        assert!(det.events()[1].text.starts_with("3 NACK(s): GAP 3"), "{:?}", det.events()[1]);
+    }
+}
