@@ -35,7 +35,8 @@ use proto_parse::metaroce::{FbFlags, NackCode, Op};
 /// f17 t22    D psn103 att1 ev2 seq5      -> below cum ack: spurious
 /// f18 t30    ACK cum105 echo104 (f15)    -> RTT 10 us
 /// f19 t31    ACK cum106 echo105 (f16)    -> RTT 10 us; msg1 acked: 11 us (SOM f15)
-/// f20 t32    ACK cum106 echo103 (f17) DUP -> already counted spurious
+/// f20 t32    ACK cum106 echo103 (f17) DUP -> RTT 10 us (first feedback echoing
+///                                           f17); f17 already counted spurious
 /// f21 t100   D psn106 ev1 seq5 SOM EOM msg2 -> outstanding from t100; delivered at once
 /// f22 t2100  D psn106 att1 ev2 seq6      -> stall detected (start t100), retx timeout,
 ///                                           ev1 charged lost_inferred
@@ -246,10 +247,10 @@ fn direction_counts() {
     assert_eq!(d.cum_ack, Some(107));
     assert_eq!(d.outstanding_packets, 1);
 
-    // f8 f9 f10 f11 f12 f18 f19 f23, all 10 us.
-    assert_eq!(d.ack_rtt_ns.count, 8);
+    // f8 f9 f10 f11 f12 f18 f19 f20 f23, all 10 us.
+    assert_eq!(d.ack_rtt_ns.count, 9);
     assert_eq!((d.ack_rtt_ns.min, d.ack_rtt_ns.max), (10_000, 10_000));
-    assert_eq!(d.fabric_rtt_ns.count, 8);
+    assert_eq!(d.fabric_rtt_ns.count, 9);
     assert_eq!((d.fabric_rtt_ns.min, d.fabric_rtt_ns.max), (9_000, 9_000));
     // msg0 13 us, msg1 11 us, msg2 2010 us (HdrHistogram, 3 digits).
     assert_eq!(d.msg_completion_ns.count, 3);
@@ -295,7 +296,8 @@ fn direction_counts() {
     assert_eq!(ev2.lost, 1);
     assert_eq!(ev2.lost_inferred, 1);
     assert_eq!(ev2.ce_marked, 1);
-    assert_eq!(ev2.ack_rtt_ns.count, 4);
+    // f10 (f5), f11 (f6), f12 (f7), f20 (f17), f23 (f22).
+    assert_eq!(ev2.ack_rtt_ns.count, 5);
 
     // The feedback direction.
     let b = report

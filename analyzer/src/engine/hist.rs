@@ -59,7 +59,19 @@ impl Hist {
             return Summary::default();
         }
         // Bucket values, clamped to the exact extremes.
-        let q = |q: f64| h.value_at_quantile(q).clamp(self.min, self.max);
+        // The lowest value of the quantile's bucket, or the exact extreme
+        // when the bucket holds it.
+        let q = |q: f64| {
+            let v = h.value_at_quantile(q);
+            let (lo, hi) = (h.lowest_equivalent(v), h.highest_equivalent(v));
+            if (lo..=hi).contains(&self.max) {
+                self.max
+            } else if (lo..=hi).contains(&self.min) {
+                self.min
+            } else {
+                lo.clamp(self.min, self.max)
+            }
+        };
         Summary {
             count: h.len(),
             min: self.min,
@@ -74,7 +86,8 @@ impl Hist {
 
 /// `{"count", "min", "p50", "p90", "p99", "p999", "max"}` in ns; all 0
 /// when `count` is 0. Values are HdrHistogram bucket values (3 significant
-/// digits, clamped to [min, max]); `min` and `max` are exact.
+/// digits: the lowest value of the bucket, or the exact min/max when the
+/// bucket holds it); `min` and `max` are exact.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
     pub count: u64,

@@ -115,6 +115,7 @@ pub struct CrossCapture {
     order: VecDeque<(TxKey, u64)>,
     newest: u64,
     first_ts: Vec<Option<u64>>,
+    last_ts: Vec<u64>,
     /// (capture a, capture b, direction, ev) -> deltas.
     deltas: FxHashMap<(u8, u8, PackedKey, u16), PathDeltas>,
     /// (capture, direction, ev) -> transmissions never matched.
@@ -130,6 +131,7 @@ impl CrossCapture {
             order: VecDeque::new(),
             newest: 0,
             first_ts: Vec::new(),
+            last_ts: Vec::new(),
             deltas: FxHashMap::default(),
             unmatched: FxHashMap::default(),
             rng: 0x9E37_79B9_7F4A_7C15,
@@ -151,19 +153,27 @@ impl CrossCapture {
         self.pending.len()
     }
 
+    /// Notes that capture `capture` was running at `ts_ns` (every frame,
+    /// whatever its protocol).
+    pub fn tick(&mut self, capture: u8, ts_ns: u64) {
+        let ci = usize::from(capture);
+        if self.first_ts.len() <= ci {
+            self.first_ts.resize(ci + 1, None);
+            self.last_ts.resize(ci + 1, 0);
+        }
+        self.first_ts[ci].get_or_insert(ts_ns);
+        self.last_ts[ci] = self.last_ts[ci].max(ts_ns);
+        self.newest = self.newest.max(ts_ns);
+    }
+
     pub fn observe(&mut self, capture: u8, obs: &Observation) {
+        self.tick(capture, obs.ts_ns);
         let ObsKind::MetaRoce(mr) = &obs.kind else {
             return;
         };
         if obs.malformed || matches!(mr.body, MrBody::Ctrl(_) | MrBody::Malformed) {
             return;
         }
-        let ci = usize::from(capture);
-        if self.first_ts.len() <= ci {
-            self.first_ts.resize(ci + 1, None);
-        }
-        self.first_ts[ci].get_or_insert(obs.ts_ns);
-        self.newest = self.newest.max(obs.ts_ns);
         self.expire();
 
         let dir = DirKey {
@@ -262,6 +272,47 @@ impl CrossCapture {
                 .unmatched
                 .entry((seen.capture, key.dir, key.ev))
                 .or_default() += 1;
+        }
+    }
+
+    /// End of all captures: transmissions still unmatched are lost between
+    /// the capture points when every other capture ran until (offset
+    /// corrected) `FINISH_MARGIN_NS` after them.
+    pub fn finish(&mut self) {
+        const FINISH_MARGIN_NS: i128 = 1_000_000;
+        let offsets: FxHashMap<(u8, u8), i64> = self
+            .report()
+            .iter()
+            .filter(|r| r.offset_estimated)
+            .map(|r| ((r.capture_a as u8, r.capture_b as u8), r.clock_offset_ns))
+            .collect();
+        let off = |from: u8, to: u8| -> i128 {
+            if from < to {
+                offsets.get(&(from, to)).map_or(0, |&o| i128::from(o))
+            } else {
+                -offsets.get(&(to, from)).map_or(0, |&o| i128::from(o))
+            }
+        };
+        let pending: Vec<(TxKey, Sighting)> = self.pending.drain().collect();
+        self.order.clear();
+        let captures = self.first_ts.len();
+        if captures < 2 {
+            return;
+        }
+        for (key, seen) in pending {
+            let all_ran = (0..captures)
+                .filter(|&o| o != usize::from(seen.capture))
+                .all(|o| {
+                    let at = i128::from(seen.ts) + off(seen.capture, o as u8);
+                    self.first_ts[o].is_some_and(|f| i128::from(f) <= at)
+                        && i128::from(self.last_ts[o]) >= at + FINISH_MARGIN_NS
+                });
+            if all_ran {
+                *self
+                    .unmatched
+                    .entry((seen.capture, key.dir, key.ev))
+                    .or_default() += 1;
+            }
         }
     }
 
@@ -380,13 +431,17 @@ impl MultiEngine {
 
     pub fn ingest_other(&mut self, capture: usize, ts_ns: u64) {
         let c = capture.min(self.engines.len() - 1);
+        self.cross.tick(c as u8, ts_ns);
         self.engines[c].ingest_other(ts_ns);
     }
 
+    /// Ends every capture (`end_ts_ns[i]`: last time of capture i) and
+    /// counts the transmissions never matched (`lost_between`).
     pub fn finish(&mut self, end_ts_ns: &[u64]) {
         for (e, &t) in self.engines.iter_mut().zip(end_ts_ns) {
             e.finish(t);
         }
+        self.cross.finish();
     }
 
     pub fn engine(&self, capture: usize) -> Option<&Engine> {

@@ -145,6 +145,8 @@ struct PrunedRetx {
 }
 
 const RING: usize = 16;
+/// Acked PSNs kept in the window for late feedback (see `advance`).
+const ACKED_GRACE: u32 = 512;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Counters {
@@ -173,6 +175,8 @@ pub(crate) struct Counters {
 
 pub(crate) struct Dir {
     pub key: DirKey,
+    /// The sender's CONNECT/ACCEPT was captured (paths start at path_seq 1).
+    pub start_seen: bool,
     pub first_frame: u64,
     pub first_ts: u64,
     pub last_ts: u64,
@@ -257,6 +261,7 @@ impl Dir {
     pub fn new(key: DirKey, frame: u64, ts: u64, cfg: &Config) -> Dir {
         Dir {
             key,
+            start_seen: false,
             first_frame: frame,
             first_ts: ts,
             last_ts: ts,
@@ -404,6 +409,14 @@ impl Dir {
             return;
         }
         if path.last_seq == 0 {
+            // With the connection start captured, every path starts at
+            // path_seq 1: values below the first one seen were lost.
+            if self.start_seen && seq > 1 && seq < 0x8000 {
+                let d = u64::from(seq - 1);
+                path.lost += d;
+                self.c.path_loss += d;
+                v.path_loss = Some(d as u32);
+            }
             path.last_seq = seq;
             return;
         }
@@ -471,7 +484,7 @@ impl Dir {
         };
         let highest_sacked = self.highest_sacked;
         let slot = if below_cum {
-            None
+            self.window.get_mut(psn)
         } else {
             self.window.entry(psn)
         };
@@ -484,7 +497,7 @@ impl Dir {
                 Some(slot) => {
                     let original = slot.seen.then_some(slot.first.frame);
                     let count = slot.count;
-                    let kind = if slot.sacked {
+                    let kind = if below_cum || slot.sacked {
                         RetxKind::Spurious
                     } else if slot.nacked || highest_sacked.is_some_and(|h| lt(psn, h)) {
                         RetxKind::Fast
@@ -769,11 +782,13 @@ impl Dir {
                 if slot.count == 1 {
                     slot.first = slot.last;
                 }
-                if fb.flags.contains(FbFlags::DUP) && slot.retx && !slot.spurious {
-                    slot.spurious = true;
-                    let lost_ev = slot.lost_ev.take();
-                    v.dup_of_frame = Some(slot.last.frame);
-                    self.mark_spurious(lost_ev);
+                if fb.flags.contains(FbFlags::DUP) && slot.retx {
+                    v.dup_of_frame = v.acked_frame;
+                    if !slot.spurious {
+                        slot.spurious = true;
+                        let lost_ev = slot.lost_ev.take();
+                        self.mark_spurious(lost_ev);
+                    }
                 }
             }
         } else if fb.flags.contains(FbFlags::DUP)
@@ -910,18 +925,23 @@ impl Dir {
         }
         let pruned = &mut self.pruned;
         let at = &mut self.pruned_at;
-        self.window.prune_below(cum_ack, |psn, slot| {
-            if slot.retx && !slot.spurious {
-                pruned[*at] = PrunedRetx {
-                    psn,
-                    tx_ts: slot.last.tx_ts,
-                    frame: slot.last.frame,
-                    lost_ev: slot.lost_ev,
-                    valid: true,
-                };
-                *at = (*at + 1) % RING;
-            }
-        });
+        // Keep a grace of acked PSNs: feedback travels back over paths of
+        // different delays, so a late feedback may echo a PSN another one
+        // already acked (its RTT sample must still match).
+        let grace = ACKED_GRACE.min(cfg.window as u32 / 2);
+        self.window
+            .prune_below(cum_ack.wrapping_sub(grace), |psn, slot| {
+                if slot.retx && !slot.spurious {
+                    pruned[*at] = PrunedRetx {
+                        psn,
+                        tx_ts: slot.last.tx_ts,
+                        frame: slot.last.frame,
+                        lost_ev: slot.lost_ev,
+                        valid: true,
+                    };
+                    *at = (*at + 1) % RING;
+                }
+            });
 
         // Messages whose last PSN the cumulative ack now passes.
         while let Some(&(last, id, resp)) = self.pending_last.front() {

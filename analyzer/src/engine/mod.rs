@@ -51,7 +51,7 @@ mod window;
 
 use std::net::IpAddr;
 
-use proto_parse::metaroce::DEFAULT_TS_UNIT_PS;
+use proto_parse::metaroce::{CtrlOp, DEFAULT_TS_UNIT_PS};
 use rustc_hash::FxHashMap;
 
 pub use hist::{Hist, Summary};
@@ -139,6 +139,8 @@ pub struct Engine {
     recent_next: usize,
     /// ts_unit_ps announced by CTRL, by (sender IP, sender conn).
     units: FxHashMap<(IpAddr, u32), u32>,
+    /// Senders (IP, conn) whose CONNECT or ACCEPT was captured.
+    started: FxHashMap<(IpAddr, u32), ()>,
     evicted_dirs: u64,
     roce: RoceTable,
 }
@@ -165,6 +167,7 @@ impl Engine {
             recent: [None; 2],
             recent_next: 0,
             units: FxHashMap::default(),
+            started: FxHashMap::default(),
             evicted_dirs: 0,
             roce: RoceTable::default(),
         }
@@ -249,7 +252,8 @@ impl Engine {
         if self.index.len() >= self.cfg.max_flows {
             self.evict(protect);
         }
-        let dir = Dir::new(key, frame, ts, &self.cfg);
+        let mut dir = Dir::new(key, frame, ts, &self.cfg);
+        dir.start_seen = self.started.contains_key(&(key.src, key.src_conn));
         let i = match self.free.pop() {
             Some(i) => {
                 self.dirs[i as usize] = Some(dir);
@@ -295,6 +299,9 @@ impl Engine {
         }
         if self.units.len() > self.cfg.max_flows {
             self.units.clear();
+        }
+        if self.started.len() > self.cfg.max_flows {
+            self.started.clear();
         }
     }
 
@@ -356,6 +363,10 @@ impl Engine {
             MrBody::Ctrl(c) => {
                 v.flow = Some(own);
                 dir.c.ctrl += 1;
+                let starts = matches!(c.op, CtrlOp::Connect | CtrlOp::Accept);
+                if starts {
+                    dir.start_seen = true;
+                }
                 let unit = if c.ts_unit_ps == 0 {
                     DEFAULT_TS_UNIT_PS
                 } else {
@@ -363,6 +374,11 @@ impl Engine {
                 };
                 if self.units.len() < 4 * cfg.max_flows {
                     self.units.insert((obs.src, mr.src_conn), unit);
+                }
+                // The connection's start is in the capture: every path of
+                // this sender starts at path_seq 1.
+                if starts && self.started.len() < 4 * cfg.max_flows {
+                    self.started.insert((obs.src, mr.src_conn), ());
                 }
             }
             MrBody::Probe => {
@@ -396,7 +412,7 @@ impl Engine {
     pub fn state_size(&self) -> StateSize {
         let mut s = StateSize {
             directions: self.index.len(),
-            ts_units: self.units.len(),
+            ts_units: self.units.len() + self.started.len(),
             ..StateSize::default()
         };
         for dir in self.dirs.iter().flatten() {
