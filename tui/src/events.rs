@@ -277,7 +277,8 @@ mod test {
         let mut n = 0;
         while let Some(Ok(rec)) = reader.next_record() {
             n += 1;
-            let f = proto_parse::frame::decode(proto_parse::frame::LinkType::Ethernet, rec.data, &cfg);
+            let f =
+                proto_parse::frame::decode(proto_parse::frame::LinkType::Ethernet, rec.data, &cfg);
             if let Some(obs) = analyzer::Observation::from_frame(n, rec.ts_ns, &f) {
                 engine.ingest(&obs);
             }
@@ -286,7 +287,10 @@ mod test {
         t.directions.retain(|d| d.data_packets > 0);
         t.directions[0].stalls.clear();
         let s = 1_000_000_000;
-        let mut det = EventDetector::new(EventConfig { burst: 3, path_idle_ns: s });
+        let mut det = EventDetector::new(EventConfig {
+            burst: 3,
+            path_idle_ns: s,
+        });
         det.update(&report(&t, &[(0, 10), (1, 10)], 0, 0), 0);
         det.update(&report(&t, &[(0, 20), (1, 10)], s / 2, 2), s / 2);
         det.update(&report(&t, &[(0, 30), (1, 10)], s + 1, 5), s + 1);
@@ -303,6 +307,10 @@ mod test {
                 (EventKind::PathResumed, Some(1)),
             ]
         );
-        assert!(det.events()[1].text.starts_with("3 NACK(s): GAP 3"), "{:?}", det.events()[1]);
+        assert!(
+            det.events()[1].text.starts_with("3 NACK(s): GAP 3"),
+            "{:?}",
+            det.events()[1]
+        );
     }
 }

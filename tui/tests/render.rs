@@ -26,6 +26,10 @@ fn fixture(name: &str) -> PathBuf {
 /// Replays `name` frame by frame, one tick per frame (1 ms of wall clock
 /// each), and returns the final snapshot.
 fn replay(name: &str) -> Snapshot {
+    replay_path(&fixture(name), name)
+}
+
+fn replay_path(path: &std::path::Path, name: &str) -> Snapshot {
     let source = SourceInfo::Replay {
         file: name.to_string(),
         speed: 1.0,
@@ -36,7 +40,7 @@ fn replay(name: &str) -> Snapshot {
         Config::default(),
         EventConfig::default(),
     );
-    let mut reader = Reader::open(fixture(name)).unwrap();
+    let mut reader = Reader::open(path).unwrap();
     let mut stats = CaptureStats::default();
     let mut n = 0u64;
     while let Some(rec) = reader.next_record() {
@@ -188,4 +192,17 @@ fn events_name_stall_nacks_and_cnp() {
     for k in ["NEW", "STALL", "NACK", "CNP"] {
         assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
     }
+}
+
+#[test]
+fn rocev2_flows_below_the_table() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/real/montybeatnik_roce_capture_read-write-ecn.pcap");
+    let s = replay_path(&path, "montybeatnik_roce_capture_read-write-ecn.pcap");
+    assert!(!s.report.rocev2.is_empty());
+    let mut a = App::new(Arc::new(s), PathBuf::from("."));
+    let t = draw(150, 14, &mut a, |f, a| {
+        render::connections::render(f, f.area(), a)
+    });
+    insta::assert_snapshot!(t.backend());
 }

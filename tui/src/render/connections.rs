@@ -4,7 +4,7 @@
 
 use analyzer::engine::DirectionReport;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Cell, Row, Table, TableState};
@@ -20,6 +20,68 @@ pub fn lost(d: &DirectionReport) -> u64 {
 }
 
 pub fn render(f: &mut Frame<'_>, area: Rect, app: &mut App) {
+    let roce = app.snapshot.report.rocev2.len();
+    if roce > 0 {
+        let h = (roce as u16 + 3).min(area.height / 2).max(4);
+        let [top, bottom] =
+            Layout::vertical([Constraint::Fill(1), Constraint::Length(h)]).areas(area);
+        render_metaroce(f, top, app);
+        render_rocev2(f, bottom, app);
+    } else {
+        render_metaroce(f, area, app);
+    }
+}
+
+/// RoCEv2 flows (by destination QP): counted by the same engine, shown
+/// below the MetaRoCE table (not selectable).
+fn render_rocev2(f: &mut Frame<'_>, area: Rect, app: &App) {
+    let flows = &app.snapshot.report.rocev2;
+    let header = Row::new(vec![
+        "RoCEv2 flow (src→dst QP)",
+        "DATA",
+        "bytes",
+        "Retx",
+        "NAK",
+        "RNR",
+        "CNP",
+        "CE",
+        "RTT p50",
+        "RTT p99",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let rows = flows.iter().map(|r| {
+        Row::new(vec![
+            format!("{}→{} QP {:#08x}", r.src, r.dst, r.dest_qp),
+            fmt::count(r.data_packets),
+            fmt::count(r.data_bytes),
+            fmt::count(r.retransmissions),
+            fmt::count(r.naks),
+            fmt::count(r.rnr_naks),
+            fmt::count(r.cnps),
+            fmt::count(r.ce_marked),
+            fmt::ns(r.ack_rtt_ns.p50),
+            fmt::ns(r.ack_rtt_ns.p99),
+        ])
+    });
+    let widths = [
+        Constraint::Min(36),
+        Constraint::Length(7),
+        Constraint::Length(8),
+        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Length(5),
+        Constraint::Length(5),
+        Constraint::Length(5),
+        Constraint::Length(8),
+        Constraint::Length(8),
+    ];
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(Block::bordered().title(format!(" RoCEv2 flows ({}) ", flows.len())));
+    f.render_widget(table, area);
+}
+
+fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
     app.page_rows = usize::from(area.height.saturating_sub(3)).max(1);
     let rows = app.rows();
     let selected = app.selected_index(&rows);
