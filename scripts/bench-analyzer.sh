@@ -52,21 +52,20 @@ measure() {
 }
 
 plugin=target/release/libmetaroce_dissector.so
-tshark_cmd() {
-    local f=$1
-    if [ -f "$plugin" ]; then
-        local pdir home
-        pdir=$(mktemp -d); home=$(mktemp -d); chmod 755 "$pdir"; chmod 777 "$home"
-        local mm
-        mm=$(tshark --version | head -1 | grep -oE '[0-9]+\.[0-9]+' | head -1)
-        mkdir -p "$pdir/$mm/epan"; cp "$plugin" "$pdir/$mm/epan/"; chmod -R a+rX "$pdir"
-        local run=(env HOME="$home" WIRESHARK_PLUGIN_DIR="$pdir")
-        [ "$(id -u)" = 0 ] && run=(setpriv --reuid=65534 --regid=65534 --clear-groups "${run[@]}")
-        echo "${run[*]} tshark -r $f -T fields -e frame.number -e udp.srcport -e metaroce.psn"
-    else
-        echo "tshark -r $f -T fields -e frame.number -e udp.srcport -d udp.port==4794,data"
-    fi
-}
+tmpdirs=()
+trap 'rm -rf "${tmpdirs[@]}"' EXIT
+# The tshark command line (without the file) in the array `tshark_run`.
+if [ -f "$plugin" ]; then
+    pdir=$(mktemp -d); home=$(mktemp -d); tmpdirs+=("$pdir" "$home")
+    chmod 755 "$pdir"; chmod 777 "$home"
+    mm=$(tshark --version 2>/dev/null | head -1 | grep -oE '[0-9]+\.[0-9]+' | head -1)
+    mkdir -p "$pdir/$mm/epan"; cp "$plugin" "$pdir/$mm/epan/"; chmod -R a+rX "$pdir"
+    tshark_run=(env HOME="$home" WIRESHARK_PLUGIN_DIR="$pdir" tshark -T fields
+        -e frame.number -e udp.srcport -e metaroce.psn)
+    [ "$(id -u)" = 0 ] && tshark_run=(setpriv --reuid=65534 --regid=65534 --clear-groups "${tshark_run[@]}")
+else
+    tshark_run=(tshark -T fields -e frame.number -e udp.srcport -d udp.port==4794,data)
+fi
 
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
 
@@ -83,13 +82,11 @@ for n in "$small" "$large"; do
     printf '%-34s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "bare walk (records + decode)" "$n" "$ww" "$wc" "$(rate "$n" "$ww")" "$(rate "$n" "$wc")" "$wr"
     results+=("$n $aw $ar $ww")
     if [ "$n" -le "$tshark_max" ] && command -v tshark >/dev/null; then
-        cmd=$(tshark_cmd "$f")
-        # shellcheck disable=SC2086
-        read -r tw tc tr < <(measure $cmd)
+        read -r tw tc tr < <(measure "${tshark_run[@]}" -r "$f")
         printf '%-34s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "tshark -T fields" "$n" "$tw" "$tc" "$(rate "$n" "$tw")" "$(rate "$n" "$tc")" "$tr"
         awk -v a="$aw" -v t="$tw" -v w="$ww" 'BEGIN {
             printf "  ratios (wall): analyzer is %.1fx faster than tshark; analyzer takes %.2fx the bare walk time\n", t / a, a / w }'
-        echo "  tshark: $cmd"
+        echo "  tshark: ${tshark_run[*]} -r $f"
     fi
 done
 read -r n1 _ r1 _ <<<"${results[0]}"
