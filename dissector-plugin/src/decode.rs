@@ -765,7 +765,7 @@ fn layout_items(p: &Packet<&[u8]>, layout: &Layout, opts: &Options, d: &mut Diss
         },
         (CrcStatus::NotChecked, Some(_)) => Checksum::Missing { trimmed: false },
         (CrcStatus::Good, Some(t)) => {
-            let stored = stored_crc(bytes, &t);
+            let stored = p.stored_crc(layout).unwrap_or_default();
             Checksum::Present {
                 offset: t.start,
                 stored,
@@ -778,15 +778,6 @@ fn layout_items(p: &Packet<&[u8]>, layout: &Layout, opts: &Options, d: &mut Diss
             computed: opts.check_crc.then_some(computed),
         },
     };
-}
-
-/// The trailer value at the range `proto_parse` located (only called when
-/// it reported the trailer captured and good).
-fn stored_crc(bytes: &[u8], trailer: &Range<usize>) -> u32 {
-    bytes
-        .get(trailer.clone())
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map_or(0, u32::from_be_bytes)
 }
 
 fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -> String {

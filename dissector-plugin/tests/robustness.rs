@@ -255,12 +255,7 @@ fn heuristic_does_not_misfire_on_real_rocev2_dns_or_random_udp() {
     // RoCEv2 (4791), DNS (53) and everything else.
     let heur_first = ["-o", "udp.try_heuristic_first:TRUE"];
 
-    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/captures/real");
-    let real = if real.exists() {
-        real
-    } else {
-        PathBuf::from("/work/shared/captures/real")
-    };
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/real");
     let mut real_packets = 0;
     for entry in std::fs::read_dir(&real).expect("the real captures folder") {
         let path = entry.unwrap().path();
