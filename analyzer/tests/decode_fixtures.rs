@@ -8,7 +8,9 @@ use std::process::Command;
 use serde_json::Value;
 
 fn generated(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/generated").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/generated")
+        .join(name)
 }
 
 fn decode_json(capture: &Path) -> (Vec<Value>, Option<i32>) {
@@ -49,7 +51,11 @@ fn every_packet_kind_decodes_to_the_fields_it_was_emitted_with() {
             assert_eq!(&ours["fields"][name], value, "frame {frame} {name}");
         }
         let trimmed = ours["fields"].get("metaroce.analysis.trimmed").is_some();
-        assert_eq!(trimmed, expected["trimmed"].as_bool().unwrap(), "frame {frame}");
+        assert_eq!(
+            trimmed,
+            expected["trimmed"].as_bool().unwrap(),
+            "frame {frame}"
+        );
     }
 }
 
@@ -82,8 +88,16 @@ fn snaplen_cut_frames_decode_their_headers_and_say_where_they_stopped() {
     for (ours, expected) in ours.iter().zip(&expected) {
         let frame = &expected["frame"];
         // 100 captured bytes hold the outer headers (42 to 62 bytes) and the base header.
-        for name in ["metaroce.type", "metaroce.psn", "metaroce.src_conn", "metaroce.dst_conn"] {
-            assert_eq!(ours["fields"][name], expected["fields"][name], "frame {frame} {name}");
+        for name in [
+            "metaroce.type",
+            "metaroce.psn",
+            "metaroce.src_conn",
+            "metaroce.dst_conn",
+        ] {
+            assert_eq!(
+                ours["fields"][name], expected["fields"][name],
+                "frame {frame} {name}"
+            );
         }
         let error = &ours["error"];
         if !error.is_null() {

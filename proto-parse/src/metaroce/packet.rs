@@ -803,7 +803,11 @@ impl<'a> Ack<'a> {
     /// The bitmap as words, for state machines that keep it.
     pub fn sack(&self) -> SackBitmap {
         let mut sack = SackBitmap::with_words(self.words);
-        for (i, chunk) in self.sack_bitmap().chunks_exact(field::SACK_WORD_LEN).enumerate() {
+        for (i, chunk) in self
+            .sack_bitmap()
+            .chunks_exact(field::SACK_WORD_LEN)
+            .enumerate()
+        {
             sack.set_word(i, be64(chunk, 0..8));
         }
         sack
