@@ -211,7 +211,11 @@ pub struct Warning {
 
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at byte {}: {}", self.layer, self.offset, self.message)
+        write!(
+            f,
+            "{} at byte {}: {}",
+            self.layer, self.offset, self.message
+        )
     }
 }
 
@@ -222,7 +226,10 @@ mod test {
     #[test]
     fn display_names_layer_offset_and_legal_value() {
         let err = Error::bad_value(Layer::MetaRoceBase, 0, "version", 2, "1").at_offset(42);
-        assert_eq!(err.to_string(), "metaroce at byte 42: version is 2, expected 1");
+        assert_eq!(
+            err.to_string(),
+            "metaroce at byte 42: version is 2, expected 1"
+        );
         let err = Error::truncated(Layer::Udp, 8, 8, 3, LenSource::Captured);
         assert_eq!(
             err.to_string(),
