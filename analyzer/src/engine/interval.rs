@@ -25,6 +25,21 @@ impl IntervalSet {
             return 0;
         }
         if self.spill.is_empty() {
+            // Fast path: in-order data extends or follows the last range.
+            let n = usize::from(self.n);
+            if n > 0 && start >= self.inline[n - 1].0 {
+                let last = &mut self.inline[n - 1];
+                if start <= last.1 {
+                    let added = u64::from(end.saturating_sub(last.1));
+                    last.1 = last.1.max(end);
+                    return added;
+                }
+                if n < 4 {
+                    self.inline[n] = (start, end);
+                    self.n += 1;
+                    return u64::from(end - start);
+                }
+            }
             let mut tmp = [(0u32, 0u32); 5];
             let n = usize::from(self.n);
             tmp[..n].copy_from_slice(&self.inline[..n]);
