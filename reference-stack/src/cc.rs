@@ -3,8 +3,9 @@
 //! Every method takes `now` (nanoseconds on the caller's clock): the
 //! controllers never read a clock. Two implementations:
 //! - [`DelayCc`]: a Swift-like delay-based AIMD window driven by the fabric
-//!   RTT computed from T1..T4 (`(T4 - T1) - (T3 - T2)`), reacting to ECE/CNP,
-//!   trimming and loss at most once per RTT.
+//!   RTT computed from T1..T4 (`(T4 - T1) - (T3 - T2)`), reacting to ECE/CNP
+//!   and trimming at most once per RTT; loss alone is not a congestion
+//!   signal (the queue that causes congestion loss shows in the delay).
 //! - [`EcnCc`]: a DCQCN-like window (additive increase, `alpha`-scaled
 //!   decrease on CNP/ECE, halving on loss) used by the RoCEv2-like
 //!   go-back-N mode for A/B comparisons.
@@ -133,13 +134,10 @@ impl CongestionController for DelayCc {
 
     fn on_congestion(&mut self, now: Time, signal: Signal) {
         match signal {
-            // Random loss on a lossy fabric is not congestion: a loss counts
-            // only when the delay says the path is queueing.
-            Signal::Loss => {
-                if self.srtt > self.target() {
-                    self.decrease(now, 0.7);
-                }
-            }
+            // Random loss on a lossy fabric is not congestion, and
+            // congestion loss comes with a queue the delay signal already
+            // reacts to (once per RTT): loss itself changes nothing.
+            Signal::Loss => {}
             Signal::Trim => self.decrease(now, 0.8),
             Signal::Ece | Signal::Cnp => self.decrease(now, 0.8),
         }
