@@ -68,18 +68,46 @@ fn ip_str(ip: IpAddr) -> String {
     ip.to_string()
 }
 
+/// Addresses as indexes into a table of their strings: no allocation per
+/// packet.
+#[derive(Default)]
+struct Addrs {
+    index: rustc_hash::FxHashMap<IpAddr, u32>,
+    names: Vec<String>,
+}
+
+impl Addrs {
+    #[inline]
+    fn id(&mut self, ip: IpAddr) -> u32 {
+        let names = &mut self.names;
+        *self.index.entry(ip).or_insert_with(|| {
+            names.push(ip.to_string());
+            (names.len() - 1) as u32
+        })
+    }
+
+    fn column(&self, name: &str, ids: &[u32]) -> Column {
+        let v: Vec<&str> = ids
+            .iter()
+            .map(|&i| self.names[i as usize].as_str())
+            .collect();
+        col(name, v)
+    }
+}
+
 #[derive(Default)]
 struct Packets {
     frame: Vec<u64>,
     ts_ns: Vec<u64>,
-    src: Vec<String>,
-    dst: Vec<String>,
+    addrs: Addrs,
+    src: Vec<u32>,
+    dst: Vec<u32>,
     src_port: Vec<u16>,
     dst_port: Vec<u16>,
     ecn: Vec<u8>,
     proto: Vec<&'static str>,
     malformed: Vec<bool>,
-    ptype: Vec<String>,
+    ptype: Vec<&'static str>,
     ev: Vec<Option<u16>>,
     path_seq: Vec<Option<u16>>,
     src_conn: Vec<Option<u32>>,
@@ -122,8 +150,9 @@ impl Packets {
     fn push(&mut self, obs: &Observation, v: &Verdict) {
         self.frame.push(obs.frame);
         self.ts_ns.push(obs.ts_ns);
-        self.src.push(ip_str(obs.src));
-        self.dst.push(ip_str(obs.dst));
+        let (src, dst) = (self.addrs.id(obs.src), self.addrs.id(obs.dst));
+        self.src.push(src);
+        self.dst.push(dst);
         self.src_port.push(obs.src_port);
         self.dst_port.push(obs.dst_port);
         self.ecn.push(obs.ecn);
@@ -131,7 +160,7 @@ impl Packets {
         match &obs.kind {
             ObsKind::MetaRoce(mr) => {
                 self.proto.push("metaroce");
-                self.ptype.push(mr.ptype.name().to_string());
+                self.ptype.push(mr.ptype.name());
                 self.ev.push(Some(mr.ev));
                 self.path_seq.push(Some(mr.path_seq));
                 self.src_conn.push(Some(mr.src_conn));
@@ -166,7 +195,7 @@ impl Packets {
             }
             ObsKind::RoceV2(r) => {
                 self.proto.push("rocev2");
-                self.ptype.push(r.opcode.to_string());
+                self.ptype.push(r.opcode.name());
                 self.ev.push(None);
                 self.path_seq.push(None);
                 self.src_conn.push(None);
@@ -201,12 +230,17 @@ impl Packets {
     }
 
     fn take_frame(&mut self) -> PolarsResult<DataFrame> {
+        // The address table is kept for the next part.
+        let addrs = std::mem::take(&mut self.addrs);
         let p = std::mem::take(self);
+        let src = addrs.column("src", &p.src);
+        let dst = addrs.column("dst", &p.dst);
+        self.addrs = addrs;
         DataFrame::new_infer_height(vec![
             col("frame", p.frame),
             col("ts_ns", p.ts_ns),
-            col("src", p.src),
-            col("dst", p.dst),
+            src,
+            dst,
             col("src_port", p.src_port),
             col("dst_port", p.dst_port),
             col("ecn", p.ecn),
