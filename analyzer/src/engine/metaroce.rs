@@ -145,8 +145,6 @@ struct PrunedRetx {
 }
 
 const RING: usize = 16;
-/// Acked PSNs kept in the window for late feedback (see `advance`).
-const ACKED_GRACE: u32 = 512;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Counters {
@@ -928,7 +926,7 @@ impl Dir {
         // Keep a grace of acked PSNs: feedback travels back over paths of
         // different delays, so a late feedback may echo a PSN another one
         // already acked (its RTT sample must still match).
-        let grace = ACKED_GRACE.min(cfg.window as u32 / 2);
+        let grace = (cfg.acked_grace.min(cfg.window / 2)) as u32;
         self.window
             .prune_below(cum_ack.wrapping_sub(grace), |psn, slot| {
                 if slot.retx && !slot.spurious {

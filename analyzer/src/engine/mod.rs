@@ -91,6 +91,10 @@ pub struct Config {
     /// analysed per direction only (see `StateSize::paths_overflow`).
     /// Default 4096.
     pub max_paths: usize,
+    /// Acked PSNs kept per direction so that feedback arriving after a
+    /// later one (feedback comes back over paths of different delays)
+    /// still gets its RTT sample. Default 128.
+    pub acked_grace: usize,
 }
 
 impl Default for Config {
@@ -102,6 +106,7 @@ impl Default for Config {
             max_messages: 4096,
             max_stalls: 1024,
             max_paths: 4096,
+            acked_grace: 128,
         }
     }
 }
