@@ -82,6 +82,26 @@ PY
 done
 echo "highest packet rate sustained with < 1% kernel+interface drops: ${best} kpps (the rate the sender achieved)"
 
+# The live path's own ceiling, independent of the sender: the capture is
+# stopped (SIGSTOP) behind a 1 GiB kernel buffer while the sender fills it,
+# then resumed; the fastest 100 ms tick while it drains the backlog
+# (libpcap read + decode + engine) is its peak rate.
+json=$OUT/drain.json
+ip netns exec "$NS_B" "$TOP" -i "$VB" --headless --duration $((STEP + 8)) --buffer-mb 1024 --json-out "$json" &
+top_pid=$!
+sleep 0.8
+kill -STOP "$top_pid"
+sent=$(ip netns exec "$NS_A" "$BLAST" rate "$VA" 1000000 "$STEP" "$PAYLOAD" 8 1 "$THREADS")
+kill -CONT "$top_pid"
+wait "$top_pid"
+python3 - "$json" "$sent" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); sent = json.loads(sys.argv[2]); st = s["stats"]; p = s["process"]
+print(f"drain (capture stopped while {sent['sent']} packets queued, then resumed): peak "
+      f"{p['peak_packets_per_s']/1e3:.0f} kpps per 100 ms tick; received {st['received']}, "
+      f"engine {st['frames']}, kernel drops {st['kernel_drops']}, if drops {st['interface_drops']}")
+PY
+
 # The same decode + engine path without libpcap: a generated capture of the
 # same traffic replayed as fast as possible (the TUI's own ceiling on one
 # core, independent of the sender).

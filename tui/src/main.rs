@@ -167,19 +167,25 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
 fn headless(cli: &Cli, handle: Handle) -> anyhow::Result<()> {
     let started = Instant::now();
     let limit = cli.duration.map(Duration::from_secs_f64);
+    let mut peak: f64 = 0.0;
     loop {
         std::thread::sleep(Duration::from_millis(20));
         if limit.is_some_and(|l| started.elapsed() >= l) {
             break;
         }
-        match handle.snapshot().state {
+        let snap = handle.snapshot();
+        peak = peak.max(snap.stats.packets_per_s);
+        match snap.state {
             RunState::Running => {}
             RunState::Finished | RunState::Failed(_) => break,
         }
     }
     let snap = handle.stop();
     let mut snap: Snapshot = (*snap).clone();
-    snap.process = ProcessStats::read(started.elapsed().as_secs_f64());
+    snap.process = ProcessStats::read(started.elapsed().as_secs_f64()).map(|p| ProcessStats {
+        peak_packets_per_s: peak,
+        ..p
+    });
     match &cli.json_out {
         Some(path) => app::write_json(&snap, path)
             .with_context(|| format!("cannot write {}", path.display()))?,

@@ -156,6 +156,9 @@ pub struct ProcessStats {
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
     pub wall_s: f64,
+    /// Highest packet rate of one tick seen by `--headless` (frames handed
+    /// to the engine per wall-clock second).
+    pub peak_packets_per_s: f64,
 }
 
 impl ProcessStats {
@@ -171,6 +174,7 @@ impl ProcessStats {
             cpu_user_s: utime / 100.0,
             cpu_system_s: stime / 100.0,
             wall_s,
+            peak_packets_per_s: 0.0,
         })
     }
 }
