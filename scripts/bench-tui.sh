@@ -10,6 +10,10 @@
 # which we read libpcap's received / kernel-drop / interface-drop counters,
 # the frames the engine took, and the process CPU time.
 #
+# Then: a drain step (capture SIGSTOPped behind a 256 MiB buffer while the
+# sender fills it, then resumed: the peak 100 ms rate is the live path's
+# ceiling) and the offline ceiling (replay --speed 0).
+#
 # Usage: scripts/bench-tui.sh [RATES_KPPS...]   (default: 50 100 200 300 500 700 1000)
 # Env:   SECONDS_PER_STEP (3), THREADS (sender threads, 2), PAYLOAD (1024),
 #        SKIP_BUILD=1 (use the release binaries already built)
@@ -83,13 +87,13 @@ done
 echo "highest packet rate sustained with < 1% kernel+interface drops: ${best} kpps (the rate the sender achieved)"
 
 # The live path's own ceiling, independent of the sender: the capture is
-# stopped (SIGSTOP) behind a 1 GiB kernel buffer while the sender fills it,
+# stopped (SIGSTOP) behind a 256 MiB kernel buffer while the sender fills it,
 # then resumed; the fastest 100 ms tick while it drains the backlog
 # (libpcap read + decode + engine) is its peak rate.
 json=$OUT/drain.json
-ip netns exec "$NS_B" "$TOP" -i "$VB" --headless --duration $((STEP + 8)) --buffer-mb 1024 --json-out "$json" &
+ip netns exec "$NS_B" "$TOP" -i "$VB" --headless --duration $((STEP + 8)) --buffer-mb 256 --json-out "$json" &
 top_pid=$!
-sleep 0.8
+sleep 2
 kill -STOP "$top_pid"
 sent=$(ip netns exec "$NS_A" "$BLAST" rate "$VA" 1000000 "$STEP" "$PAYLOAD" 8 1 "$THREADS")
 kill -CONT "$top_pid"
