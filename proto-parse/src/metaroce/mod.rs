@@ -75,12 +75,19 @@ macro_rules! open_enum {
             }
         }
 
-        impl From<$repr> for $name {
-            fn from(value: $repr) -> Self {
+        impl $name {
+            /// `From<$repr>`, usable in constants.
+            pub const fn from_raw(value: $repr) -> Self {
                 match value {
                     $( $value => $name::$variant, )*
                     other => $name::Unknown(other),
                 }
+            }
+        }
+
+        impl From<$repr> for $name {
+            fn from(value: $repr) -> Self {
+                Self::from_raw(value)
             }
         }
 

@@ -10,24 +10,21 @@ use super::{
 };
 use crate::error::{Error, Layer, LenSource, Warning};
 
+// Readers take a field's start and read a fixed number of bytes: one bounds
+// check, one load.
 #[inline]
 pub(super) fn be16(buf: &[u8], f: Field) -> u16 {
-    u16::from_be_bytes([buf[f.start], buf[f.start + 1]])
+    u16::from_be_bytes(buf[f.start..f.start + 2].try_into().expect("2 bytes"))
 }
 
 #[inline]
 pub(super) fn be32(buf: &[u8], f: Field) -> u32 {
-    u32::from_be_bytes([
-        buf[f.start],
-        buf[f.start + 1],
-        buf[f.start + 2],
-        buf[f.start + 3],
-    ])
+    u32::from_be_bytes(buf[f.start..f.start + 4].try_into().expect("4 bytes"))
 }
 
 #[inline]
 pub(super) fn be64(buf: &[u8], f: Field) -> u64 {
-    (u64::from(be32(buf, f.start..f.start + 4)) << 32) | u64::from(be32(buf, f.start + 4..f.end))
+    u64::from_be_bytes(buf[f.start..f.start + 8].try_into().expect("8 bytes"))
 }
 
 #[inline]
@@ -510,8 +507,20 @@ fn short(layer: Layer, required: usize, captured: usize, wire_len: usize) -> Err
     }
 }
 
+/// `DataOp::header_len` of every op byte, looked up once per packet.
+const DATA_HEADER_LEN: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut op = 0;
+    while op < 256 {
+        table[op] = DataOp::from_raw(op as u8).header_len() as u8;
+        op += 1;
+    }
+    table
+};
+
 /// The fixed size of the base plus type header (section 2 to 5), reading
 /// op / sack_words where the size depends on them.
+#[inline]
 fn fixed_len(buf: &[u8], wire_len: usize) -> Result<usize, Error> {
     let ty = PacketType::from(buf[field::VER_TYPE] & 0x0F);
     let need = |layer, at: usize| -> Result<(), Error> {
@@ -524,7 +533,7 @@ fn fixed_len(buf: &[u8], wire_len: usize) -> Result<usize, Error> {
     Ok(match ty {
         PacketType::Data => {
             need(Layer::MetaRoceData, field::DATA_OP)?;
-            DataOp::from(buf[field::DATA_OP]).header_len()
+            usize::from(DATA_HEADER_LEN[usize::from(buf[field::DATA_OP])])
         }
         PacketType::Ack => {
             need(Layer::MetaRoceFeedback, field::SACK_WORDS)?;
@@ -563,6 +572,7 @@ fn type_layer(ty: PacketType) -> Layer {
 /// The validation of spec sections 8 and 11, shared by the strict and lax
 /// constructors. `buf` holds the captured bytes (at least the base header);
 /// `wire_len` is the UDP payload length on the wire.
+#[inline]
 fn inspect(buf: &[u8], wire_len: usize) -> Result<Layout, Error> {
     if buf.len() < field::BASE_LEN || wire_len < field::BASE_LEN {
         return Err(short(
