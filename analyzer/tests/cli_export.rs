@@ -157,11 +157,8 @@ fn export_tables_match_hand_written_expectations() {
         .collect();
     assert_eq!(ooo_psns, want);
 
-    // Every ACK RTT sample at the sender, per packet. Known engine
-    // mismatch (reported to the engine owner, see cli_report.rs): the three
-    // feedback packets captured after their PSN was cumulatively acked
-    // (echoing 1001 at 24 us, 1006 and the retransmitted 1005 at 60 us) get
-    // no sample.
+    // Every ACK RTT sample at the sender, per packet (spec 11.9: the first
+    // feedback echoing each DATA or PROBE transmission).
     let mut samples: Vec<u64> = u64s(&sender, "ack_rtt_ns").into_iter().flatten().collect();
     samples.sort_unstable();
     let want: Vec<u64> = exp["sender"]["direction_a_to_b"]["ack_rtt_samples_ns"]
@@ -170,23 +167,20 @@ fn export_tables_match_hand_written_expectations() {
         .iter()
         .map(|v| v.as_u64().unwrap())
         .collect();
-    let engine_today = [
-        20000, 20000, 20000, 24000, 24000, 26000, 26000, 26000, 61000,
-    ];
-    assert!(
-        samples == want || samples == engine_today,
-        "ack RTT samples {samples:?}, hand-written {want:?}"
-    );
-    let mut missing = want.clone();
-    for s in &samples {
-        if let Some(i) = missing.iter().position(|w| w == s) {
-            missing.remove(i);
-        }
-    }
-    assert!(
-        missing.is_empty() || missing == [24000, 60000, 60000],
-        "{missing:?}"
-    );
+    assert_eq!(samples, want, "ack RTT samples");
+    // Fabric RTT: ack RTT less the receiver's hold time T3 - T2.
+    let mut fabric: Vec<u64> = u64s(&sender, "fabric_rtt_ns")
+        .into_iter()
+        .flatten()
+        .collect();
+    fabric.sort_unstable();
+    let want: Vec<u64> = exp["sender"]["direction_a_to_b"]["fabric_rtt_samples_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(fabric, want, "fabric RTT samples");
 
     // messages: the sender's two WRITEs, acked after 60 us and 5.026 ms.
     let msgs = table(dir, "messages", "multipath_loss_sender");

@@ -80,26 +80,15 @@ fn cmp(mismatches: &mut Vec<String>, what: String, engine: &Value, expected: &Va
 }
 
 /// Where the engine disagrees with the hand-written truth (reported to the
-/// engine owner; the expectations are not edited). This test fails when a
-/// new mismatch appears; a fixed one is printed as a reminder to drop it.
-const KNOWN_SENDER: &[&str] = &[
-    // Feedback captured after its PSN was already cumulatively acked gets no
-    // RTT sample (frames 13, 23 and 25 of the sender capture: ACK echo 1001
-    // after cum 1002, ACK echo 1006 after cum 1008, DUP ACK echo the
-    // retransmitted 1005): spec 11.9 wants one sample per transmission.
-    // (The per-sample list is checked in cli_export.rs.)
-    "ack_rtt_ns.count: engine 9, expected 12",
-    "paths[ev 1].ack_rtt_ns.count: engine 2, expected 3",
-    "paths[ev 2].ack_rtt_ns.count: engine 1, expected 3",
-    "paths[ev 2].ack_rtt_ns.min: engine 61000, expected 60000",
-];
+/// engine owner; the expectations are never edited to match). This test
+/// fails when a new mismatch appears; a fixed one is printed as a reminder
+/// to drop it. Empty since the engine fixed the three found by these tests
+/// (RTT samples of feedback captured after the cumulative ack passed its
+/// PSN, the path_seq gap before the first one seen on a path, losses
+/// between captures at the end of the capture).
+const KNOWN_SENDER: &[&str] = &[];
 
-const KNOWN_RECEIVER: &[&str] = &[
-    // The first path_seq of ev 2 (1002, path_seq 1) never reached B; B's
-    // capture shows ev 2 starting at path_seq 2 but the engine counts no
-    // gap before the first path_seq it sees.
-    "paths[ev 2].lost (path_seq gaps): engine 0, expected 1",
-];
+const KNOWN_RECEIVER: &[&str] = &[];
 
 fn check_direction(
     report: &Value,
@@ -353,15 +342,7 @@ fn several_captures_give_one_report() {
     assert_eq!(views[1]["data_packets"], 11);
 }
 
-const KNOWN_BETWEEN: &[&str] = &[
-    // 1008 on ev 1 (at 200 us) and 1002 on ev 2 (at 42 us) left A and never
-    // reached B: the matcher reports no loss between the capture points
-    // (unmatched transmissions seem to be counted only when they expire
-    // from its 1 s window, and both captures end sooner).
-    "a_to_b.lost: engine 0, expected 2",
-    "a_to_b.paths[ev 1].lost: engine 0, expected 1",
-    "a_to_b.paths[ev 2].lost: engine 0, expected 1",
-];
+const KNOWN_BETWEEN: &[&str] = &[];
 
 #[test]
 fn between_captures_match_hand_written_expectations() {
