@@ -12,7 +12,7 @@
 //!   on the veth (the `blast` example, libpcap); the counts match the
 //!   fixture's.
 //!
-//! Needs root and `ip netns`; skipped with a note otherwise. Namespaces are
+//! Needs root and `ip netns`; the tests fail (they do not skip) without them. Namespaces are
 //! deleted by a drop guard, also when an assertion fails.
 
 use std::path::{Path, PathBuf};
@@ -135,14 +135,12 @@ fn count(log: &Path, f: impl Fn(&serde_json::Value) -> bool) -> u64 {
 
 #[test]
 fn reference_stack_with_loss() {
-    if !can_netns() {
-        eprintln!("SKIPPED: needs root, tmux and `ip netns`");
-        return;
-    }
-    let Some(stack) = workspace_bin("reference-stack", "metaroce-stack", false) else {
-        eprintln!("SKIPPED: metaroce-stack could not be built");
-        return;
-    };
+    assert!(
+        can_netns(),
+        "this test needs root, tmux and `ip netns`: run it as root with scripts/setup.sh done (CI does)"
+    );
+    let stack = workspace_bin("reference-stack", "metaroce-stack", false)
+        .expect("metaroce-stack could not be built");
     let net = Veth::new("s", "10.78.1");
     let dir = tempfile::tempdir().unwrap();
     let (srv_log, cli_log) = (
@@ -285,14 +283,12 @@ fn reference_stack_with_loss() {
 
 #[test]
 fn fixture_injected_onto_veth() {
-    if !can_netns() {
-        eprintln!("SKIPPED: needs root, tmux and `ip netns`");
-        return;
-    }
-    let Some(blast) = workspace_bin("metaroce-tui", "blast", true) else {
-        eprintln!("SKIPPED: the blast example could not be built");
-        return;
-    };
+    assert!(
+        can_netns(),
+        "this test needs root, tmux and `ip netns`: run it as root with scripts/setup.sh done (CI does)"
+    );
+    let blast =
+        workspace_bin("metaroce-tui", "blast", true).expect("the blast example could not be built");
     let net = Veth::new("f", "10.78.2");
     let dir = tempfile::tempdir().unwrap();
     let t = Tmux::start(
@@ -339,14 +335,12 @@ fn fixture_injected_onto_veth() {
 
 #[test]
 fn kernel_drops_are_reported() {
-    if !can_netns() {
-        eprintln!("SKIPPED: needs root, tmux and `ip netns`");
-        return;
-    }
-    let Some(blast) = workspace_bin("metaroce-tui", "blast", true) else {
-        eprintln!("SKIPPED: the blast example could not be built");
-        return;
-    };
+    assert!(
+        can_netns(),
+        "this test needs root, tmux and `ip netns`: run it as root with scripts/setup.sh done (CI does)"
+    );
+    let blast =
+        workspace_bin("metaroce-tui", "blast", true).expect("the blast example could not be built");
     let net = Veth::new("d", "10.78.3");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("drops.json");
