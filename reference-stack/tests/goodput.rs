@@ -47,10 +47,10 @@ fn goodput_table() {
     assert!(mr8[2] >= 0.5 * mr8[0], "{out}");
 }
 
-/// Longer transfers (64 MiB) dilute the one-time tail repair: the 1% loss
-/// figure of 8 paths relative to lossless. `cargo test -- --ignored`.
+/// Longer transfers (64 MiB) dilute the one-time tail repair: at 1% loss,
+/// 8 paths keep at least 90% of their lossless goodput (simulated time,
+/// seeded, so the figure is the same on every run).
 #[test]
-#[ignore]
 fn long_run_loss_ratio() {
     let run = |loss: f64| {
         let cfg = Config::default();
@@ -66,7 +66,8 @@ fn long_run_loss_ratio() {
     };
     let a = run(0.0);
     let b = run(0.01);
-    eprintln!(
+    assert!(
+        b.goodput_gbps >= 0.9 * a.goodput_gbps,
         "lossless {:.1} Gb/s, 1% loss {:.1} Gb/s ({:.0}%), {b:?}",
         a.goodput_gbps,
         b.goodput_gbps,
