@@ -34,9 +34,9 @@
 //!
 //! Cost: no allocation per packet in steady state (rings and maps reuse
 //! their memory; a message is one map entry; histograms are allocated once
-//! per direction/path on the first sample). Measured with
-//! `examples/ingest_cpu.rs` on the shared 2-core build machine (under
-//! load average 4 to 7): 130 to 170 ns of user CPU per packet with 4
+//! per direction/path on the first sample). Measured (user CPU per packet,
+//! on the shared 2-core build machine under load average 4 to 7; the same
+//! workload as `benches/engine.rs`): 130 to 170 ns per packet with 4
 //! directions, 250 to 310 ns with 64 directions x 16 paths (per-path
 //! histograms stop fitting in cache), for a heavy mix: one 4-packet message
 //! and one ACK per 5 packets, every ACK an RTT sample. Not yet the
