@@ -9,10 +9,15 @@ scripts/setup.sh
 
 case "${1:-}" in
 demo)
-    cargo build --release -p analyzer --bin metaroce-analyze
-    capture=fixtures/generated/multipath_loss.pcap
-    echo "== metaroce-analyze decode $capture (first 12 frames)"
-    target/release/metaroce-analyze decode --frames 1-12 "$capture"
+    # The post-mortem report needs neither polars nor plotters.
+    cargo build --release -p analyzer --bin metaroce-analyze --no-default-features
+    sender=fixtures/generated/multipath_loss_sender.pcap
+    receiver=fixtures/generated/multipath_loss_receiver.pcap
+    echo "== metaroce-analyze decode --frames 1-12 $sender"
+    target/release/metaroce-analyze decode --frames 1-12 "$sender"
+    echo
+    echo "== metaroce-analyze report $sender $receiver"
+    target/release/metaroce-analyze report "$sender" "$receiver"
     ;;
 test)
     cargo fmt --all -- --check
