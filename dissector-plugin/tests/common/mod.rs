@@ -360,7 +360,7 @@ pub fn fixture_frames() -> Vec<Vec<u8>> {
     trimmed.flags = Flags::EOM | Flags::AR;
     trimmed.payload = &PAYLOAD[..20];
     trimmed.crc = true;
-    trimmed.path_seq = 2;
+    trimmed.path_seq = 1;
     frames.push(metaroce_frame(&trimmed, true));
 
     let mut fb = feedback(1000, 3);
