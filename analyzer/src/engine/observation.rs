@@ -165,14 +165,9 @@ impl MrObs {
                         let kind = match ptype {
                             PacketType::Ack => match packet.ack() {
                                 Some(ack) => {
+                                    let bitmap = ack.sack();
                                     let mut sack = [0u64; 4];
-                                    for (i, chunk) in
-                                        ack.sack_bitmap().chunks_exact(8).take(4).enumerate()
-                                    {
-                                        let mut w = [0u8; 8];
-                                        w.copy_from_slice(chunk);
-                                        sack[i] = u64::from_be_bytes(w);
-                                    }
+                                    sack[..bitmap.words().len()].copy_from_slice(bitmap.words());
                                     Some(FbKind::Ack {
                                         sack_base: ack.sack_base(),
                                         sack_words: ack.sack_words().min(4),
