@@ -381,12 +381,10 @@ fn rocev2_fields(packet: &rocev2::Packet<&[u8]>, f: &mut Map<String, Value>) {
     if let Some(rkey) = packet.ieth() {
         f.insert("infiniband.ieth".into(), json!(rkey));
     }
-    if let Some(icrc) = packet.icrc_bytes() {
-        // tshark shows the ICRC bytes as a big-endian number.
-        f.insert(
-            "infiniband.invariant.crc".into(),
-            json!(u32::from_be_bytes(icrc)),
-        );
+    if let Some(icrc) = packet.icrc() {
+        // proto-parse reads the stored ICRC little-endian; tshark shows the
+        // same four bytes as a big-endian number.
+        f.insert("infiniband.invariant.crc".into(), json!(icrc.swap_bytes()));
     }
 }
 

@@ -355,12 +355,14 @@ fn on_port(t: &Tshark, name: &str, port: u16, keep_source_port: bool) -> PathBuf
     let frames: Vec<Vec<u8>> = fixture_frames()
         .iter()
         .map(|f| {
-            let sport = if keep_source_port {
-                u16::from_be_bytes([f[34], f[35]])
-            } else {
-                1234
-            };
-            udp_frame(&f[42..], sport, port, true)
+            let decoded = proto_parse::frame::decode(
+                proto_parse::frame::LinkType::Ethernet,
+                f,
+                &proto_parse::frame::DecodeConfig::default(),
+            );
+            let udp = decoded.udp.expect("fixture frames are UDP");
+            let sport = if keep_source_port { udp.src_port } else { 1234 };
+            udp_frame(udp.payload, sport, port, true)
         })
         .collect();
     write_pcap(t, name, &frames)
