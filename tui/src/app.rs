@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use analyzer::engine::DirectionReport;
+use analyzer::engine::{DirectionReport, RoceFlowReport};
 use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::keys::{Action, action_for};
-use crate::model::{DirKey, DirRate, Snapshot};
+use crate::model::{DirKey, DirRate, RoceDetail, RoceKey, Snapshot};
 
 /// Sort columns of the connections table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +65,38 @@ pub struct ConnRow<'a> {
     pub rate: DirRate,
 }
 
+/// One row of the RoCEv2 flows table.
+#[derive(Debug, Clone, Copy)]
+pub struct RoceRow<'a> {
+    pub key: RoceKey,
+    pub flow: &'a RoceFlowReport,
+    pub detail: Option<&'a RoceDetail>,
+    pub rate: DirRate,
+}
+
+/// What is selected: a MetaRoCE direction or a RoCEv2 flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SelKey {
+    Dir(DirKey),
+    Roce(RoceKey),
+}
+
+/// The selected row, with its data.
+#[derive(Debug, Clone, Copy)]
+pub enum Selected<'a> {
+    Dir(ConnRow<'a>),
+    Roce(RoceRow<'a>),
+}
+
+impl Selected<'_> {
+    pub fn key(&self) -> SelKey {
+        match self {
+            Selected::Dir(r) => SelKey::Dir(r.key),
+            Selected::Roce(r) => SelKey::Roce(r.key),
+        }
+    }
+}
+
 /// Everything the UI remembers between frames.
 pub struct App {
     pub snapshot: Arc<Snapshot>,
@@ -78,7 +110,9 @@ pub struct App {
     pub paused: bool,
     pub help: bool,
     pub view: View,
-    pub selected: Option<DirKey>,
+    /// The selected row (MetaRoCE rows first, then RoCEv2 flows); the
+    /// first row when unset or gone.
+    pub selected: Option<SelKey>,
     /// A one-line message for the status bar (e.g. where a snapshot went).
     pub message: Option<String>,
     pub save_dir: PathBuf,
@@ -113,16 +147,35 @@ impl App {
     }
 
     fn matches(&self, key: &DirKey) -> bool {
+        self.filter_matches(|| {
+            format!(
+                "{} {:#x} {:#x}",
+                key.to_string().to_lowercase(),
+                key.src_conn,
+                key.dst_conn
+            )
+        })
+    }
+
+    /// A RoCEv2 flow matches by addresses and by QP (hex as shown, or
+    /// decimal).
+    fn matches_roce(&self, key: &RoceKey) -> bool {
+        self.filter_matches(|| {
+            format!(
+                "{} {:#x} {} rocev2",
+                key.to_string().to_lowercase(),
+                key.dest_qp,
+                key.dest_qp
+            )
+        })
+    }
+
+    fn filter_matches(&self, text: impl FnOnce() -> String) -> bool {
         if self.filter.is_empty() {
             return true;
         }
         let f = self.filter.to_lowercase();
-        let text = format!(
-            "{} {:#x} {:#x}",
-            key.to_string().to_lowercase(),
-            key.src_conn,
-            key.dst_conn
-        );
+        let text = text();
         f.split_whitespace().all(|w| text.contains(w))
     }
 
@@ -158,32 +211,99 @@ impl App {
         rows
     }
 
-    /// Index of the selected row (the first when the selection is gone).
-    pub fn selected_index(&self, rows: &[ConnRow<'_>]) -> Option<usize> {
-        if rows.is_empty() {
+    /// The RoCEv2 flows table: filtered, sorted by the same column where
+    /// it applies (goodput: request payload rate; RTT p99; retransmissions;
+    /// stalls: NAKs and RNR NAKs), ties by first frame.
+    pub fn roce_rows(&self) -> Vec<RoceRow<'_>> {
+        let snap = &self.snapshot;
+        let mut rows: Vec<RoceRow<'_>> = snap
+            .report
+            .rocev2
+            .iter()
+            .enumerate()
+            .map(|(i, f)| RoceRow {
+                key: RoceKey::of(f),
+                flow: f,
+                detail: snap.rocev2_detail.get(i),
+                rate: snap.rocev2_rates.get(i).copied().unwrap_or_default(),
+            })
+            .filter(|r| self.matches_roce(&r.key))
+            .collect();
+        let metric = |r: &RoceRow<'_>| -> f64 {
+            match self.sort {
+                SortKey::Goodput => r.rate.goodput_bps,
+                SortKey::Retransmissions => r.flow.retransmissions as f64,
+                SortKey::RttP99 => r.flow.ack_rtt_ns.p99 as f64,
+                SortKey::Stalls => (r.flow.naks + r.flow.rnr_naks) as f64,
+            }
+        };
+        rows.sort_by(|a, b| {
+            let o = metric(a).total_cmp(&metric(b));
+            let o = if self.descending { o.reverse() } else { o };
+            o.then(a.flow.first_frame.cmp(&b.flow.first_frame))
+        });
+        rows
+    }
+
+    /// Every selectable row in table order: MetaRoCE rows, then RoCEv2.
+    fn all_rows(&self) -> Vec<Selected<'_>> {
+        let mut all: Vec<Selected<'_>> = self.rows().into_iter().map(Selected::Dir).collect();
+        all.extend(self.roce_rows().into_iter().map(Selected::Roce));
+        all
+    }
+
+    fn index_of(&self, all: &[Selected<'_>]) -> Option<usize> {
+        if all.is_empty() {
             return None;
         }
         Some(
             self.selected
-                .and_then(|k| rows.iter().position(|r| r.key == k))
+                .and_then(|k| all.iter().position(|r| r.key() == k))
                 .unwrap_or(0),
         )
     }
 
-    /// The selected connection direction and the row it is in.
+    /// The selected row: MetaRoCE direction or RoCEv2 flow (the first row
+    /// when the selection is gone).
+    pub fn selection(&self) -> Option<Selected<'_>> {
+        let all = self.all_rows();
+        self.index_of(&all).map(|i| all[i])
+    }
+
+    /// Index of the selected row in `rows` (the MetaRoCE table), if the
+    /// selection is there.
+    pub fn selected_index(&self, rows: &[ConnRow<'_>]) -> Option<usize> {
+        match self.selection()? {
+            Selected::Dir(r) => rows.iter().position(|x| x.key == r.key),
+            Selected::Roce(_) => None,
+        }
+    }
+
+    /// Index of the selected row in `rows` (the RoCEv2 table), if the
+    /// selection is there.
+    pub fn selected_roce_index(&self, rows: &[RoceRow<'_>]) -> Option<usize> {
+        match self.selection()? {
+            Selected::Roce(r) => rows.iter().position(|x| x.key == r.key),
+            Selected::Dir(_) => None,
+        }
+    }
+
+    /// The selected connection direction, when a MetaRoCE row is selected.
     pub fn selected_row(&self) -> Option<ConnRow<'_>> {
-        let rows = self.rows();
-        self.selected_index(&rows).map(|i| rows[i])
+        match self.selection()? {
+            Selected::Dir(r) => Some(r),
+            Selected::Roce(_) => None,
+        }
     }
 
     fn move_by(&mut self, delta: isize) {
-        let rows = self.rows();
-        let Some(i) = self.selected_index(&rows) else {
+        let all = self.all_rows();
+        let Some(i) = self.index_of(&all) else {
             return;
         };
-        let n = rows.len() as isize;
+        let n = all.len() as isize;
         let j = (i as isize + delta).clamp(0, n - 1) as usize;
-        self.selected = Some(rows[j].key);
+        self.selected = Some(all[j].key());
     }
 
     /// A key press.
@@ -219,8 +339,8 @@ impl App {
             Action::Top => self.move_by(isize::MIN / 2),
             Action::Bottom => self.move_by(isize::MAX / 2),
             Action::Detail => {
-                if let Some(r) = self.selected_row() {
-                    self.selected = Some(r.key);
+                if let Some(r) = self.selection() {
+                    self.selected = Some(r.key());
                     self.view = View::Detail;
                 }
             }

@@ -4,12 +4,14 @@
 
 use std::collections::HashMap;
 
+use analyzer::engine::ObsKind;
 use analyzer::{Config, Engine, Observation};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 
 use crate::events::{EventConfig, EventDetector};
 use crate::latency::LatencyRecorder;
-use crate::model::{CaptureStats, DirKey, DirRate, RunState, Snapshot, SourceInfo};
+use crate::model::{CaptureStats, DirKey, DirRate, RoceKey, RunState, Snapshot, SourceInfo};
+use crate::rocev2::RoceTracker;
 
 /// Decode settings for the UDP ports, from the command line.
 pub fn decode_config(metaroce_port: u16, rocev2_port: u16) -> DecodeConfig {
@@ -32,6 +34,7 @@ pub struct Pipeline {
     engine: Engine,
     latency: LatencyRecorder,
     events: EventDetector,
+    roce: RoceTracker,
     frame_no: u64,
     bytes: u64,
     seq: u64,
@@ -41,6 +44,9 @@ pub struct Pipeline {
     prev_capture_ns: u64,
     prev_dirs: HashMap<DirKey, (u64, u64)>,
     dir_rates: HashMap<DirKey, DirRate>,
+    /// The same for RoCEv2 flows: (request bytes, packets) and rates.
+    prev_roce: HashMap<RoceKey, (u64, u64)>,
+    roce_rates: HashMap<RoceKey, DirRate>,
     last_rates: (f64, f64),
 }
 
@@ -59,6 +65,7 @@ impl Pipeline {
             engine: Engine::new(engine_cfg),
             latency: LatencyRecorder::default(),
             events: EventDetector::new(event_cfg),
+            roce: RoceTracker::default(),
             frame_no: 0,
             bytes: 0,
             seq: 0,
@@ -66,6 +73,8 @@ impl Pipeline {
             prev_capture_ns: 0,
             prev_dirs: HashMap::new(),
             dir_rates: HashMap::new(),
+            prev_roce: HashMap::new(),
+            roce_rates: HashMap::new(),
             last_rates: (0.0, 0.0),
         }
     }
@@ -75,12 +84,15 @@ impl Pipeline {
         self.engine = Engine::new(self.engine_cfg);
         self.latency = LatencyRecorder::default();
         self.events = EventDetector::new(self.event_cfg);
+        self.roce.reset();
         self.frame_no = 0;
         self.bytes = 0;
         self.prev_wall = None;
         self.prev_capture_ns = 0;
         self.prev_dirs.clear();
         self.dir_rates.clear();
+        self.prev_roce.clear();
+        self.roce_rates.clear();
     }
 
     /// Frames handed to the engine since the start (or the last reset).
@@ -104,6 +116,9 @@ impl Pipeline {
                 let v = self.engine.ingest(&obs);
                 if let Some(rtt) = v.ack_rtt_ns {
                     self.latency.record(rtt);
+                }
+                if let ObsKind::RoceV2(r) = &obs.kind {
+                    self.roce.record(&obs, r, &v);
                 }
             }
             None => self.engine.ingest_other(ts_ns),
@@ -171,12 +186,37 @@ impl Pipeline {
             next.insert(key, (d.goodput_bytes, sent));
         }
         self.dir_rates.retain(|k, _| next.contains_key(k));
+
+        let mut rocev2_rates = Vec::with_capacity(report.rocev2.len());
+        let mut next_roce = HashMap::with_capacity(report.rocev2.len());
+        for f in &report.rocev2 {
+            let key = RoceKey::of(f);
+            let sent =
+                f.data_packets + f.acks + f.naks + f.rnr_naks + f.cnps + f.read_response_packets;
+            let rate = match self.prev_roce.get(&key) {
+                Some(&(b, p)) if dt > 0.0 => DirRate {
+                    goodput_bps: f.data_bytes.saturating_sub(b) as f64 * 8.0 / dt,
+                    packets_per_s: sent.saturating_sub(p) as f64 / dt,
+                },
+                Some(_) => self.roce_rates.get(&key).copied().unwrap_or_default(),
+                None => DirRate::default(),
+            };
+            rocev2_rates.push(rate);
+            self.roce_rates.insert(key, rate);
+            next_roce.insert(key, (f.data_bytes, sent));
+        }
+        self.roce_rates.retain(|k, _| next_roce.contains_key(k));
+
         if dt > 0.0 {
             self.prev_dirs = next;
+            self.prev_roce = next_roce;
             self.prev_capture_ns = now;
         } else {
             for (k, v) in next {
                 self.prev_dirs.entry(k).or_insert(v);
+            }
+            for (k, v) in next_roce {
+                self.prev_roce.entry(k).or_insert(v);
             }
         }
 
@@ -187,6 +227,8 @@ impl Pipeline {
             elapsed_s: wall_ns as f64 / 1e9,
             stats,
             rates,
+            rocev2_detail: self.roce.details(&report.rocev2),
+            rocev2_rates,
             latency: self.latency.view(),
             events: self.events.events(),
             process: None,

@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use analyzer::Config;
-use metaroce_tui::app::{App, View};
+mod common;
+
+use metaroce_tui::app::{App, SelKey, Selected, View};
 use metaroce_tui::events::EventConfig;
 use metaroce_tui::keys::Action;
-use metaroce_tui::model::{CaptureStats, RunState, Snapshot, SourceInfo};
+use metaroce_tui::model::{CaptureStats, RoceKey, RunState, Snapshot, SourceInfo};
 use metaroce_tui::pipeline::{Pipeline, decode_config};
 use metaroce_tui::render;
 use proto_parse::capture::Reader;
@@ -203,6 +205,142 @@ fn rocev2_flows_below_the_table() {
     let mut a = App::new(Arc::new(s), PathBuf::from("."));
     let t = draw(150, 14, &mut a, |f, a| {
         render::connections::render(f, f.area(), a)
+    });
+    insta::assert_snapshot!(t.backend());
+}
+
+/// The multipath receiver fixture, then the RoCEv2 script of
+/// `common::rocev2_script` one second after its last frame, through one
+/// pipeline.
+fn mixed() -> Snapshot {
+    let mut p = Pipeline::new(
+        SourceInfo::Replay {
+            file: "mixed.pcap".into(),
+            speed: 1.0,
+        },
+        decode_config(4794, 4791),
+        Config::default(),
+        EventConfig::default(),
+    );
+    let mut reader = Reader::open(fixture("multipath_loss_receiver.pcap")).unwrap();
+    let mut stats = CaptureStats::default();
+    let mut n = 0u64;
+    let mut last = 0;
+    while let Some(rec) = reader.next_record() {
+        let rec = rec.unwrap();
+        n += 1;
+        last = rec.ts_ns;
+        p.on_frame(
+            LinkType::from(u32::from(rec.linktype)),
+            rec.ts_ns,
+            rec.data,
+            rec.orig_len,
+        );
+        p.snapshot(n * 1_000_000, RunState::Running, stats);
+    }
+    for (ts, f) in common::rocev2_script(last + 1_000_000_000) {
+        n += 1;
+        p.on_frame(LinkType::Ethernet, ts, &f, f.len() as u32);
+        p.snapshot(n * 1_000_000, RunState::Running, stats);
+    }
+    stats.received = n;
+    p.finish();
+    p.snapshot((n + 1) * 1_000_000, RunState::Finished, stats)
+}
+
+fn qp(dest_qp: u32) -> RoceKey {
+    RoceKey {
+        src: "10.9.0.1".parse().unwrap(),
+        dst: "10.9.0.2".parse().unwrap(),
+        dest_qp,
+    }
+}
+
+#[test]
+fn rocev2_detail_counts_psns_naks_cnps_and_ecn() {
+    let s = mixed();
+    let i = s.rocev2_flow(qp(0x20)).expect("flow QP 0x20").0;
+    let (f, d) = (&s.report.rocev2[i], &s.rocev2_detail[i]);
+    assert_eq!(
+        (f.data_packets, f.data_bytes, f.retransmissions),
+        (9, 900, 4)
+    );
+    assert_eq!(
+        (f.acks, f.naks, f.rnr_naks, f.cnps, f.ce_marked),
+        (3, 1, 1, 1, 1)
+    );
+    assert_eq!(
+        (
+            d.fast_retransmissions,
+            d.timeout_retransmissions,
+            d.spurious_retransmissions
+        ),
+        (3, 1, 0)
+    );
+    assert_eq!(
+        (d.first_psn, d.highest_psn, d.acked_psn),
+        (Some(10), Some(14), Some(14))
+    );
+    assert_eq!(d.outstanding_psns, 0);
+    assert_eq!(d.naks_by_code.get("PSN sequence error"), Some(&1));
+    assert_eq!((d.ect_packets, d.fecn, d.becn), (15, 0, 1));
+    let j = s.rocev2_flow(qp(0x21)).expect("flow QP 0x21").0;
+    let d = &s.rocev2_detail[j];
+    assert_eq!((d.highest_psn, d.acked_psn, d.fecn), (Some(500), None, 1));
+}
+
+#[test]
+fn rocev2_rows_are_selectable_after_the_metaroce_rows() {
+    let mut a = App::new(Arc::new(mixed()), PathBuf::from("."));
+    let first = a.rows()[0].key;
+    assert!(matches!(a.selection(), Some(Selected::Dir(r)) if r.key == first));
+    // One MetaRoCE row (A→B), then the two RoCEv2 flows (first frame order).
+    a.act(Action::Down);
+    assert_eq!(a.selected, Some(SelKey::Roce(qp(0x20))));
+    a.act(Action::Down);
+    assert_eq!(a.selected, Some(SelKey::Roce(qp(0x21))));
+    a.act(Action::Down);
+    assert_eq!(
+        a.selected,
+        Some(SelKey::Roce(qp(0x21))),
+        "stays on the last"
+    );
+    a.act(Action::Top);
+    assert_eq!(a.selected, Some(SelKey::Dir(first)));
+    a.act(Action::Bottom);
+    assert_eq!(a.selected, Some(SelKey::Roce(qp(0x21))));
+    // Sort by retransmissions: QP 0x20 (4) before QP 0x21 (0).
+    a.act(Action::SortRetx);
+    assert_eq!(a.roce_rows()[0].key, qp(0x20));
+    a.act(Action::ReverseSort);
+    assert_eq!(a.roce_rows()[0].key, qp(0x21));
+    // The filter takes QPs.
+    a.filter = "0x21".into();
+    assert_eq!(a.rows().len(), 0);
+    let rows: Vec<RoceKey> = a.roce_rows().iter().map(|r| r.key).collect();
+    assert_eq!(rows, [qp(0x21)]);
+    a.filter = "qp 0x000020".into();
+    assert_eq!(a.roce_rows().len(), 1);
+    a.filter.clear();
+    a.act(Action::SortGoodput);
+    a.act(Action::ReverseSort);
+
+    // The main screen highlights the RoCEv2 row; Enter opens its detail.
+    a.selected = Some(SelKey::Roce(qp(0x20)));
+    let t = draw(160, 44, &mut a, render::app::render);
+    insta::assert_snapshot!("whole_main_rocev2_selected", t.backend());
+    a.act(Action::Detail);
+    assert_eq!(a.view, View::Detail);
+    let t = draw(160, 44, &mut a, render::app::render);
+    insta::assert_snapshot!("whole_detail_rocev2", t.backend());
+}
+
+#[test]
+fn rocev2_detail_pane() {
+    let mut a = App::new(Arc::new(mixed()), PathBuf::from("."));
+    a.selected = Some(SelKey::Roce(qp(0x20)));
+    let t = draw(150, 24, &mut a, |f, a| {
+        render::detail::render(f, f.area(), a)
     });
     insta::assert_snapshot!(t.backend());
 }

@@ -17,7 +17,8 @@
 //! ```
 //!
 //! In the detail view (`Enter`) the connections and paths panes give way
-//! to [`super::detail`]; the paths pane stays beside it. `?` draws the
+//! to [`super::detail`]; the paths pane stays beside it (a RoCEv2 flow has
+//! no paths: its detail takes the whole row). `?` draws the
 //! help overlay ([`super::help`]) on top of either view.
 
 use ratatui::Frame;
@@ -26,7 +27,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::app::{App, View};
+use crate::app::{App, Selected, View};
 
 use super::{connections, detail, events, help, latency, paths, status};
 
@@ -57,10 +58,15 @@ pub fn render(f: &mut Frame<'_>, app: &mut App) {
         View::Detail => {
             let [top, log] =
                 Layout::vertical([Constraint::Percentage(70), Constraint::Fill(1)]).areas(body);
-            let [d, p] =
-                Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(top);
-            detail::render(f, d, app);
-            paths::render(f, p, app);
+            if matches!(app.selection(), Some(Selected::Roce(_))) {
+                // A RoCEv2 flow has no paths (ev): the detail takes the row.
+                detail::render(f, top, app);
+            } else {
+                let [d, p] = Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)])
+                    .areas(top);
+                detail::render(f, d, app);
+                paths::render(f, p, app);
+            }
             events::render(f, log, app);
         }
     }

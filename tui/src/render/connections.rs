@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Cell, Row, Table, TableState};
+use ratatui::widgets::{Block, Cell, HighlightSpacing, Row, Table, TableState};
 
 use crate::app::{App, SortKey};
 
@@ -22,7 +22,12 @@ pub fn lost(d: &DirectionReport) -> u64 {
 pub fn render(f: &mut Frame<'_>, area: Rect, app: &mut App) {
     let roce = app.snapshot.report.rocev2.len();
     if roce > 0 {
-        let h = (roce as u16 + 3).min(area.height / 2).max(4);
+        // RoCEv2 only: the flows table gets the room.
+        let h = if app.snapshot.report.directions.is_empty() {
+            area.height.saturating_sub(4).max(4)
+        } else {
+            (roce as u16 + 3).min(area.height / 2).max(4)
+        };
         let [top, bottom] =
             Layout::vertical([Constraint::Fill(1), Constraint::Length(h)]).areas(area);
         render_metaroce(f, top, app);
@@ -32,12 +37,30 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &mut App) {
     }
 }
 
+fn highlight() -> Style {
+    Style::default()
+        .bg(Color::DarkGray)
+        .add_modifier(Modifier::BOLD)
+}
+
+fn warn(n: u64, c: Color) -> Style {
+    if n > 0 {
+        Style::default().fg(c)
+    } else {
+        Style::default()
+    }
+}
+
 /// RoCEv2 flows (by destination QP): counted by the same engine, shown
-/// below the MetaRoCE table (not selectable).
+/// below the MetaRoCE table; selectable like its rows (↑↓ go on from the
+/// last MetaRoCE row), with the same sort and filter.
 fn render_rocev2(f: &mut Frame<'_>, area: Rect, app: &App) {
-    let flows = &app.snapshot.report.rocev2;
+    let rows = app.roce_rows();
+    let selected = app.selected_roce_index(&rows);
     let header = Row::new(vec![
         "RoCEv2 flow (src→dst QP)",
+        "Rate",
+        "Pkt/s",
         "DATA",
         "bytes",
         "Retx",
@@ -49,22 +72,27 @@ fn render_rocev2(f: &mut Frame<'_>, area: Rect, app: &App) {
         "RTT p99",
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
-    let rows = flows.iter().map(|r| {
+    let body = rows.iter().map(|r| {
+        let f = r.flow;
         Row::new(vec![
-            format!("{}→{} QP {:#08x}", r.src, r.dst, r.dest_qp),
-            fmt::count(r.data_packets),
-            fmt::count(r.data_bytes),
-            fmt::count(r.retransmissions),
-            fmt::count(r.naks),
-            fmt::count(r.rnr_naks),
-            fmt::count(r.cnps),
-            fmt::count(r.ce_marked),
-            fmt::ns(r.ack_rtt_ns.p50),
-            fmt::ns(r.ack_rtt_ns.p99),
+            Cell::from(r.key.to_string()),
+            Cell::from(fmt::bps(r.rate.goodput_bps)),
+            Cell::from(fmt::per_s(r.rate.packets_per_s)),
+            Cell::from(fmt::count(f.data_packets)),
+            Cell::from(fmt::count(f.data_bytes)),
+            Cell::from(fmt::count(f.retransmissions)).style(warn(f.retransmissions, Color::Yellow)),
+            Cell::from(fmt::count(f.naks)).style(warn(f.naks, Color::Yellow)),
+            Cell::from(fmt::count(f.rnr_naks)).style(warn(f.rnr_naks, Color::Yellow)),
+            Cell::from(fmt::count(f.cnps)).style(warn(f.cnps, Color::Magenta)),
+            Cell::from(fmt::count(f.ce_marked)).style(warn(f.ce_marked, Color::Magenta)),
+            Cell::from(fmt::ns(f.ack_rtt_ns.p50)),
+            Cell::from(fmt::ns(f.ack_rtt_ns.p99)),
         ])
     });
     let widths = [
         Constraint::Min(36),
+        Constraint::Length(11),
+        Constraint::Length(8),
         Constraint::Length(7),
         Constraint::Length(8),
         Constraint::Length(6),
@@ -75,10 +103,18 @@ fn render_rocev2(f: &mut Frame<'_>, area: Rect, app: &App) {
         Constraint::Length(8),
         Constraint::Length(8),
     ];
-    let table = Table::new(rows, widths)
+    let table = Table::new(body, widths)
         .header(header)
-        .block(Block::bordered().title(format!(" RoCEv2 flows ({}) ", flows.len())));
-    f.render_widget(table, area);
+        .block(Block::bordered().title(format!(
+            " RoCEv2 flows ({} of {}) ",
+            rows.len(),
+            app.snapshot.report.rocev2.len()
+        )))
+        .row_highlight_style(highlight())
+        .highlight_symbol("▶")
+        .highlight_spacing(HighlightSpacing::Always);
+    let mut state = TableState::default().with_selected(selected);
+    f.render_stateful_widget(table, area, &mut state);
 }
 
 fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
@@ -116,13 +152,6 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
         let stalls = d.stalls.len() as u64 + d.stalls_dropped;
         let open = d.stalls.iter().any(|s| s.open);
         let loss = lost(d);
-        let warn = |n: u64, c: Color| {
-            if n > 0 {
-                Style::default().fg(c)
-            } else {
-                Style::default()
-            }
-        };
         Row::new(vec![
             Cell::from(r.key.to_string()),
             Cell::from(fmt::bps(r.rate.goodput_bps)),
@@ -178,12 +207,9 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
         .header(header)
         .block(Block::bordered().title(title))
         .column_spacing(1)
-        .row_highlight_style(
-            Style::default()
-                .bg(Color::DarkGray)
-                .add_modifier(Modifier::BOLD),
-        )
-        .highlight_symbol("▶");
+        .row_highlight_style(highlight())
+        .highlight_symbol("▶")
+        .highlight_spacing(HighlightSpacing::Always);
     let mut state = TableState::default().with_selected(selected);
     f.render_stateful_widget(table, area, &mut state);
 }

@@ -1,15 +1,17 @@
 //! Detail view of one connection: the selected direction's counters, its
-//! latencies, its stalls, and what the reverse direction sent back.
+//! latencies, its stalls, and what the reverse direction sent back; or, for
+//! a RoCEv2 flow, its QP, PSN counters, NAKs and RNR NAKs, CNPs, ECN marks
+//! and message latency.
 
-use analyzer::engine::{DirectionReport, Summary};
+use analyzer::engine::{DirectionReport, RoceFlowReport, Summary};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
-use crate::app::App;
-use crate::model::DirKey;
+use crate::app::{App, ConnRow, RoceRow, Selected};
+use crate::model::{DirKey, RoceDetail};
 
 use super::{connections, fmt};
 
@@ -116,14 +118,120 @@ fn counters(d: &DirectionReport, goodput_bps: f64) -> Vec<Line<'static>> {
     ]
 }
 
+/// `a=b` pairs of a map, in parentheses ("" when empty).
+fn parts<K: std::fmt::Display>(m: impl IntoIterator<Item = (K, u64)>) -> String {
+    let parts: Vec<String> = m.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+fn psn(p: Option<u32>) -> String {
+    p.map_or("-".into(), |v| v.to_string())
+}
+
+/// The left column of a RoCEv2 flow: what the requester sent, what the
+/// responder answered, ECN.
+fn roce_counters(r: &RoceFlowReport, x: &RoceDetail, rate: f64) -> Vec<Line<'static>> {
+    vec![
+        head("Requests (requester → responder)"),
+        kv(
+            "DATA",
+            format!("{} pkts, {} bytes", r.data_packets, r.data_bytes),
+        ),
+        kv("rate", format!("{} now", fmt::bps(rate))),
+        kv(
+            "retransmissions",
+            format!(
+                "{} (fast {}, timeout {}, spurious {})",
+                r.retransmissions,
+                x.fast_retransmissions,
+                x.timeout_retransmissions,
+                x.spurious_retransmissions
+            ),
+        ),
+        kv(
+            "PSN first, high",
+            format!("{}, {}", psn(x.first_psn), psn(x.highest_psn)),
+        ),
+        kv(
+            "PSN acked",
+            format!("{} ({} outstanding)", psn(x.acked_psn), x.outstanding_psns),
+        ),
+        kv(
+            "READ",
+            format!(
+                "{} requests, {} response pkts",
+                r.read_requests, r.read_response_packets
+            ),
+        ),
+        kv("messages", format!("{} completed", r.messages_completed)),
+        head("Responses (responder → requester)"),
+        kv("ACK", r.acks.to_string()),
+        kv(
+            "NAK",
+            format!(
+                "{}{}",
+                r.naks,
+                parts(x.naks_by_code.iter().map(|(k, v)| (k, *v)))
+            ),
+        ),
+        kv("RNR NAK", r.rnr_naks.to_string()),
+        kv("CNP", r.cnps.to_string()),
+        head("ECN"),
+        kv(
+            "CE marked",
+            format!("{} of {} ECN-capable pkts", r.ce_marked, x.ect_packets),
+        ),
+        kv("FECN / BECN", format!("{} / {}", x.fecn, x.becn)),
+    ]
+}
+
+fn render_rocev2(f: &mut Frame<'_>, area: Rect, row: &RoceRow<'_>) {
+    let r = row.flow;
+    let empty = RoceDetail::default();
+    let x = row.detail.unwrap_or(&empty);
+    let block = Block::bordered().title(format!(" Detail RoCEv2 {} ", row.key));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Fill(1)]).areas(inner);
+    f.render_widget(
+        Paragraph::new(roce_counters(r, x, row.rate.goodput_bps)),
+        left,
+    );
+    let mut lines = vec![
+        head("Flow"),
+        kv("requester", r.src.to_string()),
+        kv("responder", r.dst.to_string()),
+        kv("dest QP", format!("{:#08x} ({})", r.dest_qp, r.dest_qp)),
+        kv("first frame", r.first_frame.to_string()),
+        head("Latency"),
+        kv("ACK RTT", summary(&r.ack_rtt_ns)),
+        kv("msg completion", summary(&r.msg_completion_ns)),
+    ];
+    for (op, s) in &r.msg_completion_by_op_ns {
+        if s.count > 0 {
+            lines.push(kv(&format!("  {op}"), summary(s)));
+        }
+    }
+    f.render_widget(Paragraph::new(lines), right);
+}
+
 pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
-    let Some(row) = app.selected_row() else {
-        f.render_widget(
+    match app.selection() {
+        Some(Selected::Dir(row)) => render_metaroce(f, area, app, &row),
+        Some(Selected::Roce(row)) => render_rocev2(f, area, &row),
+        None => f.render_widget(
             Paragraph::new(" no connection selected").block(Block::bordered().title(" Detail ")),
             area,
-        );
-        return;
-    };
+        ),
+    }
+}
+
+fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &App, row: &ConnRow<'_>) {
     let d = row.dir;
     let block = Block::bordered().title(format!(" Detail {} ", row.key));
     let inner = block.inner(area);

@@ -9,7 +9,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table};
 
-use crate::app::App;
+use crate::app::{App, Selected};
 
 use super::fmt;
 
@@ -50,17 +50,28 @@ fn strip<'a>(
 }
 
 pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
-    let row = app.selected_row();
-    let title = match &row {
-        Some(r) => format!(" Paths (ev) of {} ", r.key),
-        None => " Paths (ev) ".to_string(),
+    let sel = app.selection();
+    let title = match &sel {
+        Some(Selected::Dir(r)) => format!(" Paths (ev) of {} ", r.key),
+        _ => " Paths (ev) ".to_string(),
     };
     let block = Block::bordered().title(title);
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let Some(row) = row else {
-        f.render_widget(Paragraph::new(" no connection selected"), inner);
-        return;
+    let row = match sel {
+        Some(Selected::Dir(r)) => r,
+        Some(Selected::Roce(r)) => {
+            let text = format!(
+                " {} is a RoCEv2 flow: one path, no ev (Enter: its detail)",
+                r.key
+            );
+            f.render_widget(Paragraph::new(text), inner);
+            return;
+        }
+        None => {
+            f.render_widget(Paragraph::new(" no connection selected"), inner);
+            return;
+        }
     };
     let d = row.dir;
     let mut paths: Vec<&PathReport> = d.paths.iter().collect();

@@ -136,3 +136,102 @@ pub fn saved_json(dir: &Path) -> serde_json::Value {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Frames of a RoCEv2 RC script (the analyzer's go-back-N test, framed):
+/// requester A 10.9.0.1 sends to QP 0x20 on B 10.9.0.2, B answers to QP
+/// 0x30; then one SEND of a second flow (A to QP 0x21).
+///
+/// ```text
+/// t0-3   SEND ONLY psn 10, 11, 12 (CE), 13     t10 ACK 10
+/// t11    NAK PSN sequence error 11             t12 CNP to QP 0x30 (BECN)
+/// t13-15 psn 11, 12, 13 again (fast)           t20 ACK 13
+/// t30    psn 14                                t31 RNR NAK 14
+/// t40    psn 14 again (timeout)                t41 ACK 14
+/// t50    SEND ONLY to QP 0x21 psn 500 (FECN)
+/// ```
+///
+/// Expected: flow QP 0x20: DATA 9 (900 bytes), retx 4 (fast 3, timeout 1),
+/// ACK 3, NAK 1 (PSN sequence error), RNR 1, CNP 1, CE 1, PSN 10..14 all
+/// acked, 15 ECN-capable packets, BECN 1. Flow QP 0x21: DATA 1 (PSN
+/// 500, FECN), never acked.
+pub fn rocev2_script(base_ns: u64) -> Vec<(u64, Vec<u8>)> {
+    use proto_parse::build::UdpFrameBuilder;
+    use proto_parse::rocev2::{self, Opcode, aeth, bth};
+
+    let a: std::net::SocketAddr = "10.9.0.1:50000".parse().unwrap();
+    let b: std::net::SocketAddr = "10.9.0.2:50001".parse().unwrap();
+    let (a4791, b4791) = (
+        std::net::SocketAddr::new(a.ip(), 4791),
+        std::net::SocketAddr::new(b.ip(), 4791),
+    );
+    // (t µs, from A, opcode, dest QP, psn, syndrome, CE, FECN, BECN)
+    type Step = (u64, bool, Opcode, u32, u32, Option<u8>, bool, bool, bool);
+    use Opcode::{Cnp, RcAcknowledge as Ack, RcSendOnly as Send};
+    let script: [Step; 16] = [
+        (0, true, Send, 0x20, 10, None, false, false, false),
+        (1, true, Send, 0x20, 11, None, false, false, false),
+        (2, true, Send, 0x20, 12, None, true, false, false),
+        (3, true, Send, 0x20, 13, None, false, false, false),
+        (10, false, Ack, 0x30, 10, Some(0x1f), false, false, false),
+        (11, false, Ack, 0x30, 11, Some(0x60), false, false, false),
+        (12, false, Cnp, 0x30, 0, None, false, false, true),
+        (13, true, Send, 0x20, 11, None, false, false, false),
+        (14, true, Send, 0x20, 12, None, false, false, false),
+        (15, true, Send, 0x20, 13, None, false, false, false),
+        (20, false, Ack, 0x30, 13, Some(0x1f), false, false, false),
+        (30, true, Send, 0x20, 14, None, false, false, false),
+        (31, false, Ack, 0x30, 14, Some(0x21), false, false, false),
+        (40, true, Send, 0x20, 14, None, false, false, false),
+        (41, false, Ack, 0x30, 14, Some(0x1f), false, false, false),
+        (50, true, Send, 0x21, 500, None, false, true, false),
+    ];
+    script
+        .iter()
+        .map(|&(t, from_a, opcode, qp, psn, syndrome, ce, fecn, becn)| {
+            let payload_len = if opcode == Send { 100 } else { 0 };
+            let repr = rocev2::Repr {
+                bth: bth::Repr {
+                    opcode,
+                    solicited: false,
+                    mig_req: false,
+                    pad_count: 0,
+                    tver: 0,
+                    p_key: 0xffff,
+                    fecn,
+                    becn,
+                    resv6a: 0,
+                    dest_qp: qp,
+                    ack_req: from_a,
+                    resv7: 0,
+                    psn,
+                },
+                deth: None,
+                reth: None,
+                atomic_eth: None,
+                aeth: syndrome.map(|s| aeth::Repr {
+                    syndrome: s,
+                    msn: 0,
+                }),
+                atomic_ack_eth: None,
+                imm_dt: None,
+                ieth: None,
+                payload_len,
+            };
+            let mut bytes = vec![0u8; repr.buffer_len()];
+            repr.emit(&mut rocev2::Packet::new_unchecked(&mut bytes[..]));
+            let (src, dst) = if from_a { (a, b4791) } else { (b, a4791) };
+            let ecn = if ce { 3 } else { 2 };
+            let frame = UdpFrameBuilder::new(src, dst).with_ecn(ecn).build(&bytes);
+            (base_ns + t * 1000, frame)
+        })
+        .collect()
+}
+
+/// Writes `frames` (timestamp ns, Ethernet frame) as a pcap file.
+pub fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    let mut w = proto_parse::capture::PcapWriter::create(path).unwrap();
+    for (ts, f) in frames {
+        w.write_frame(*ts, f).unwrap();
+    }
+    w.flush().unwrap();
+}
