@@ -244,6 +244,8 @@ struct Sent {
     /// Counted in its path's `inflight`.
     in_flight: bool,
     sampled: bool,
+    /// Resend it with AR (a probe: its ACK must echo it).
+    ack_req: bool,
     msg_id: u32,
     msg_offset: u32,
     payload_len: u16,
@@ -376,8 +378,14 @@ pub struct Connection {
     rr: usize,
     credit: u64,
     rto_at: Option<Time>,
-    /// Tail-loss timer: armed at every DATA send.
-    tlp_at: Option<Time>,
+    /// Time-threshold loss timer: the earliest moment an outstanding packet
+    /// that a later-sent, delivered packet already vouches for exceeds its
+    /// path's loss threshold.
+    loss_at: Option<Time>,
+    /// Latest send time among unambiguously delivered packets, any path
+    /// (the connection-wide RACK clock: evidence the receiver is alive and
+    /// got what was sent before it).
+    rack_sent_at: Time,
     rto_backoff: u32,
     outstanding: usize,
     last_progress: Time,
@@ -458,7 +466,8 @@ impl Connection {
             rr: 0,
             credit: u64::MAX,
             rto_at: None,
-            tlp_at: None,
+            loss_at: None,
+            rack_sent_at: 0,
             rto_backoff: 0,
             outstanding: 0,
             last_progress: now,
@@ -782,7 +791,7 @@ impl Connection {
         self.rcv_bits.clear();
         self.outstanding = 0;
         self.rto_at = None;
-        self.tlp_at = None;
+        self.loss_at = None;
         self.ack_pending = None;
         self.gap_since = None;
         self.trace_ev(now, TraceEvent::State { state: "closed" });
@@ -827,7 +836,7 @@ impl Connection {
         if let Some(r) = self.rto_at {
             at(r);
         }
-        if let Some(r) = self.tlp_at {
+        if let Some(r) = self.loss_at {
             at(r);
         }
         if let Some(since) = self.gap_since {
@@ -905,12 +914,12 @@ impl Connection {
         {
             self.on_rto(now);
         }
-        if let Some(r) = self.tlp_at
+        if let Some(r) = self.loss_at
             && now >= r
         {
-            self.tlp_at = None;
+            self.loss_at = None;
             if self.mode == Mode::MetaRoce {
-                self.on_tail_timer(now);
+                self.detect_losses(now);
             }
         }
         for i in 0..self.paths.len() {
@@ -977,6 +986,10 @@ impl Connection {
 
     fn on_rto(&mut self, now: Time) {
         self.stats.rto_fires += 1;
+        if self.mode == Mode::MetaRoce {
+            self.on_probe_timeout(now);
+            return;
+        }
         let rto = self.rto();
         let mut earliest: Option<Time> = None;
         let mut lost = Vec::new();
@@ -1003,9 +1016,46 @@ impl Connection {
         }
     }
 
-    /// Per-path time threshold after which an unacknowledged packet is
-    /// presumed lost: two smoothed RTTs plus the ACK delay and the path's
-    /// reordering window.
+    /// MetaRoCE's retransmission timer (QUIC's PTO, TCP's TLP): no feedback
+    /// made progress for an RTO. That is a receiver (or a host) that
+    /// stalled as often as a loss: declaring everything in flight lost would
+    /// resend a whole window for nothing. One packet is resent instead, with
+    /// AR so that its ACK echoes it and dates it unambiguously: the newest
+    /// outstanding packet past its loss threshold (its delivery vouches for
+    /// everything sent before it, which the time-threshold check then
+    /// declares lost if it is still missing), else the oldest one. The timer
+    /// backs off until feedback makes progress again.
+    fn on_probe_timeout(&mut self, now: Time) {
+        let mut newest_expired: Option<(Time, u32)> = None;
+        let mut oldest: Option<u32> = None;
+        for (k, s) in self.sent.iter().enumerate() {
+            let Some(s) = s else { continue };
+            if s.state != SentState::Outstanding {
+                continue;
+            }
+            let psn = self.snd_una.wrapping_add(k as u32);
+            oldest.get_or_insert(psn);
+            let thresh = self
+                .path_index(s.ev)
+                .map_or(self.cfg.rto_min, |i| self.loss_threshold(&self.paths[i]));
+            if s.sent_at + thresh <= now && newest_expired.is_none_or(|(t, _)| s.sent_at >= t) {
+                newest_expired = Some((s.sent_at, psn));
+            }
+        }
+        if let Some(psn) = newest_expired.map(|(_, p)| p).or(oldest) {
+            self.rto_backoff += 1;
+            if let Some(s) = self.sent_mut(psn) {
+                s.ack_req = true;
+            }
+            self.mark_lost(now, psn, TxCause::Rto);
+        }
+        self.rto_at = (self.outstanding > 0 || !self.retx.is_empty()).then(|| now + self.rto());
+    }
+
+    /// Per-path time threshold after which an unacknowledged packet, for
+    /// which a later-sent packet was delivered, is presumed lost: two
+    /// smoothed RTTs (or one plus four deviations, when the RTT jitters)
+    /// plus the ACK delay and the path's reordering window.
     fn loss_threshold(&self, p: &Path) -> u64 {
         if !p.has_rtt {
             return self.cfg.rto_initial + self.cfg.ack_delay;
@@ -1013,41 +1063,6 @@ impl Connection {
         // Variance-aware: a queue that builds up quickly inflates RTTs
         // beyond twice the smoothed value.
         p.srtt + p.srtt.max(4 * p.rttvar) + self.cfg.ack_delay + p.reo_wnd
-    }
-
-    fn tlp_interval(&self) -> u64 {
-        self.paths
-            .iter()
-            .map(|p| self.loss_threshold(p))
-            .max()
-            .unwrap_or(self.cfg.rto_min)
-    }
-
-    /// The tail timer: nothing was sent for a while, so no later packet
-    /// can reveal a loss by reordering; packets older than their path's
-    /// threshold are declared lost (QUIC's PTO, RACK's reorder timer).
-    fn on_tail_timer(&mut self, now: Time) {
-        let mut lost = Vec::new();
-        let mut next: Option<Time> = None;
-        for (k, s) in self.sent.iter().enumerate() {
-            let Some(s) = s else { continue };
-            if s.state != SentState::Outstanding {
-                continue;
-            }
-            let thresh = self
-                .path_index(s.ev)
-                .map_or(self.cfg.rto_min, |i| self.loss_threshold(&self.paths[i]));
-            if s.sent_at + thresh <= now {
-                lost.push(self.snd_una.wrapping_add(k as u32));
-            } else {
-                let t = s.sent_at + thresh;
-                next = Some(next.map_or(t, |n: Time| n.min(t)));
-            }
-        }
-        for psn in lost {
-            self.mark_lost(now, psn, TxCause::Sack);
-        }
-        self.tlp_at = next;
     }
 
     // ----- receiving --------------------------------------------------------
@@ -1728,6 +1743,7 @@ impl Connection {
             }
             if rack {
                 p.rack_sent_at = p.rack_sent_at.max(sent_at);
+                self.rack_sent_at = self.rack_sent_at.max(sent_at);
             }
             p.consecutive_losses = 0;
             p.round_delivered += 1;
@@ -1974,26 +1990,44 @@ impl Connection {
         }
     }
 
-    /// Per-path RACK: a packet is lost when a packet sent later on the same
-    /// path (paths are FIFO) was delivered more than the path's reordering
-    /// window after it.
+    /// Loss detection from delivery evidence (MetaRoCE mode), after every
+    /// feedback and when the loss timer fires. An outstanding packet is lost
+    /// when
+    /// - per-path RACK: a packet sent later on the *same* path (paths are
+    ///   FIFO) was delivered more than the path's reordering window after
+    ///   it, or
+    /// - time threshold: a packet sent later on *any* path was delivered and
+    ///   the packet is older than its own path's loss threshold (RTT- and
+    ///   variance-aware, so a slower path's packets wait longer).
+    ///
+    /// Without such evidence nothing is declared lost: a silent receiver is
+    /// as likely stalled (descheduled, a full socket buffer) as cut off,
+    /// and the probe timeout (`on_probe_timeout`) finds out with one packet.
+    /// The loss timer is armed for the earliest packet that has evidence but
+    /// is not yet old enough.
     fn detect_losses(&mut self, now: Time) {
         let mut lost = Vec::new();
+        let mut next: Option<Time> = None;
         for (k, s) in self.sent.iter().enumerate() {
             let Some(s) = s else { continue };
-            if s.state != SentState::Outstanding {
+            if s.state != SentState::Outstanding || s.sent_at >= self.rack_sent_at {
                 continue;
             }
-            if let Some(i) = self.path_index(s.ev) {
-                let p = &self.paths[i];
-                if s.sent_at + p.reo_wnd < p.rack_sent_at {
-                    lost.push(self.snd_una.wrapping_add(k as u32));
-                }
+            let Some(i) = self.path_index(s.ev) else {
+                continue;
+            };
+            let p = &self.paths[i];
+            let deadline = s.sent_at + self.loss_threshold(p);
+            if s.sent_at + p.reo_wnd < p.rack_sent_at || deadline <= now {
+                lost.push(self.snd_una.wrapping_add(k as u32));
+            } else {
+                next = Some(next.map_or(deadline, |n: Time| n.min(deadline)));
             }
         }
         for psn in lost {
             self.mark_lost(now, psn, TxCause::Sack);
         }
+        self.loss_at = next;
     }
 
     /// PLB-like rounds: a path whose packets were mostly congested (CE,
@@ -2358,7 +2392,12 @@ impl Connection {
             s.state = SentState::Outstanding;
             s.in_flight = true;
             s.sampled = false;
+            let ack_req = std::mem::take(&mut s.ack_req);
             let mut pkt = Packet::new_unchecked(&mut s.bytes[..]);
+            if ack_req {
+                let f = pkt.flags();
+                pkt.set_flags(f | Flags::AR);
+            }
             pkt.set_tx_attempt(attempts.min(15) as u8);
             pkt.set_ev(ev);
             pkt.set_path_seq(ps);
@@ -2382,9 +2421,6 @@ impl Connection {
             p.cc.on_sent(now, n as u64);
             if self.rto_at.is_none() {
                 self.rto_at = Some(now + self.rto());
-            }
-            if self.mode == Mode::MetaRoce {
-                self.tlp_at = Some(now + self.tlp_interval());
             }
             self.trace_ev(
                 now,
@@ -2531,6 +2567,7 @@ impl Connection {
             state: SentState::Outstanding,
             in_flight: true,
             sampled: false,
+            ack_req: false,
             msg_id,
             msg_offset: off,
             payload_len: chunk as u16,
@@ -2548,9 +2585,6 @@ impl Connection {
         p.cc.on_sent(now, len as u64);
         if self.rto_at.is_none() {
             self.rto_at = Some(now + self.rto());
-        }
-        if self.mode == Mode::MetaRoce {
-            self.tlp_at = Some(now + self.tlp_interval());
         }
         if self.outstanding == 1 {
             self.last_progress = self.last_progress.max(now);

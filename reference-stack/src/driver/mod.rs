@@ -88,6 +88,10 @@ pub struct DriverStats {
     pub impair_rx: ImpairStats,
 }
 
+/// `recvmmsg` calls per turn at most (then the turn transmits, so that
+/// feedback is not starved by a flood of input).
+const RX_BATCHES_PER_TURN: usize = 16;
+
 #[derive(Debug, Clone, Copy)]
 struct TxMeta {
     remote: SocketAddrV4,
@@ -193,11 +197,16 @@ impl Driver {
     /// datagram moved.
     pub fn turn(&mut self, max_wait_ns: u64) -> anyhow::Result<bool> {
         let mut busy = false;
-        // Receive.
-        for _ in 0..4 {
+        // Receive. Timers run only once the socket is drained: after a
+        // stall (this process or the peer descheduled), feedback that is
+        // already here must be seen before a timer concludes that nothing
+        // came back.
+        let mut drained = false;
+        for _ in 0..RX_BATCHES_PER_TURN {
             let n = sys::recv_batch(self.rx.as_raw_fd(), &mut self.rxb)?;
             self.stats.rx_syscalls += 1;
             if n == 0 {
+                drained = true;
                 break;
             }
             busy = true;
@@ -229,6 +238,7 @@ impl Driver {
                 }
             }
             if n < self.rxb.lens.len() {
+                drained = true;
                 break;
             }
         }
@@ -238,8 +248,8 @@ impl Driver {
             self.endpoint
                 .handle_datagram(now, remote, RxMeta { ce: r.ce }, &r.bytes);
         }
-        // Timers.
-        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+        // Timers (impairment-held datagrams due later are not pending input).
+        if drained && self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
             self.endpoint.handle_timeout(now);
         }
         // Transmit.
