@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -83,7 +85,14 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(&cli) {
+    let stop = match stop_on_signals() {
+        Ok(stop) => stop,
+        Err(e) => {
+            eprintln!("metaroce-top: cannot handle signals: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match run(&cli, &stop) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("metaroce-top: {e:#}");
@@ -91,6 +100,25 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// SIGINT, SIGTERM and SIGHUP set the returned flag: the run ends as if
+/// `q` were pressed (the UI restores the terminal; `--headless` writes its
+/// JSON snapshot). A second signal while the first is handled ends the
+/// process at once (status 1).
+fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::flag;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        // Registered first: it sees the flag as the previous signal left it.
+        flag::register_conditional_shutdown(sig, 1, stop.clone())?;
+        flag::register(sig, stop.clone())?;
+    }
+    Ok(stop)
+}
+
+/// How often the loops look at the stop flag while waiting.
+const STOP_POLL: Duration = Duration::from_millis(20);
 
 fn start(cli: &Cli) -> anyhow::Result<Handle> {
     let kind = match (&cli.interface, &cli.read) {
@@ -127,25 +155,40 @@ fn start(cli: &Cli) -> anyhow::Result<Handle> {
     source::start(kind, pipeline, Duration::from_millis(cli.tick_ms.max(10)))
 }
 
-fn run(cli: &Cli) -> anyhow::Result<()> {
+fn run(cli: &Cli, stop: &AtomicBool) -> anyhow::Result<()> {
     let handle = start(cli)?;
     if cli.headless {
-        return headless(cli, handle);
+        return headless(cli, handle, stop);
     }
     let mut terminal = term::init().context("cannot set up the terminal")?;
     let _guard = term::Guard;
     let mut app = App::new(handle.snapshot(), cli.save_dir.clone());
     let frame = Duration::from_secs(1) / cli.fps.clamp(1, 120);
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if !handle.is_alive() {
+            anyhow::bail!("the capture thread stopped unexpectedly");
+        }
         app.update(handle.snapshot());
         terminal.draw(|f| render::app::render(f, &mut app))?;
         // Test hook: proves the panic hook restores the terminal.
         if std::env::var_os("METAROCE_TOP_PANIC_AFTER_DRAW").is_some() {
             panic!("METAROCE_TOP_PANIC_AFTER_DRAW is set");
         }
-        // Wait for a key until the next frame is due; redraw at once
-        // after one.
-        if !event::poll(frame)? {
+        // Wait for a key until the next frame is due (a signal ends the
+        // wait); redraw at once after a key.
+        let due = Instant::now() + frame;
+        let mut ready = false;
+        while !ready && !stop.load(Ordering::Relaxed) {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            ready = event::poll(left.min(STOP_POLL))?;
+        }
+        if !ready {
             continue;
         }
         if let Event::Key(key) = event::read()?
@@ -164,13 +207,20 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     }
 }
 
-fn headless(cli: &Cli, handle: Handle) -> anyhow::Result<()> {
+/// Runs until the replay ends, `--duration` passes, a signal comes or the
+/// capture thread dies; then writes the final snapshot.
+fn headless(cli: &Cli, handle: Handle, stop: &AtomicBool) -> anyhow::Result<()> {
     let started = Instant::now();
     let limit = cli.duration.map(Duration::from_secs_f64);
     let mut peak: f64 = 0.0;
+    let mut died = false;
     loop {
-        std::thread::sleep(Duration::from_millis(20));
-        if limit.is_some_and(|l| started.elapsed() >= l) {
+        std::thread::sleep(STOP_POLL);
+        if stop.load(Ordering::Relaxed) || limit.is_some_and(|l| started.elapsed() >= l) {
+            break;
+        }
+        if !handle.is_alive() {
+            died = true;
             break;
         }
         let snap = handle.snapshot();
@@ -193,6 +243,9 @@ fn headless(cli: &Cli, handle: Handle) -> anyhow::Result<()> {
     }
     if let RunState::Failed(e) = &snap.state {
         anyhow::bail!("{e}");
+    }
+    if died {
+        anyhow::bail!("the capture thread stopped unexpectedly (snapshot written)");
     }
     Ok(())
 }

@@ -108,6 +108,12 @@ impl Handle {
         self.shared.paused.store(paused, Ordering::Relaxed);
     }
 
+    /// False once the capture thread has ended on its own (it only ends
+    /// when told to, so: it panicked).
+    pub fn is_alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     /// Stops the thread and returns its final snapshot.
     pub fn stop(mut self) -> Arc<Snapshot> {
         self.shared.quit.store(true, Ordering::Relaxed);

@@ -344,3 +344,28 @@ fn rocev2_detail_pane() {
     });
     insta::assert_snapshot!(t.backend());
 }
+
+/// Drops are never hidden: on a narrow terminal the source name is cut
+/// first; on a very narrow one the drops come right after the title.
+#[test]
+fn status_line_never_hides_drops() {
+    let mut snap = replay("multipath_loss_sender.pcap");
+    snap.source = SourceInfo::Replay {
+        file: "/a/rather/long/directory/name/some-very-long-capture-file-name-from-a-lab.pcap"
+            .into(),
+        speed: 1.0,
+    };
+    snap.stats.interface_drops = 12;
+    let mut a = App::new(Arc::new(snap), PathBuf::from("."));
+    let line = |w: u16, a: &mut App| {
+        let t = draw(w, 1, a, |f, a| render::status::render(f, f.area(), a));
+        let buf = t.backend().buffer();
+        (0..w).map(|x| buf[(x, 0)].symbol()).collect::<String>()
+    };
+    let l = line(80, &mut a);
+    assert!(l.contains("drops kernel 3 if 12"), "{l}");
+    assert!(l.contains("replay some-very-long"), "{l}");
+    assert!(l.contains('…'), "{l}");
+    let l = line(40, &mut a);
+    assert!(l.starts_with(" metaroce-top  drops kernel 3 if 12"), "{l}");
+}

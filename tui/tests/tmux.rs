@@ -202,3 +202,153 @@ fn missing_permission_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// The sender fixture, then one more frame an hour later: a replay at
+/// speed 1 has analysed the fixture within milliseconds and then waits.
+fn fixture_then_wait(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut frames = Vec::new();
+    let mut reader =
+        proto_parse::capture::Reader::open(fixture("multipath_loss_sender.pcap")).unwrap();
+    let mut last = 0;
+    while let Some(rec) = reader.next_record() {
+        let rec = rec.unwrap();
+        last = rec.ts_ns;
+        frames.push((rec.ts_ns, rec.data.to_vec()));
+    }
+    let late = frames[0].1.clone();
+    frames.push((last + 3_600_000_000_000, late));
+    let path = dir.join("slow.pcap");
+    common::write_pcap(&path, &frames);
+    path
+}
+
+/// SIGINT and SIGTERM end a headless run cleanly: status 0 at once, and the
+/// JSON snapshot holds what was analysed before the signal.
+#[test]
+fn headless_signal_writes_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = fixture_then_wait(dir.path());
+    let frames = {
+        let mut r = proto_parse::capture::Reader::open(&pcap).unwrap();
+        let mut n = 0u64;
+        while r.next_record().is_some() {
+            n += 1;
+        }
+        n - 1
+    };
+    let runs: Vec<(&str, std::path::PathBuf, std::process::Child)> = ["INT", "TERM"]
+        .into_iter()
+        .map(|sig| {
+            let out = dir.path().join(format!("{sig}.json"));
+            let child = Command::new(BIN)
+                .arg("-r")
+                .arg(&pcap)
+                .args(["--headless", "--json-out"])
+                .arg(&out)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (sig, out, child)
+        })
+        .collect();
+    // Time to start and analyse the fixture (it then waits an hour).
+    std::thread::sleep(Duration::from_secs(2));
+    for (sig, out, mut child) in runs {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{sig}: ended before the signal"
+        );
+        assert!(!out.exists(), "{sig}: JSON written before the signal");
+        let sent = Instant::now();
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig}");
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(0), "{sig}: {status:?} {err}");
+        assert!(
+            sent.elapsed() < Duration::from_secs(1),
+            "{sig}: took {:?}",
+            sent.elapsed()
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).expect("JSON written")).unwrap();
+        assert_eq!(v["state"]["state"], "running", "{sig}");
+        assert_eq!(v["stats"]["frames"], frames, "{sig}");
+        assert_eq!(
+            v["stats"]["received"],
+            frames + 1,
+            "{sig}: the late record read"
+        );
+        let d = v["report"]["directions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["src_conn"] == 256 && d["dst_conn"] == 512)
+            .expect("the A→B direction");
+        // The sender-side fixture's hand-written counts
+        // (fixtures/generated/multipath_loss.expected.json).
+        assert_eq!(v["stats"]["frames"], 32, "{sig}");
+        assert_eq!(d["data_packets"], 13, "{sig}");
+        assert_eq!(d["messages_completed"], 2, "{sig}");
+        assert_eq!(d["retransmissions"], 4, "{sig}");
+        assert_eq!(d["nacks"], 2, "{sig}");
+        assert_eq!(d["cnps"], 1, "{sig}");
+        assert!(v["process"]["wall_s"].as_f64().unwrap() > 1.0, "{sig}");
+    }
+}
+
+/// The pid of the program tmux runs (the child of the pane's shell).
+fn program_pid(t: &Tmux) -> String {
+    let shell = t.var("#{pane_pid}");
+    let start = Instant::now();
+    loop {
+        let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+            .unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            return pid.to_string();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no child of {shell}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_quits_the_ui_and_restores_the_terminal() {
+    assert!(
+        have_tmux(),
+        "this test tmux not installed: run it as root with scripts/setup.sh done (CI does)"
+    );
+    let cmd = format!(
+        "{BIN} -r {} --speed 0.001 --fps 1",
+        fixture("multipath_loss_sender.pcap").display()
+    );
+    let t = Tmux::start("sigterm", &cmd);
+    t.wait("the UI", |s| s.contains("Connections"));
+    assert_eq!(t.var("#{alternate_on}"), "1");
+    let pid = program_pid(&t);
+    let sent = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(t.wait_exit(Duration::from_secs(2)), "0");
+    // Even at 1 frame per second the signal ends the wait for keys.
+    assert!(
+        sent.elapsed() < Duration::from_millis(500),
+        "quit took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(t.var("#{alternate_on}"), "0");
+}

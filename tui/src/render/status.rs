@@ -44,28 +44,48 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
         Span::styled(format!("{label} {}", fmt::count(n)), style)
     };
     let st = &s.stats;
-    let mut spans = vec![
-        Span::styled(" metaroce-top ", title),
-        Span::raw(" "),
-        Span::raw(source),
-        sep(),
-        Span::raw(format!(
-            "{} pkt/s {}",
-            fmt::per_s(st.packets_per_s),
-            fmt::bytes_per_s(st.bytes_per_s)
-        )),
-        sep(),
+    let rates = Span::raw(format!(
+        "{} pkt/s {}",
+        fmt::per_s(st.packets_per_s),
+        fmt::bytes_per_s(st.bytes_per_s)
+    ));
+    let drop_spans = vec![
         Span::raw("drops "),
         drops("kernel", st.kernel_drops),
         Span::raw(" "),
         drops("if", st.interface_drops),
+    ];
+    // Drops are never hidden: the source name gives way first, and on a
+    // very narrow terminal the drops come right after the title.
+    let title = Span::styled(" metaroce-top ", title);
+    let fixed = title.width()
+        + 1
+        + 2 * sep().width()
+        + rates.width()
+        + drop_spans.iter().map(Span::width).sum::<usize>();
+    let width = usize::from(area.width);
+    let mut spans = vec![title];
+    if fixed < width {
+        spans.push(Span::raw(" "));
+        spans.push(Span::raw(shorten(&source, width - fixed)));
+        spans.push(sep());
+        spans.push(rates);
+        spans.push(sep());
+        spans.extend(drop_spans);
+    } else {
+        spans.push(Span::raw(" "));
+        spans.extend(drop_spans);
+        spans.push(sep());
+        spans.push(rates);
+    }
+    spans.extend([
         sep(),
         Span::raw(format!(
             "frames {} flows {}",
             fmt::count(st.frames),
             s.report.engine.live_directions + s.report.engine.live_rocev2_flows
         )),
-    ];
+    ]);
     if s.report.capture.malformed > 0 || st.capture_errors > 0 {
         spans.push(sep());
         spans.push(Span::styled(
@@ -105,4 +125,18 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
         spans.push(Span::styled(m.clone(), Style::default().fg(Color::Cyan)));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// `text` in at most `max` columns, with "…" when cut.
+fn shorten(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        text.to_string()
+    } else if max == 0 {
+        String::new()
+    } else {
+        let mut t: String = text.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
 }
