@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use analyzer::engine::{DirectionReport, RoceFlowReport};
-use crossterm::event::{KeyCode, KeyEvent};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::keys::{Action, action_for};
 use crate::model::{DirKey, DirRate, RoceDetail, RoceKey, Snapshot};
@@ -309,6 +309,15 @@ impl App {
     /// A key press.
     pub fn on_key(&mut self, key: &KeyEvent) -> Option<Effect> {
         if let Some(input) = &mut self.filter_input {
+            // Ctrl-C quits from the filter prompt too; other Ctrl or Alt
+            // chords are not text (both together is AltGr: text).
+            let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+            if ctrl && key.code == KeyCode::Char('c') {
+                return Some(Effect::Quit);
+            }
+            if ctrl != key.modifiers.contains(KeyModifiers::ALT) {
+                return None;
+            }
             match key.code {
                 KeyCode::Enter => {
                     self.filter = input.trim().to_string();
@@ -395,4 +404,65 @@ pub fn write_json(snap: &Snapshot, path: &Path) -> anyhow::Result<()> {
     let json = serde_json::to_vec_pretty(snap)?;
     std::fs::write(path, json)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::model::SourceInfo;
+
+    fn app() -> App {
+        let snap = Snapshot::empty(SourceInfo::Replay {
+            file: "x.pcap".into(),
+            speed: 1.0,
+        });
+        App::new(Arc::new(snap), PathBuf::from("."))
+    }
+
+    fn key(code: KeyCode, mods: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, mods)
+    }
+
+    #[test]
+    fn filter_prompt_takes_text_and_ctrl_c_still_quits() {
+        let mut a = app();
+        assert_eq!(a.on_key(&key(KeyCode::Char('/'), KeyModifiers::NONE)), None);
+        for c in "10.0 q".chars() {
+            assert_eq!(a.on_key(&key(KeyCode::Char(c), KeyModifiers::NONE)), None);
+        }
+        // Not text: a control chord.
+        a.on_key(&key(KeyCode::Char('u'), KeyModifiers::CONTROL));
+        a.on_key(&key(KeyCode::Backspace, KeyModifiers::NONE));
+        a.on_key(&key(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(a.filter, "10.0");
+        a.on_key(&key(KeyCode::Char('f'), KeyModifiers::NONE));
+        assert_eq!(
+            a.on_key(&key(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Effect::Quit)
+        );
+    }
+
+    #[test]
+    fn keys_on_an_empty_snapshot_do_not_panic() {
+        let mut a = app();
+        for action in [
+            Action::Up,
+            Action::Down,
+            Action::PageDown,
+            Action::Bottom,
+            Action::Top,
+            Action::Detail,
+            Action::Back,
+            Action::NextSort,
+            Action::ReverseSort,
+            Action::ShowAll,
+        ] {
+            a.act(action);
+        }
+        assert_eq!(a.view, View::Main, "no detail without a row");
+        assert!(a.selection().is_none());
+        assert_eq!(a.act(Action::Pause), Some(Effect::Pause(true)));
+        assert_eq!(a.act(Action::Reset), Some(Effect::Reset));
+        assert_eq!(a.act(Action::Quit), Some(Effect::Quit));
+    }
 }
