@@ -352,3 +352,39 @@ fn sigterm_quits_the_ui_and_restores_the_terminal() {
     );
     assert_eq!(t.var("#{alternate_on}"), "0");
 }
+
+/// A RoCEv2-only replay in the real binary: the first flow is selected,
+/// `j` moves to the second, Enter opens the RoCEv2 detail.
+#[test]
+fn rocev2_flow_detail_in_the_binary() {
+    assert!(
+        have_tmux(),
+        "this test tmux not installed: run it as root with scripts/setup.sh done (CI does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("rocev2.pcap");
+    common::write_pcap(&pcap, &common::rocev2_script(1_764_000_000_000_000_000));
+    let t = Tmux::start("rocev2", &format!("{BIN} -r {}", pcap.display()));
+    let s = t.wait("the end of the replay", |s| s.contains("replay done"));
+    assert!(s.contains("RoCEv2 flows (2 of 2)"), "{s}");
+    assert!(s.contains("▶10.9.0.1→10.9.0.2 QP 0x000020"), "{s}");
+    t.keys(&["j"]);
+    t.wait("the second flow selected", |s| {
+        s.contains("▶10.9.0.1→10.9.0.2 QP 0x000021")
+    });
+    t.keys(&["k", "Enter"]);
+    let s = t.wait("the RoCEv2 detail", |s| {
+        s.contains("Detail RoCEv2 10.9.0.1→10.9.0.2 QP 0x000020")
+    });
+    for want in [
+        "retransmissions 4 (fast 3, timeout 1, spurious 0)",
+        "PSN first, high 10, 14",
+        "NAK             1 (PSN sequence error 1)",
+        "RNR NAK         1",
+        "CE marked       1 of 15 ECN-capable pkts",
+    ] {
+        assert!(s.contains(want), "{want}:\n{s}");
+    }
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(Duration::from_secs(2)), "0");
+}
