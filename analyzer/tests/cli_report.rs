@@ -568,8 +568,10 @@ fn corrupt_record_is_counted_and_analysis_goes_on() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("1 corrupt capture records"), "{stderr}");
-    // Every other frame was analysed.
+    // Every other frame was analysed, and the JSON says what was lost.
     assert_eq!(report["capture"]["frames"], 31);
+    assert_eq!(report["capture"]["corrupt_records"], 1);
+    assert!(report["capture"]["skipped_bytes"].as_u64().unwrap() > 0);
     let exp = expected();
     let d = direction(&report, &exp["sender"]["direction_a_to_b"]);
     assert!(d["data_packets"].as_u64().unwrap() >= 12);

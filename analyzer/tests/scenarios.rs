@@ -376,3 +376,49 @@ fn malformed_frames_are_counted_not_analysed() {
     assert_eq!(r.directions.len(), 1);
     assert_eq!(r.directions[0].data_packets, 1);
 }
+
+/// One cumulative ACK completing three messages at once: the verdict
+/// details the first, `messages_done` lists all three (what the export's
+/// messages table writes, one row each).
+///
+/// ```text
+/// f1 t0  D psn100 ev1 seq1 SOM EOM msg0 (1000 B)
+/// f2 t1  D psn101 ev1 seq2 SOM EOM msg1
+/// f3 t2  D psn102 ev1 seq3 SOM EOM msg2
+/// f4 t10 ACK cum103 echo102 (f3)  -> msg0 10 us, msg1 9 us, msg2 8 us
+/// ```
+#[test]
+fn one_ack_completing_several_messages_reports_each() {
+    let mut s = Script::default();
+    s.data(0, Data::send(100, 1, 1, 0, 0, 1000));
+    s.data(1, Data::send(101, 1, 2, 1, 0, 1000));
+    s.data(2, Data::send(102, 1, 3, 2, 0, 1000));
+    s.ack(10, 103, 102, 2, FbFlags::empty(), &[]);
+    let mut engine = Engine::new(Config::default());
+    let mut done_at = Vec::new();
+    let mut verdicts = Vec::new();
+    for obs in s.observations() {
+        verdicts.push(engine.ingest(&obs));
+        done_at.push(
+            engine
+                .messages_done()
+                .iter()
+                .map(|m| (m.msg_id, m.view, m.latency_ns))
+                .collect::<Vec<_>>(),
+        );
+    }
+    // Each DATA is a whole message: delivered on arrival (receiver view).
+    for (i, done) in done_at[..3].iter().enumerate() {
+        assert_eq!(done, &[(i as u32, MsgView::Delivered, 0)]);
+    }
+    assert_eq!(
+        done_at[3],
+        [
+            (0, MsgView::Acked, 10_000),
+            (1, MsgView::Acked, 9_000),
+            (2, MsgView::Acked, 8_000),
+        ]
+    );
+    assert_eq!(verdicts[3].messages_completed, 3);
+    assert_eq!(verdicts[3].message.map(|m| m.msg_id), Some(0));
+}

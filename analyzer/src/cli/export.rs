@@ -24,12 +24,11 @@
 //!   (path_seq values missing before it), `trimmed`, `ce_marked`, `nack`,
 //!   `ack_rtt_ns`, `fabric_rtt_ns`, `acked_frame`, `cum_ack_advance`,
 //!   `stall_elapsed_ns`.
-//! - `messages`: one row per message completion the engine reports at a
-//!   packet: `frame`, `ts_ns`, `proto`, `src`, `dst`, `src_conn`,
-//!   `dst_conn` (the message's direction), `msg_id`, `op`, `view`
-//!   (`acked`, `delivered`, `read`), `latency_ns`, `completed_here` (the
-//!   number of messages completed at that packet: the engine details the
-//!   first only).
+//! - `messages`: one row per message completion, at the packet that
+//!   completed it (a cumulative ack can complete several: one row each):
+//!   `frame`, `ts_ns`, `proto`, `src`, `dst`, `src_conn`, `dst_conn` (the
+//!   message's direction), `msg_id`, `op`, `view` (`acked`, `delivered`,
+//!   `read`), `latency_ns`.
 //! - `paths`: one row per (direction, ev) from the final report: `src`,
 //!   `dst`, `src_conn`, `dst_conn`, `ev`, `packets`, `data_packets`,
 //!   `data_bytes`, `retransmissions`, `lost`, `lost_inferred`, `reordered`,
@@ -44,7 +43,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 
 use super::pipeline::Sink;
-use crate::engine::{MrBody, MsgView, ObsKind, Observation, Report, Verdict};
+use crate::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
 
 /// Packets per `part-N` file of the packets table (bounds memory).
 pub const PART_ROWS: usize = 1 << 20;
@@ -288,12 +287,16 @@ struct Messages {
     op: Vec<&'static str>,
     view: Vec<&'static str>,
     latency_ns: Vec<u64>,
-    completed_here: Vec<u16>,
 }
 
 impl Messages {
-    fn push(&mut self, obs: &Observation, v: &Verdict) {
-        let Some(m) = v.message else { return };
+    fn push(&mut self, obs: &Observation, done: &[MsgDone]) {
+        for m in done {
+            self.push_one(obs, m);
+        }
+    }
+
+    fn push_one(&mut self, obs: &Observation, m: &MsgDone) {
         // Acked and READ completions are seen on a packet travelling
         // towards the message's sender; delivery on the message's own.
         let reverse = !matches!(m.view, MsgView::Delivered);
@@ -322,7 +325,6 @@ impl Messages {
             MsgView::Read => "read",
         });
         self.latency_ns.push(m.latency_ns);
-        self.completed_here.push(v.messages_completed.max(1));
     }
 
     fn take_frame(&mut self) -> PolarsResult<DataFrame> {
@@ -339,7 +341,6 @@ impl Messages {
             col("op", m.op),
             col("view", m.view),
             col("latency_ns", m.latency_ns),
-            col("completed_here", m.completed_here),
         ])
     }
 }
@@ -518,12 +519,12 @@ impl Sink for Exporter {
         self.captures[index].host = stem.to_string();
     }
 
-    fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict) {
+    fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict, done: &[MsgDone]) {
         let Some(t) = self.captures.get_mut(capture) else {
             return;
         };
         t.packets.push(obs, verdict);
-        t.messages.push(obs, verdict);
+        t.messages.push(obs, done);
         if t.packets.len() >= PART_ROWS
             && self.error.is_none()
             && let Err(e) = self.flush_packets(capture)

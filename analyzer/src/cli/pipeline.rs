@@ -2,11 +2,17 @@
 //!
 //! One thread reads capture records, decodes every frame with
 //! `proto_parse::frame::decode` and turns it into a small, owned
-//! [`Observation`]; batches of them (reused `Vec`s) go over a bounded
-//! channel to the calling thread, which feeds the engine in capture order
-//! and hands each packet and its [`Verdict`] to an optional sink (export,
-//! plots). Parsing and analysis thus run on the two cores at once; memory
-//! is a few batches plus the engine's bounded state, whatever the file size.
+//! [`Observation`]; batches of them (reused) go over a bounded channel to
+//! the calling thread, which feeds the engine in capture order and hands
+//! each packet and its [`Verdict`] to an optional sink (export, plots).
+//! Parsing and analysis thus run on two cores at once; memory is a few
+//! batches plus the engine's bounded state, whatever the file size.
+//!
+//! Decoding costs about as much as the analysis, so the work is balanced
+//! between the two threads: when the engine thread has few batches
+//! waiting, the parsing thread sends the next batch as raw records and the
+//! engine thread decodes them itself (see [`Batch`]). The engine still sees
+//! every frame in capture order, so the result does not depend on the split.
 //!
 //! Several captures (one per host, each with its own clock) get one
 //! parsing thread each; the engine thread merges them by timestamp into the
@@ -16,17 +22,24 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use proto_parse::capture::Reader;
 use proto_parse::frame::{self, DecodeConfig, LinkType, Transport};
 
-use crate::engine::{Config, Engine, MergeConfig, MultiEngine, Observation, Report, Verdict};
+use crate::engine::{
+    Config, Engine, MergeConfig, MsgDone, MultiEngine, Observation, Report, Verdict,
+};
 
 /// Frames per batch sent from the parsing thread to the engine thread.
 pub const BATCH: usize = 1024;
 /// Batches in flight between the two threads (plus the recycled ones).
 const IN_FLIGHT: usize = 8;
+/// The parsing thread sends raw records while fewer batches than this wait
+/// for the engine thread (it has time to decode them itself).
+const RAW_WHEN_QUEUED_BELOW: usize = 3;
 
 /// What the parsing thread produced for one frame.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +49,77 @@ pub enum Item {
     Packet(Observation),
     /// Any other frame: its number and timestamp.
     Other { frame: u64, ts_ns: u64 },
+}
+
+/// One record as read, for the engine thread to decode: its bytes are
+/// `Batch::raw_bytes[previous end..end]`.
+#[derive(Debug, Clone, Copy)]
+struct RawRecord {
+    index: u64,
+    ts_ns: u64,
+    linktype: u16,
+    end: usize,
+}
+
+/// Frames from the parsing thread to the engine thread: decoded
+/// (`items`), or raw records the receiver decodes with [`Batch::decode`].
+#[derive(Debug, Default)]
+pub struct Batch {
+    items: Vec<Item>,
+    raw: Vec<RawRecord>,
+    raw_bytes: Vec<u8>,
+}
+
+impl Batch {
+    fn with_capacity(n: usize) -> Batch {
+        Batch {
+            items: Vec::with_capacity(n),
+            raw: Vec::new(),
+            raw_bytes: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.items.len() + self.raw.len()
+    }
+
+    fn clear(&mut self) {
+        self.items.clear();
+        self.raw.clear();
+        self.raw_bytes.clear();
+    }
+
+    /// Decodes the raw records into `items` (after those already there:
+    /// a batch holds one kind or the other).
+    fn decode(&mut self, decode: &DecodeConfig) {
+        let mut start = 0;
+        for r in &self.raw {
+            let data = &self.raw_bytes[start..r.end];
+            start = r.end;
+            self.items
+                .push(Item::decode(r.index, r.ts_ns, r.linktype, data, decode));
+        }
+        self.raw.clear();
+        self.raw_bytes.clear();
+    }
+}
+
+impl Item {
+    /// Decodes one captured frame.
+    fn decode(index: u64, ts_ns: u64, linktype: u16, data: &[u8], decode: &DecodeConfig) -> Item {
+        let frame = frame::decode(LinkType::from(u32::from(linktype)), data, decode);
+        let obs = match frame.payload {
+            Transport::Other => None,
+            _ => Observation::from_frame(index, ts_ns, &frame),
+        };
+        match obs {
+            Some(obs) => Item::Packet(obs),
+            None => Item::Other {
+                frame: index,
+                ts_ns,
+            },
+        }
+    }
 }
 
 /// How to read and analyse captures.
@@ -80,13 +164,30 @@ pub struct CaptureResult {
     pub report: Report,
 }
 
+impl CaptureResult {
+    /// Joins the reading totals to the engine's report (its
+    /// `capture.corrupt_records` and `capture.skipped_bytes`).
+    fn new(path: PathBuf, stem: String, read: ReadStats, mut report: Report) -> CaptureResult {
+        report.capture.corrupt_records = read.corrupt_records;
+        report.capture.skipped_bytes = read.skipped_bytes;
+        CaptureResult {
+            path,
+            stem,
+            read,
+            report,
+        }
+    }
+}
+
 /// Receives every packet and its verdict, in capture order (several
 /// captures: merged by timestamp), on the engine thread.
 pub trait Sink {
     /// Capture `index` (in the order given) will be analysed; called for
     /// every capture before the first packet.
     fn begin_capture(&mut self, _index: usize, _path: &Path, _stem: &str) {}
-    fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict);
+    /// One packet, its verdict and every message completed at it (the
+    /// verdict's `message` is the first of them).
+    fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict, done: &[MsgDone]);
     /// Capture `index` is finished; `report` is its final report.
     fn end_capture(&mut self, _index: usize, _report: &Report) -> io::Result<()> {
         Ok(())
@@ -98,7 +199,7 @@ pub struct NoSink;
 
 impl Sink for NoSink {
     #[inline]
-    fn packet(&mut self, _capture: usize, _obs: &Observation, _verdict: &Verdict) {}
+    fn packet(&mut self, _: usize, _: &Observation, _: &Verdict, _: &[MsgDone]) {}
 }
 
 /// Progress of the parsing thread, in bytes of the file.
@@ -134,17 +235,20 @@ fn open(path: &Path) -> io::Result<CaptureReader> {
     })
 }
 
-/// The parsing thread: records to observations, in batches.
+/// The parsing thread: records to observations (or raw records, see
+/// [`Batch`]), in batches. `queued` counts the batches sent and not yet
+/// taken by the engine thread.
 fn parse_loop(
     mut reader: CaptureReader,
     decode: DecodeConfig,
-    tx: SyncSender<Vec<Item>>,
-    recycle: Receiver<Vec<Item>>,
+    tx: SyncSender<Batch>,
+    recycle: Receiver<Batch>,
+    queued: &AtomicUsize,
     progress: &dyn Progress,
 ) -> ReadStats {
     let mut stats = ReadStats::default();
-    let batch_len = BATCH;
-    let mut batch: Vec<Item> = Vec::with_capacity(batch_len);
+    let mut batch = Batch::with_capacity(BATCH);
+    let mut raw = false;
     let mut batches = 0u32;
     while let Some(next) = reader.next_record() {
         let record = match next {
@@ -157,39 +261,40 @@ fn parse_loop(
                 continue;
             }
         };
-        let frame = frame::decode(
-            LinkType::from(u32::from(record.linktype)),
-            record.data,
-            &decode,
-        );
-        let item = match frame.payload {
-            Transport::Other => Item::Other {
-                frame: record.index,
+        if raw {
+            batch.raw_bytes.extend_from_slice(record.data);
+            batch.raw.push(RawRecord {
+                index: record.index,
                 ts_ns: record.ts_ns,
-            },
-            _ => match Observation::from_frame(record.index, record.ts_ns, &frame) {
-                Some(obs) => Item::Packet(obs),
-                None => Item::Other {
-                    frame: record.index,
-                    ts_ns: record.ts_ns,
-                },
-            },
-        };
-        batch.push(item);
-        if batch.len() == batch_len {
+                linktype: record.linktype,
+                end: batch.raw_bytes.len(),
+            });
+        } else {
+            batch.items.push(Item::decode(
+                record.index,
+                record.ts_ns,
+                record.linktype,
+                record.data,
+                &decode,
+            ));
+        }
+        if batch.len() == BATCH {
             let next = recycle
                 .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(batch_len));
+                .unwrap_or_else(|_| Batch::with_capacity(BATCH));
+            queued.fetch_add(1, Ordering::Relaxed);
             if tx.send(std::mem::replace(&mut batch, next)).is_err() {
                 break;
             }
+            raw = queued.load(Ordering::Relaxed) < RAW_WHEN_QUEUED_BELOW;
             batches += 1;
             if batches.is_multiple_of(64) {
                 progress.set(reader.position());
             }
         }
     }
-    if !batch.is_empty() {
+    if batch.len() > 0 {
+        queued.fetch_add(1, Ordering::Relaxed);
         let _ = tx.send(batch);
     }
     progress.set(reader.position());
@@ -203,13 +308,37 @@ fn parse_loop(
 /// A capture reader over a file or standard input.
 type CaptureReader = Reader<Box<dyn io::Read + Send>>;
 
-/// A running parsing thread: its handle, its batches, the way back for
-/// empty batches.
-type Parser<'scope> = (
-    std::thread::ScopedJoinHandle<'scope, ReadStats>,
-    Receiver<Vec<Item>>,
-    SyncSender<Vec<Item>>,
-);
+/// A running parsing thread: its handle, its batches and the way back for
+/// used ones.
+struct Parser<'scope> {
+    handle: std::thread::ScopedJoinHandle<'scope, ReadStats>,
+    rx: Receiver<Batch>,
+    back: SyncSender<Batch>,
+    queued: Arc<AtomicUsize>,
+    decode: DecodeConfig,
+}
+
+impl Parser<'_> {
+    /// The next batch, decoded (`None` at the end of the capture).
+    fn next_batch(&self) -> Option<Batch> {
+        let mut batch = self.rx.recv().ok()?;
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        batch.decode(&self.decode);
+        Some(batch)
+    }
+
+    /// Hands a used batch back for reuse.
+    fn recycle(&self, mut batch: Batch) {
+        batch.clear();
+        let _ = self.back.try_send(batch);
+    }
+
+    fn join(self) -> io::Result<ReadStats> {
+        self.handle
+            .join()
+            .map_err(|_| io::Error::other("a parsing thread panicked"))
+    }
+}
 
 /// Opens a capture and its length (for the progress bar).
 fn open_with_len(path: &Path) -> io::Result<(CaptureReader, Option<u64>)> {
@@ -229,15 +358,23 @@ fn spawn_parser<'scope, 'env>(
     decode: DecodeConfig,
     progress: &'scope dyn Progress,
 ) -> io::Result<Parser<'scope>> {
-    let (tx, rx) = sync_channel::<Vec<Item>>(IN_FLIGHT);
-    let (back_tx, back_rx) = sync_channel::<Vec<Item>>(IN_FLIGHT + 2);
+    let (tx, rx) = sync_channel::<Batch>(IN_FLIGHT);
+    let (back_tx, back_rx) = sync_channel::<Batch>(IN_FLIGHT + 2);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&queued);
     let handle = std::thread::Builder::new()
         .name(name)
         .spawn_scoped(scope, move || {
-            parse_loop(reader, decode, tx, back_rx, progress)
+            parse_loop(reader, decode, tx, back_rx, &counter, progress)
         })
         .map_err(|e| io::Error::other(format!("cannot start a parsing thread: {e}")))?;
-    Ok((handle, rx, back_tx))
+    Ok(Parser {
+        handle,
+        rx,
+        back: back_tx,
+        queued,
+        decode,
+    })
 }
 
 /// One capture: parsing on a second thread, the engine and the sink on
@@ -254,24 +391,20 @@ fn analyze_one(
     let mut engine = Engine::new(opts.engine);
     let decode = opts.decode;
     let read = std::thread::scope(|scope| {
-        let (parser, rx, back_tx) =
-            spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
-        for mut batch in rx {
-            for item in &batch {
+        let parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
+        while let Some(batch) = parser.next_batch() {
+            for item in &batch.items {
                 match item {
                     Item::Packet(obs) => {
                         let v = engine.ingest(obs);
-                        sink.packet(0, obs, &v);
+                        sink.packet(0, obs, &v, engine.messages_done());
                     }
                     Item::Other { ts_ns, .. } => engine.ingest_other(*ts_ns),
                 }
             }
-            batch.clear();
-            let _ = back_tx.try_send(batch);
+            parser.recycle(batch);
         }
-        parser
-            .join()
-            .map_err(|_| io::Error::other("the parsing thread panicked"))
+        parser.join()
     });
     progress.finish();
     let read = read?;
@@ -279,43 +412,35 @@ fn analyze_one(
     engine.finish(end);
     let report = engine.snapshot();
     sink.end_capture(0, &report)?;
-    Ok(CaptureResult {
-        path: path.to_path_buf(),
-        stem,
-        read,
-        report,
-    })
+    Ok(CaptureResult::new(path.to_path_buf(), stem, read, report))
 }
 
 /// One capture's stream of batches, for the merge by timestamp.
-struct Source {
-    rx: Receiver<Vec<Item>>,
-    back: SyncSender<Vec<Item>>,
-    batch: Vec<Item>,
+struct Source<'scope> {
+    parser: Parser<'scope>,
+    batch: Batch,
     pos: usize,
     done: bool,
     last_ts: u64,
 }
 
-impl Source {
+impl Source<'_> {
     /// The next item's timestamp (blocks for the next batch).
     fn head(&mut self) -> Option<u64> {
-        while !self.done && self.pos >= self.batch.len() {
-            let mut old = std::mem::take(&mut self.batch);
-            old.clear();
-            if old.capacity() > 0 {
-                let _ = self.back.try_send(old);
-            }
+        while !self.done && self.pos >= self.batch.items.len() {
             self.pos = 0;
-            match self.rx.recv() {
-                Ok(batch) => self.batch = batch,
-                Err(_) => self.done = true,
+            match self.parser.next_batch() {
+                Some(batch) => {
+                    let old = std::mem::replace(&mut self.batch, batch);
+                    self.parser.recycle(old);
+                }
+                None => self.done = true,
             }
         }
         if self.done {
             return None;
         }
-        Some(match &self.batch[self.pos] {
+        Some(match &self.batch.items[self.pos] {
             Item::Packet(obs) => obs.ts_ns,
             Item::Other { ts_ns, .. } => *ts_ns,
         })
@@ -374,16 +499,12 @@ fn analyze_many(
     let mut multi = MultiEngine::new(n, opts.engine, MergeConfig::default());
     let decode = opts.decode;
     let reads = std::thread::scope(|scope| -> io::Result<Vec<ReadStats>> {
-        let mut handles = Vec::with_capacity(n);
         let mut sources = Vec::with_capacity(n);
         for (i, (reader, part)) in readers.into_iter().zip(&parts).enumerate() {
-            let (h, rx, back) =
-                spawn_parser(scope, format!("mra-parse-{i}"), reader, decode, part)?;
-            handles.push(h);
+            let parser = spawn_parser(scope, format!("mra-parse-{i}"), reader, decode, part)?;
             sources.push(Source {
-                rx,
-                back,
-                batch: Vec::new(),
+                parser,
+                batch: Batch::default(),
                 pos: 0,
                 done: false,
                 last_ts: 0,
@@ -401,13 +522,13 @@ fn analyze_many(
             }
             let Some((_, i)) = best else { break };
             let src = &mut sources[i];
-            let item = src.batch[src.pos];
+            let item = src.batch.items[src.pos];
             src.pos += 1;
             match &item {
                 Item::Packet(obs) => {
                     src.last_ts = src.last_ts.max(obs.ts_ns);
                     let v = multi.ingest(i, obs);
-                    sink.packet(i, obs, &v);
+                    sink.packet(i, obs, &v, multi.messages_done(i));
                 }
                 Item::Other { ts_ns, .. } => {
                     src.last_ts = src.last_ts.max(*ts_ns);
@@ -417,13 +538,7 @@ fn analyze_many(
         }
         let ends: Vec<u64> = sources.iter().map(|s| s.last_ts).collect();
         multi.finish(&ends);
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| io::Error::other("a parsing thread panicked"))
-            })
-            .collect()
+        sources.into_iter().map(|s| s.parser.join()).collect()
     });
     progress.finish();
     let reads = reads?;
@@ -431,12 +546,7 @@ fn analyze_many(
     let mut out = Vec::with_capacity(n);
     for (i, ((report, read), stem)) in reports.into_iter().zip(reads).zip(stems).enumerate() {
         sink.end_capture(i, &report)?;
-        out.push(CaptureResult {
-            path: paths[i].clone(),
-            stem,
-            read,
-            report,
-        });
+        out.push(CaptureResult::new(paths[i].clone(), stem, read, report));
     }
     Ok(out)
 }
@@ -502,6 +612,8 @@ pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
         m.metaroce_packets += c.metaroce_packets;
         m.rocev2_packets += c.rocev2_packets;
         m.malformed += c.malformed;
+        m.corrupt_records += c.corrupt_records;
+        m.skipped_bytes += c.skipped_bytes;
         m.time_went_backwards += c.time_went_backwards;
         merged
             .directions

@@ -32,7 +32,7 @@ use plotters::prelude::*;
 
 use super::pipeline::Sink;
 use super::text::fmt_ns;
-use crate::engine::{MrBody, MsgView, ObsKind, Observation, Report, Verdict};
+use crate::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
 
 /// Most samples kept per histogram series.
 pub const MAX_SAMPLES: usize = 100_000;
@@ -162,7 +162,7 @@ impl Sink for Plotter {
         self.captures[index] = (self.out.join(stem), BTreeMap::new());
     }
 
-    fn packet(&mut self, capture: usize, obs: &Observation, v: &Verdict) {
+    fn packet(&mut self, capture: usize, obs: &Observation, v: &Verdict, done: &[MsgDone]) {
         let ObsKind::MetaRoce(mr) = &obs.kind else {
             return;
         };
@@ -192,7 +192,7 @@ impl Sink for Plotter {
             }
             _ => {}
         }
-        if let Some(m) = v.message {
+        for m in done {
             let (key, view) = match m.view {
                 MsgView::Delivered => (own, "delivery (receiver view)"),
                 MsgView::Acked => (reverse, "completion (acked, sender view)"),
@@ -205,7 +205,7 @@ impl Sink for Plotter {
                     d.msg = Samples::default();
                     d.msg_view = Some(view);
                 }
-                (Some(v0), _) if v0 != view => return,
+                (Some(v0), _) if v0 != view => continue,
                 _ => d.msg_view = Some(view),
             }
             d.msg.push(m.latency_ns);

@@ -22,7 +22,7 @@ use super::hist::Summary;
 use super::metaroce::{DirKey, PackedKey};
 use super::observation::{MrBody, ObsKind, Observation};
 use super::report::Report;
-use super::{Config, Engine, Verdict};
+use super::{Config, Engine, MsgDone, Verdict};
 
 /// Settings of the cross-capture matcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -427,6 +427,11 @@ impl MultiEngine {
         let c = capture.min(self.engines.len() - 1);
         self.cross.observe(c as u8, obs);
         self.engines[c].ingest(obs)
+    }
+
+    /// Every message completed at the last packet ingested for `capture`.
+    pub fn messages_done(&self, capture: usize) -> &[MsgDone] {
+        self.engines.get(capture).map_or(&[], |e| e.messages_done())
     }
 
     pub fn ingest_other(&mut self, capture: usize, ts_ns: u64) {

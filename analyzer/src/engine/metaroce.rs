@@ -455,6 +455,7 @@ impl Dir {
         ce: bool,
         cfg: &Config,
         v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
     ) -> Option<u32> {
         let psn = mr.psn;
         self.c.data_packets += 1;
@@ -577,9 +578,10 @@ impl Dir {
         if below_cum {
             return None;
         }
-        self.on_message(ts, psn, mr.flags, d, cfg, v)
+        self.on_message(ts, psn, mr.flags, d, cfg, v, done)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_message(
         &mut self,
         ts: u64,
@@ -588,6 +590,7 @@ impl Dir {
         d: &DataObs,
         cfg: &Config,
         v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
     ) -> Option<u32> {
         let key = (d.msg_id, d.op == DataOp::ReadResp);
         if self.msgs.len() >= cfg.max_messages && !self.msgs.contains_key(&key) {
@@ -632,14 +635,15 @@ impl Dir {
             let som = msg.som_ts.unwrap_or(msg.first_ts);
             self.c.messages_delivered += 1;
             self.msg_delivered.record(latency);
-            if v.message.is_none() {
-                v.message = Some(MsgDone {
+            v.message_done(
+                done,
+                MsgDone {
                     msg_id: d.msg_id,
                     op: op_name(op),
                     view: MsgView::Delivered,
                     latency_ns: latency,
-                });
-            }
+                },
+            );
             match op {
                 DataOp::ReadReq => {
                     if self.pending_reads.len() >= cfg.max_messages {
@@ -678,18 +682,28 @@ impl Dir {
 
     /// The READ request `msg_id` of this direction got its last response
     /// byte at `ts`.
-    pub fn complete_read(&mut self, msg_id: u32, ts: u64, v: &mut Verdict) {
+    pub fn complete_read(
+        &mut self,
+        msg_id: u32,
+        ts: u64,
+        v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
+    ) {
         if let Some(start) = self.pending_reads.remove(&msg_id) {
             let latency = ts.saturating_sub(start);
             self.by_op[2].record(latency);
             self.c.messages_completed += 1;
             v.messages_completed += 1;
-            v.message = Some(MsgDone {
+            let read = MsgDone {
                 msg_id,
                 op: "read",
                 view: MsgView::Read,
                 latency_ns: latency,
-            });
+            };
+            // The READ's completion is what this packet means to the
+            // requester: it wins over the response's own delivery.
+            v.message = Some(read);
+            done.push(read);
         }
     }
 
@@ -720,6 +734,7 @@ impl Dir {
         hold_ns: u64,
         cfg: &Config,
         v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
     ) {
         let _ = frame;
         let fb_seen_before = self.fb_seen;
@@ -856,7 +871,7 @@ impl Dir {
                 Some(c) => diff(c, cum_ack) as u32,
                 None => 0,
             });
-            self.advance(frame, ts, cum_ack, fb_seen_before, cfg, v);
+            self.advance(frame, ts, cum_ack, fb_seen_before, cfg, v, done);
         } else {
             v.stall = self.stall_mark(ts);
         }
@@ -871,6 +886,7 @@ impl Dir {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn advance(
         &mut self,
         frame: u64,
@@ -879,6 +895,7 @@ impl Dir {
         fb_seen_before: bool,
         cfg: &Config,
         v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
     ) {
         // Stall end: an open stall, or one found only now (nothing was
         // captured on the direction while it lasted).
@@ -956,14 +973,15 @@ impl Dir {
                 }
                 self.c.messages_completed += 1;
                 v.messages_completed = v.messages_completed.saturating_add(1);
-                if v.message.is_none() {
-                    v.message = Some(MsgDone {
+                v.message_done(
+                    done,
+                    MsgDone {
                         msg_id: id,
                         op: op_name(m.op),
                         view: MsgView::Acked,
                         latency_ns: latency,
-                    });
-                }
+                    },
+                );
             }
         }
     }

@@ -151,6 +151,8 @@ pub struct Engine {
     started: FxHashMap<(IpAddr, u32), ()>,
     evicted_dirs: u64,
     roce: RoceTable,
+    /// Every message completed at the last ingested packet.
+    done: Vec<MsgDone>,
 }
 
 impl Default for Engine {
@@ -178,6 +180,7 @@ impl Engine {
             started: FxHashMap::default(),
             evicted_dirs: 0,
             roce: RoceTable::default(),
+            done: Vec::new(),
         }
     }
 
@@ -220,6 +223,7 @@ impl Engine {
     /// Analyses one packet (in capture order) and returns its verdict.
     pub fn ingest(&mut self, obs: &Observation) -> Verdict {
         self.tick(obs.ts_ns);
+        self.done.clear();
         let mut v = Verdict {
             frame: obs.frame,
             ..Verdict::default()
@@ -240,10 +244,16 @@ impl Engine {
                     return v;
                 }
                 let cfg = self.cfg;
-                self.roce.ingest(obs, r, &cfg, &mut v);
+                self.roce.ingest(obs, r, &cfg, &mut v, &mut self.done);
             }
         }
         v
+    }
+
+    /// Every message completed at the last packet given to [`Engine::ingest`]
+    /// (its verdict's `message` is the first of them).
+    pub fn messages_done(&self) -> &[MsgDone] {
+        &self.done
     }
 
     fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
@@ -313,10 +323,6 @@ impl Engine {
         }
     }
 
-    fn dir(&mut self, i: u32) -> Option<&mut Dir> {
-        self.dirs.get_mut(i as usize).and_then(Option::as_mut)
-    }
-
     fn ingest_metaroce(&mut self, obs: &Observation, mr: &MrObs, v: &mut Verdict) {
         let key = DirKey {
             src: obs.src,
@@ -328,7 +334,9 @@ impl Engine {
         let ts = obs.ts_ns;
         let ce = obs.ce();
         let own = self.dir_index(key, obs.frame, ts, None);
-        let Some(dir) = self.dir(own) else { return };
+        let Some(dir) = dir_mut(&mut self.dirs, own) else {
+            return;
+        };
         dir.last_ts = ts;
         if !matches!(mr.body, MrBody::Ctrl(_)) {
             dir.on_path_packet(mr, ce, &cfg, v);
@@ -336,13 +344,13 @@ impl Engine {
         match &mr.body {
             MrBody::Data(d) => {
                 v.flow = Some(own);
-                let read_done = dir.on_data(obs.frame, ts, mr, d, ce, &cfg, v);
+                let read_done = dir.on_data(obs.frame, ts, mr, d, ce, &cfg, v, &mut self.done);
                 if let Some(msg_id) = read_done {
                     // The READ_REQ was sent by the reverse direction.
                     if let Some(&req) = self.index.get(&key.reverse().packed())
-                        && let Some(req_dir) = self.dir(req)
+                        && let Some(req_dir) = dir_mut(&mut self.dirs, req)
                     {
-                        req_dir.complete_read(msg_id, ts, v);
+                        req_dir.complete_read(msg_id, ts, v, &mut self.done);
                     }
                 }
             }
@@ -363,9 +371,9 @@ impl Engine {
                 let hold_ns = (u128::from(hold_units) * u128::from(unit_ps) / 1000) as u64;
                 let acked = self.dir_index(key.reverse(), obs.frame, ts, Some(own));
                 v.flow = Some(acked);
-                if let Some(dir) = self.dir(acked) {
+                if let Some(dir) = dir_mut(&mut self.dirs, acked) {
                     dir.last_ts = ts;
-                    dir.on_feedback(obs.frame, ts, mr.psn, fb, hold_ns, &cfg, v);
+                    dir.on_feedback(obs.frame, ts, mr.psn, fb, hold_ns, &cfg, v, &mut self.done);
                 }
             }
             MrBody::Ctrl(c) => {
@@ -464,4 +472,10 @@ impl Engine {
             },
         }
     }
+}
+
+/// Direction `i`, if live (a free function so the engine's other fields
+/// stay borrowable beside it).
+fn dir_mut(dirs: &mut [Option<Dir>], i: u32) -> Option<&mut Dir> {
+    dirs.get_mut(i as usize).and_then(Option::as_mut)
 }

@@ -25,6 +25,11 @@ pub struct CaptureReport {
     pub metaroce_packets: u64,
     pub rocev2_packets: u64,
     pub malformed: u64,
+    /// Capture-file records that could not be read (the reader skipped
+    /// them and went on), and the bytes skipped while resynchronising.
+    /// Filled by whoever reads the file; the engine never sees them.
+    pub corrupt_records: u64,
+    pub skipped_bytes: u64,
     /// Capture time of the first and last frame (ns), 0 when empty.
     pub first_ts_ns: u64,
     pub last_ts_ns: u64,

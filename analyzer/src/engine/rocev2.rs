@@ -206,19 +206,28 @@ impl Flow {
         }
     }
 
-    fn complete(&mut self, op: OpKind, msg_id: u32, latency: u64, view: MsgView, v: &mut Verdict) {
+    fn complete(
+        &mut self,
+        op: OpKind,
+        msg_id: u32,
+        latency: u64,
+        view: MsgView,
+        v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
+    ) {
         self.msg_hist.record(latency);
         self.by_op[op.index()].record(latency);
         self.c.messages_completed += 1;
         v.messages_completed = v.messages_completed.saturating_add(1);
-        if v.message.is_none() {
-            v.message = Some(MsgDone {
+        v.message_done(
+            done,
+            MsgDone {
                 msg_id,
                 op: op.name(),
                 view,
                 latency_ns: latency,
-            });
-        }
+            },
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -296,7 +305,7 @@ impl Flow {
     }
 
     /// Responder acknowledged every PSN up to and including `psn`.
-    fn ack_through(&mut self, psn: u32, ts: u64, v: &mut Verdict) {
+    fn ack_through(&mut self, psn: u32, ts: u64, v: &mut Verdict, done: &mut Vec<MsgDone>) {
         if let Some(slot) = self.window.get_mut(psn)
             && slot.seen
         {
@@ -317,7 +326,7 @@ impl Flow {
             match m.last {
                 Some(last) if !lt(psn, last) => {
                     self.msgs.pop_front();
-                    self.complete(m.op, last, ts.saturating_sub(m.ts), MsgView::Acked, v);
+                    self.complete(m.op, last, ts.saturating_sub(m.ts), MsgView::Acked, v, done);
                 }
                 _ => break,
             }
@@ -466,7 +475,14 @@ impl RoceTable {
         Some(i)
     }
 
-    pub fn ingest(&mut self, obs: &Observation, r: &RoceObs, cfg: &Config, v: &mut Verdict) {
+    pub fn ingest(
+        &mut self,
+        obs: &Observation,
+        r: &RoceObs,
+        cfg: &Config,
+        v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
+    ) {
         let ts = obs.ts_ns;
         let ce = obs.ce();
         v.ce_marked = ce;
@@ -510,12 +526,12 @@ impl RoceTable {
                     Role::Ack => match r.syndrome.map(Syndrome::from_byte) {
                         Some(Syndrome::Ack { .. }) => {
                             f.c.acks += 1;
-                            f.ack_through(psn, ts, v);
+                            f.ack_through(psn, ts, v, done);
                         }
                         Some(Syndrome::RnrNak { .. }) => {
                             f.c.rnr_naks += 1;
                             v.rocev2_nak = r.syndrome;
-                            f.ack_through(psn.wrapping_sub(1), ts, v);
+                            f.ack_through(psn.wrapping_sub(1), ts, v, done);
                         }
                         Some(Syndrome::Nak(code)) => {
                             f.c.naks += 1;
@@ -523,7 +539,7 @@ impl RoceTable {
                             if code == NakCode::PsnSequenceError {
                                 f.nak_pending = true;
                             }
-                            f.ack_through(psn.wrapping_sub(1), ts, v);
+                            f.ack_through(psn.wrapping_sub(1), ts, v, done);
                         }
                         _ => {}
                     },
@@ -531,16 +547,16 @@ impl RoceTable {
                         f.c.read_response_packets += 1;
                         if first {
                             // The response acks every request before it.
-                            f.ack_through(psn, ts, v);
+                            f.ack_through(psn, ts, v, done);
                         }
                         if last {
-                            f.complete_read(psn, OpKind::Read, ts, v);
+                            f.complete_read(psn, OpKind::Read, ts, v, done);
                         }
                     }
                     Role::AtomicAck => {
                         f.c.acks += 1;
-                        f.ack_through(psn, ts, v);
-                        f.complete_read(psn, OpKind::Atomic, ts, v);
+                        f.ack_through(psn, ts, v, done);
+                        f.complete_read(psn, OpKind::Atomic, ts, v, done);
                     }
                     _ => {}
                 }
@@ -559,18 +575,32 @@ impl RoceTable {
 impl Flow {
     /// A READ (or atomic) whose last response PSN is `psn`: completes the
     /// oldest pending request at or before it.
-    fn complete_read(&mut self, psn: u32, op: OpKind, ts: u64, v: &mut Verdict) {
-        let mut done = None;
+    fn complete_read(
+        &mut self,
+        psn: u32,
+        op: OpKind,
+        ts: u64,
+        v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
+    ) {
+        let mut last = None;
         while let Some(rd) = self.reads.front().copied() {
             if lt(psn, rd.psn) {
                 break;
             }
             self.reads.pop_front();
-            done = Some(rd);
+            last = Some(rd);
         }
-        if let Some(rd) = done {
+        if let Some(rd) = last {
             let _ = op;
-            self.complete(rd.op, rd.psn, ts.saturating_sub(rd.ts), MsgView::Read, v);
+            self.complete(
+                rd.op,
+                rd.psn,
+                ts.saturating_sub(rd.ts),
+                MsgView::Read,
+                v,
+                done,
+            );
         }
         if self.highest.is_none_or(|h| lt(h, psn)) {
             // The READ consumed PSNs up to its last response.

@@ -116,6 +116,18 @@ pub struct Verdict {
     pub stall: Option<StallMark>,
 }
 
+impl Verdict {
+    /// Notes a message completed at this packet: the first one becomes the
+    /// verdict's `message`, and every one goes to `done` (a cumulative ack
+    /// can complete many).
+    pub(crate) fn message_done(&mut self, done: &mut Vec<MsgDone>, m: MsgDone) {
+        if self.message.is_none() {
+            self.message = Some(m);
+        }
+        done.push(m);
+    }
+}
+
 /// Serializes an open enum by its spec name ("GAP", "unknown (9)").
 fn ser_name<T: std::fmt::Display, S: serde::Serializer>(
     value: &Option<T>,
