@@ -386,6 +386,9 @@ pub struct Connection {
     /// (the connection-wide RACK clock: evidence the receiver is alive and
     /// got what was sent before it).
     rack_sent_at: Time,
+    /// How long that packet took, send to feedback (RACK's `rtt`): it
+    /// carries the queueing of the moment, which smoothed RTTs lag behind.
+    rack_rtt: u64,
     rto_backoff: u32,
     outstanding: usize,
     last_progress: Time,
@@ -468,6 +471,7 @@ impl Connection {
             rto_at: None,
             loss_at: None,
             rack_sent_at: 0,
+            rack_rtt: 0,
             rto_backoff: 0,
             outstanding: 0,
             last_progress: now,
@@ -1743,7 +1747,10 @@ impl Connection {
             }
             if rack {
                 p.rack_sent_at = p.rack_sent_at.max(sent_at);
-                self.rack_sent_at = self.rack_sent_at.max(sent_at);
+                if sent_at >= self.rack_sent_at {
+                    self.rack_sent_at = sent_at;
+                    self.rack_rtt = now.saturating_sub(sent_at);
+                }
             }
             p.consecutive_losses = 0;
             p.round_delivered += 1;
@@ -1809,7 +1816,9 @@ impl Connection {
                         p = p.wrapping_add(1);
                     }
                 } else if self.in_send_window(psn) {
-                    let recent = self.max_srtt();
+                    // The hole may be a packet that waits in the same queue
+                    // the latest delivered one did.
+                    let recent = self.max_srtt().max(self.rack_rtt);
                     if let Some(s) = self.sent_mut(psn)
                         && s.state == SentState::Outstanding
                         && now.saturating_sub(s.sent_at) >= recent
@@ -1998,7 +2007,9 @@ impl Connection {
     ///   it, or
     /// - time threshold: a packet sent later on *any* path was delivered and
     ///   the packet is older than its own path's loss threshold (RTT- and
-    ///   variance-aware, so a slower path's packets wait longer).
+    ///   variance-aware, so a slower path's packets wait longer) and than
+    ///   the latest delivered packet's round trip plus the reordering
+    ///   window (RACK: a queue that just grew delays everything behind it).
     ///
     /// Without such evidence nothing is declared lost: a silent receiver is
     /// as likely stalled (descheduled, a full socket buffer) as cut off,
@@ -2017,7 +2028,7 @@ impl Connection {
                 continue;
             };
             let p = &self.paths[i];
-            let deadline = s.sent_at + self.loss_threshold(p);
+            let deadline = s.sent_at + self.loss_threshold(p).max(self.rack_rtt + p.reo_wnd);
             if s.sent_at + p.reo_wnd < p.rack_sent_at || deadline <= now {
                 lost.push(self.snd_una.wrapping_add(k as u32));
             } else {

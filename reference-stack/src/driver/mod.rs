@@ -13,7 +13,8 @@
 //! socket sends instead (counted in `DriverStats::fallback_tx`).
 //!
 //! Batching: up to `batch` datagrams per `recvmmsg`; transmits of one
-//! turn are grouped per ev socket into `sendmmsg` calls. The TOS byte of
+//! turn leave in the order the core produced them, each run of consecutive
+//! datagrams on one ev socket in one `sendmmsg` call. The TOS byte of
 //! received datagrams (`IP_RECVTOS`) gives the CE bit; transmit sockets
 //! mark ECT(0). The driver never sends to an address nobody asked for:
 //! only to the peer given on the command line, or to the source of a
@@ -312,26 +313,59 @@ impl Driver {
         Ok(busy)
     }
 
+    /// Sends the queued datagrams in the order the core produced them: one
+    /// `sendmmsg` per run of consecutive datagrams on the same ev. Grouping
+    /// a whole turn per ev socket instead would let a datagram polled first
+    /// leave after everything queued on lower evs (a millisecond on a
+    /// loaded host): the core stamps `sent_at` when it polls, so its loss
+    /// detection would see reordering that no network made.
     fn flush_out(&mut self) -> io::Result<()> {
+        let out = std::mem::take(&mut self.out);
+        let mut start = 0;
+        while start < out.len() {
+            let ev = out[start].0;
+            let end = out[start..]
+                .iter()
+                .position(|(e, _, _)| *e != ev)
+                .map_or(out.len(), |k| start + k);
+            let msgs: Vec<(SocketAddrV4, &[u8])> = out[start..end]
+                .iter()
+                .map(|(_, a, b)| (*a, &b[..]))
+                .collect();
+            self.send_on(ev, &msgs)?;
+            start = end;
+        }
+        self.out = out;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// Raw baseline: one `sendmmsg` per ev socket (no order to keep).
+    fn flush_out_grouped(&mut self) -> io::Result<()> {
         let out = std::mem::take(&mut self.out);
         let mut by_ev: BTreeMap<u16, Vec<(SocketAddrV4, &[u8])>> = BTreeMap::new();
         for (ev, a, b) in &out {
             by_ev.entry(*ev).or_default().push((*a, &b[..]));
         }
         for (ev, msgs) in by_ev {
-            let fd = match self.tx_socket(ev) {
-                Some(s) => s.as_raw_fd(),
-                None => {
-                    self.stats.fallback_tx += msgs.len() as u64;
-                    self.rx.as_raw_fd()
-                }
-            };
-            self.stats.tx_syscalls += sys::send_batch(fd, &msgs)? as u64;
-            self.stats.tx_datagrams += msgs.len() as u64;
-            self.stats.tx_bytes += msgs.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+            self.send_on(ev, &msgs)?;
         }
         self.out = out;
         self.out.clear();
+        Ok(())
+    }
+
+    fn send_on(&mut self, ev: u16, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<()> {
+        let fd = match self.tx_socket(ev) {
+            Some(s) => s.as_raw_fd(),
+            None => {
+                self.stats.fallback_tx += msgs.len() as u64;
+                self.rx.as_raw_fd()
+            }
+        };
+        self.stats.tx_syscalls += sys::send_batch(fd, msgs)? as u64;
+        self.stats.tx_datagrams += msgs.len() as u64;
+        self.stats.tx_bytes += msgs.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
         Ok(())
     }
 
@@ -359,7 +393,7 @@ impl Driver {
             let ev = evs[i % evs.len().max(1)];
             self.out.push((ev, remote, p.to_vec()));
         }
-        self.flush_out()
+        self.flush_out_grouped()
     }
 
     /// Receives raw datagrams (baseline), returning the bytes received.
