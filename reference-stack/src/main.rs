@@ -280,6 +280,9 @@ struct ServerArgs {
     /// Exit after this many seconds.
     #[arg(long)]
     duration: Option<f64>,
+    /// No per-connection report (the in-process server of `bench`).
+    #[arg(skip)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -330,6 +333,10 @@ struct BenchArgs {
     loss: f64,
     #[arg(long, default_value_t = 4096)]
     mtu: u16,
+    /// Rounds; each runs every case once (interleaved, so that a noisy
+    /// neighbour weighs on all cases alike). Medians are reported.
+    #[arg(long, default_value_t = 5)]
+    reps: u32,
     #[arg(long)]
     json: bool,
 }
@@ -569,7 +576,9 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
                         pcap_frames: d.pcap_frames(),
                     };
                     d.finish()?;
-                    print_report(&r, c.json)?;
+                    if !a.quiet {
+                        print_report(&r, c.json)?;
+                    }
                     if a.once {
                         // Let the CLOSE_ACK leave.
                         for _ in 0..10 {
@@ -721,10 +730,30 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
 #[derive(Debug, Serialize)]
 struct BenchRow {
     case: String,
+    /// Median over the rounds.
     goodput_gbps: f64,
+    /// Every round's figure, in order.
+    samples_gbps: Vec<f64>,
     retransmissions: u64,
+    spurious_retransmissions: u64,
+    rto_fires: u64,
     p50_us: f64,
     p99_us: f64,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn median_u64(v: &[u64]) -> u64 {
+    let f: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+    median(&f).round() as u64
 }
 
 fn bench_common(mode: ModeArg, loss: f64, mtu: u16, port: u16) -> Common {
@@ -824,6 +853,7 @@ fn bench_case(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> anyhow::Res
         recv_depth: 64,
         once: false,
         duration: None,
+        quiet: true,
     };
     let stop2 = stop.clone();
     let h = std::thread::spawn(move || run_server(sa, Some(stop2)));
@@ -848,67 +878,167 @@ fn bench_case(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> anyhow::Res
     r
 }
 
+/// One case's figures over the rounds.
+#[derive(Default)]
+struct CaseRuns {
+    goodput: Vec<f64>,
+    retx: Vec<u64>,
+    spurious: Vec<u64>,
+    rto: Vec<u64>,
+    p50: Vec<f64>,
+    p99: Vec<f64>,
+}
+
+impl CaseRuns {
+    fn push(&mut self, r: &Report) {
+        self.goodput.push(r.goodput_gbps);
+        self.retx.push(r.retransmissions);
+        self.spurious.push(r.spurious_retransmissions);
+        self.rto.push(r.conn.rto_fires);
+        self.p50.push(r.latency.p50_us);
+        self.p99.push(r.latency.p99_us);
+    }
+
+    fn row(&self, case: String) -> BenchRow {
+        BenchRow {
+            case,
+            goodput_gbps: median(&self.goodput),
+            samples_gbps: self.goodput.clone(),
+            retransmissions: median_u64(&self.retx),
+            spurious_retransmissions: median_u64(&self.spurious),
+            rto_fires: median_u64(&self.rto),
+            p50_us: median(&self.p50),
+            p99_us: median(&self.p99),
+        }
+    }
+}
+
 fn run_bench(b: &BenchArgs) -> anyhow::Result<()> {
-    let mut rows = Vec::new();
-    let raw = bench_raw(b, 4794).context("raw UDP baseline")?;
-    rows.push(BenchRow {
-        case: "raw UDP (payload share)".into(),
-        goodput_gbps: raw,
-        retransmissions: 0,
-        p50_us: 0.0,
-        p99_us: 0.0,
-    });
-    for (name, mode, loss) in [
+    let cases = [
         ("MetaRoCE lossless", ModeArg::Metaroce, 0.0),
         ("MetaRoCE loss", ModeArg::Metaroce, b.loss),
         ("go-back-N lossless", ModeArg::Gbn, 0.0),
         ("go-back-N loss", ModeArg::Gbn, b.loss),
-    ] {
-        let r = bench_case(b, mode, loss, 4794)?;
+    ];
+    let reps = b.reps.max(1) as usize;
+    let load_before = load_average();
+    let mut raw = CaseRuns::default();
+    let mut runs: Vec<CaseRuns> = cases.iter().map(|_| CaseRuns::default()).collect();
+    // Per-round ratios: both figures of a ratio come from the same round.
+    let mut ratios: [Vec<f64>; 3] = Default::default();
+    for round in 0..reps {
+        let g = bench_raw(b, 4794).context("raw UDP baseline")?;
+        raw.goodput.push(g);
+        raw.retx.push(0);
+        raw.spurious.push(0);
+        raw.rto.push(0);
+        let mut gp = [0.0; 4];
+        for (k, &(name, mode, loss)) in cases.iter().enumerate() {
+            let r = bench_case(b, mode, loss, 4794).with_context(|| name.to_string())?;
+            if let Some(e) = &r.closed_error {
+                bail!("{name}: {e}");
+            }
+            gp[k] = r.goodput_gbps;
+            runs[k].push(&r);
+        }
+        ratios[0].push(gp[0] / g.max(1e-9));
+        ratios[1].push(gp[1] / gp[0].max(1e-9));
+        ratios[2].push(gp[3] / gp[2].max(1e-9));
+        if !b.json {
+            eprintln!(
+                "round {}/{reps}: raw {g:.3}  MR {:.3} / {:.3} ({:.0}%)  GBN {:.3} / {:.3} ({:.0}%) Gb/s",
+                round + 1,
+                gp[0],
+                gp[1],
+                100.0 * gp[1] / gp[0].max(1e-9),
+                gp[2],
+                gp[3],
+                100.0 * gp[3] / gp[2].max(1e-9),
+            );
+        }
+    }
+    let mut rows = vec![raw.row("raw UDP (payload share)".into())];
+    for (k, &(name, _, loss)) in cases.iter().enumerate() {
         let case = if loss > 0.0 {
             format!("{name} {loss}%")
         } else {
             name.to_string()
         };
-        rows.push(BenchRow {
-            case,
-            goodput_gbps: r.goodput_gbps,
-            retransmissions: r.retransmissions,
-            p50_us: r.latency.p50_us,
-            p99_us: r.latency.p99_us,
-        });
+        rows.push(runs[k].row(case));
     }
-    let g = |i: usize| rows[i].goodput_gbps;
+    let med = |i: usize| median(&ratios[i]);
     let summary = serde_json::json!({
-        "paths": b.paths, "mtu": b.mtu, "size": b.size, "duration_s": b.duration, "loss_pct": b.loss,
+        "paths": b.paths, "mtu": b.mtu, "size": b.size, "duration_s": b.duration,
+        "loss_pct": b.loss, "rounds": reps,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
         "rows": rows,
-        "metaroce_vs_raw": g(1) / g(0).max(1e-9),
-        "metaroce_loss_vs_lossless": g(2) / g(1).max(1e-9),
-        "gbn_loss_vs_lossless": g(4) / g(3).max(1e-9),
+        // Medians of the per-round ratios.
+        "metaroce_vs_raw": med(0),
+        "metaroce_loss_vs_lossless": med(1),
+        "gbn_loss_vs_lossless": med(2),
+        "per_round": {
+            "metaroce_vs_raw": ratios[0],
+            "metaroce_loss_vs_lossless": ratios[1],
+            "gbn_loss_vs_lossless": ratios[2],
+        },
     });
     if b.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "{:<28} {:>12} {:>8} {:>9} {:>9}",
-            "case", "Gb/s", "retx", "p50 us", "p99 us"
+            "{reps} rounds of {} s per case, medians; load average before: {}, after: {}",
+            b.duration,
+            load_before.unwrap_or_default(),
+            load_average().unwrap_or_default()
+        );
+        println!(
+            "{:<28} {:>8} {:>8} {:>9} {:>6} {:>9} {:>9}",
+            "case", "Gb/s", "retx", "spurious", "rto", "p50 us", "p99 us"
         );
         for r in &rows {
             println!(
-                "{:<28} {:>12.3} {:>8} {:>9.1} {:>9.1}",
-                r.case, r.goodput_gbps, r.retransmissions, r.p50_us, r.p99_us
+                "{:<28} {:>8.3} {:>8} {:>9} {:>6} {:>9.1} {:>9.1}",
+                r.case,
+                r.goodput_gbps,
+                r.retransmissions,
+                r.spurious_retransmissions,
+                r.rto_fires,
+                r.p50_us,
+                r.p99_us
             );
         }
+        let pct = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{:.0}", 100.0 * x))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         println!(
-            "MetaRoCE / raw UDP: {:.1}%   MetaRoCE {}% loss / lossless: {:.1}%   go-back-N {}% loss / lossless: {:.1}%",
-            100.0 * g(1) / g(0).max(1e-9),
+            "MetaRoCE / raw UDP: {:.1}% [{}]",
+            100.0 * med(0),
+            pct(&ratios[0])
+        );
+        println!(
+            "MetaRoCE {}% loss / lossless: {:.1}% [{}]",
             b.loss,
-            100.0 * g(2) / g(1).max(1e-9),
+            100.0 * med(1),
+            pct(&ratios[1])
+        );
+        println!(
+            "go-back-N {}% loss / lossless: {:.1}% [{}]",
             b.loss,
-            100.0 * g(4) / g(3).max(1e-9)
+            100.0 * med(2),
+            pct(&ratios[2])
         );
     }
     Ok(())
+}
+
+/// The 1-minute load average (Linux), to report the conditions.
+fn load_average() -> Option<String> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
 }
 
 fn main() -> anyhow::Result<()> {
