@@ -107,6 +107,24 @@ fn go_back_n_rnr_cnp_ce() {
     assert_eq!(f.dest_qp, 0x20);
     assert_eq!(f.data_packets, 9);
     assert_eq!(f.retransmissions, 4);
+    // f8-f10 after the sequence-error NAK; f14 after the RNR NAK.
+    assert_eq!(
+        (
+            f.fast_retransmissions,
+            f.timeout_retransmissions,
+            f.spurious_retransmissions
+        ),
+        (3, 1, 0)
+    );
+    // Requests 10..=14; the last ACK (f15) acknowledges 14.
+    assert_eq!(
+        (f.first_psn, f.highest_psn, f.acked_psn, f.outstanding_psns),
+        (Some(10), Some(14), Some(14), 0)
+    );
+    assert_eq!(f.naks_by_code.get("PSN sequence error"), Some(&1));
+    assert_eq!(f.naks_by_code.len(), 1);
+    // Every packet of the script is ECT(0) or CE; no FECN/BECN bits.
+    assert_eq!((f.ect_packets, f.fecn, f.becn), (15, 0, 0));
     assert_eq!(f.naks, 1);
     assert_eq!(f.rnr_naks, 1);
     assert_eq!(f.acks, 3);

@@ -9,7 +9,7 @@ use analyzer::engine::{DirectionReport, RoceFlowReport};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::keys::{Action, action_for};
-use crate::model::{DirKey, DirRate, RoceDetail, RoceKey, Snapshot};
+use crate::model::{DirKey, DirRate, RoceKey, Snapshot};
 
 /// Sort columns of the connections table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,6 @@ pub struct ConnRow<'a> {
 pub struct RoceRow<'a> {
     pub key: RoceKey,
     pub flow: &'a RoceFlowReport,
-    pub detail: Option<&'a RoceDetail>,
     pub rate: DirRate,
 }
 
@@ -224,7 +223,6 @@ impl App {
             .map(|(i, f)| RoceRow {
                 key: RoceKey::of(f),
                 flow: f,
-                detail: snap.rocev2_detail.get(i),
                 rate: snap.rocev2_rates.get(i).copied().unwrap_or_default(),
             })
             .filter(|r| self.matches_roce(&r.key))

@@ -12,8 +12,6 @@
 //!   histogram, event log). No I/O, no clock: tests drive it directly.
 //! - [`source`]: the capture thread (libpcap in non-blocking mode with
 //!   polling, or a paced replay of a capture file) and its handle.
-//! - [`rocev2`]: what the RoCEv2 detail view adds to the engine's flow
-//!   report, filed from the per-packet verdicts.
 //! - [`app`] + [`keys`]: UI state and the key-binding table; [`render`]: one
 //!   file per pane; [`term`]: terminal setup, restore and panic hook.
 #![forbid(unsafe_code)]
@@ -25,6 +23,5 @@ pub mod latency;
 pub mod model;
 pub mod pipeline;
 pub mod render;
-pub mod rocev2;
 pub mod source;
 pub mod term;

@@ -121,32 +121,6 @@ impl std::fmt::Display for RoceKey {
     }
 }
 
-/// What the TUI adds to the engine's report of one RoCEv2 flow, gathered
-/// from the per-packet verdicts (see [`crate::rocev2`]): PSN positions,
-/// retransmission kinds, NAK codes and ECN marks.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct RoceDetail {
-    /// 24-bit PSNs of the requests: the first and highest captured, and
-    /// the highest the responder acknowledged (ACK, or the PSN before a
-    /// NAK / RNR NAK).
-    pub first_psn: Option<u32>,
-    pub highest_psn: Option<u32>,
-    pub acked_psn: Option<u32>,
-    /// PSNs sent and not yet acknowledged (highest − acked).
-    pub outstanding_psns: u32,
-    pub fast_retransmissions: u64,
-    pub timeout_retransmissions: u64,
-    pub spurious_retransmissions: u64,
-    /// NAKs by code (IBTA table 43); RNR NAKs are `rnr_naks` of the report.
-    pub naks_by_code: std::collections::BTreeMap<&'static str, u64>,
-    /// Packets of the flow (requests and responses) with an ECN-capable
-    /// IP codepoint (ECT(0), ECT(1) or CE).
-    pub ect_packets: u64,
-    /// BTH FECN / BECN bits seen.
-    pub fecn: u64,
-    pub becn: u64,
-}
-
 /// Rates of one direction over the last tick (capture clock).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct DirRate {
@@ -170,8 +144,6 @@ pub struct Snapshot {
     /// rate of request payload (retransmissions included), `packets_per_s`
     /// requests and responses.
     pub rocev2_rates: Vec<DirRate>,
-    /// Per RoCEv2 flow, in `report.rocev2` order.
-    pub rocev2_detail: Vec<RoceDetail>,
     pub latency: LatencyView,
     /// Most recent last; at most [`crate::events::MAX_EVENTS`].
     pub events: Vec<Event>,
@@ -193,7 +165,6 @@ impl Snapshot {
             stats: CaptureStats::default(),
             rates: Vec::new(),
             rocev2_rates: Vec::new(),
-            rocev2_detail: Vec::new(),
             latency: LatencyView::default(),
             events: Vec::new(),
             process: None,

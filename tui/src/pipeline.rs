@@ -4,14 +4,12 @@
 
 use std::collections::HashMap;
 
-use analyzer::engine::ObsKind;
 use analyzer::{Config, Engine, Observation};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 
 use crate::events::{EventConfig, EventDetector};
 use crate::latency::LatencyRecorder;
 use crate::model::{CaptureStats, DirKey, DirRate, RoceKey, RunState, Snapshot, SourceInfo};
-use crate::rocev2::RoceTracker;
 
 /// Decode settings for the UDP ports, from the command line.
 pub fn decode_config(metaroce_port: u16, rocev2_port: u16) -> DecodeConfig {
@@ -34,7 +32,6 @@ pub struct Pipeline {
     engine: Engine,
     latency: LatencyRecorder,
     events: EventDetector,
-    roce: RoceTracker,
     frame_no: u64,
     bytes: u64,
     seq: u64,
@@ -65,7 +62,6 @@ impl Pipeline {
             engine: Engine::new(engine_cfg),
             latency: LatencyRecorder::default(),
             events: EventDetector::new(event_cfg),
-            roce: RoceTracker::default(),
             frame_no: 0,
             bytes: 0,
             seq: 0,
@@ -84,7 +80,6 @@ impl Pipeline {
         self.engine = Engine::new(self.engine_cfg);
         self.latency = LatencyRecorder::default();
         self.events = EventDetector::new(self.event_cfg);
-        self.roce.reset();
         self.frame_no = 0;
         self.bytes = 0;
         self.prev_wall = None;
@@ -116,9 +111,6 @@ impl Pipeline {
                 let v = self.engine.ingest(&obs);
                 if let Some(rtt) = v.ack_rtt_ns {
                     self.latency.record(rtt);
-                }
-                if let ObsKind::RoceV2(r) = &obs.kind {
-                    self.roce.record(&obs, r, &v);
                 }
             }
             None => self.engine.ingest_other(ts_ns),
@@ -227,7 +219,6 @@ impl Pipeline {
             elapsed_s: wall_ns as f64 / 1e9,
             stats,
             rates,
-            rocev2_detail: self.roce.details(&report.rocev2),
             rocev2_rates,
             latency: self.latency.view(),
             events: self.events.events(),

@@ -140,7 +140,21 @@ pub struct RoceFlowReport {
     pub data_packets: u64,
     pub data_bytes: u64,
     pub retransmissions: u64,
+    pub fast_retransmissions: u64,
+    pub timeout_retransmissions: u64,
+    pub spurious_retransmissions: u64,
+    /// 24-bit PSNs of the requests: the first and highest captured, and the
+    /// highest the responder acknowledged (ACK, READ response, or the PSN
+    /// before a NAK / RNR NAK).
+    pub first_psn: Option<u32>,
+    pub highest_psn: Option<u32>,
+    pub acked_psn: Option<u32>,
+    /// PSNs sent and not yet acknowledged (highest - acked; 0 before the
+    /// first acknowledgement).
+    pub outstanding_psns: u32,
     pub naks: u64,
+    /// NAKs by code name (IBTA table 43), codes seen only.
+    pub naks_by_code: BTreeMap<&'static str, u64>,
     pub rnr_naks: u64,
     pub acks: u64,
     pub cnps: u64,
@@ -148,6 +162,11 @@ pub struct RoceFlowReport {
     pub read_requests: u64,
     pub read_response_packets: u64,
     pub messages_completed: u64,
+    /// Packets (requests and responses) with an ECN-capable IP codepoint
+    /// (ECT(0), ECT(1) or CE), and the BTH FECN / BECN bits seen.
+    pub ect_packets: u64,
+    pub fecn: u64,
+    pub becn: u64,
     pub msg_completion_ns: Summary,
     pub msg_completion_by_op_ns: BTreeMap<&'static str, Summary>,
     pub ack_rtt_ns: Summary,

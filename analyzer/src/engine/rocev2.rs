@@ -96,6 +96,9 @@ struct RCounters {
     data_packets: u64,
     data_bytes: u64,
     retransmissions: u64,
+    fast_retransmissions: u64,
+    timeout_retransmissions: u64,
+    spurious_retransmissions: u64,
     naks: u64,
     rnr_naks: u64,
     acks: u64,
@@ -104,6 +107,9 @@ struct RCounters {
     read_requests: u64,
     read_response_packets: u64,
     messages_completed: u64,
+    ect_packets: u64,
+    fecn: u64,
+    becn: u64,
 }
 
 struct Flow {
@@ -111,6 +117,10 @@ struct Flow {
     first_frame: u64,
     last_ts: u64,
     c: RCounters,
+    /// NAKs by code (IBTA table 43), in `NakCode` order, reserved last.
+    naks_by_code: [u64; 6],
+    /// 24-bit PSN of the first request captured.
+    first_psn: Option<u32>,
     highest: Option<u32>,
     acked: Option<u32>,
     nak_pending: bool,
@@ -171,6 +181,29 @@ fn role(op: Opcode) -> Role {
     }
 }
 
+const PSN_MASK: u32 = 0x00FF_FFFF;
+
+/// The NAK codes in the order of `Flow::naks_by_code`.
+const NAK_CODES: [NakCode; 6] = [
+    NakCode::PsnSequenceError,
+    NakCode::InvalidRequest,
+    NakCode::RemoteAccessError,
+    NakCode::RemoteOperationalError,
+    NakCode::InvalidRdRequest,
+    NakCode::Unknown(5),
+];
+
+fn nak_index(code: NakCode) -> usize {
+    match code {
+        NakCode::PsnSequenceError => 0,
+        NakCode::InvalidRequest => 1,
+        NakCode::RemoteAccessError => 2,
+        NakCode::RemoteOperationalError => 3,
+        NakCode::InvalidRdRequest => 4,
+        NakCode::Unknown(_) => 5,
+    }
+}
+
 /// Sign-extends a 24-bit difference.
 fn sext24(d: u32) -> i32 {
     ((d << 8) as i32) >> 8
@@ -194,6 +227,8 @@ impl Flow {
             first_frame: frame,
             last_ts: ts,
             c: RCounters::default(),
+            naks_by_code: [0; 6],
+            first_psn: None,
             highest: None,
             acked: None,
             nak_pending: false,
@@ -262,6 +297,11 @@ impl Flow {
             } else {
                 RetxKind::Timeout
             };
+            *match kind {
+                RetxKind::Fast => &mut self.c.fast_retransmissions,
+                RetxKind::Timeout => &mut self.c.timeout_retransmissions,
+                RetxKind::Spurious => &mut self.c.spurious_retransmissions,
+            } += 1;
             v.retransmission = Some(Retransmission {
                 original_frame: original,
                 attempt: 1,
@@ -270,6 +310,7 @@ impl Flow {
             return;
         }
         self.nak_pending = false;
+        self.first_psn.get_or_insert(r.psn);
         self.highest = Some(psn);
         if let Some(slot) = self.window.entry(psn) {
             *slot = RSlot {
@@ -342,7 +383,23 @@ impl Flow {
             data_packets: self.c.data_packets,
             data_bytes: self.c.data_bytes,
             retransmissions: self.c.retransmissions,
+            fast_retransmissions: self.c.fast_retransmissions,
+            timeout_retransmissions: self.c.timeout_retransmissions,
+            spurious_retransmissions: self.c.spurious_retransmissions,
+            first_psn: self.first_psn,
+            highest_psn: self.highest.map(|p| p & PSN_MASK),
+            acked_psn: self.acked.map(|p| p & PSN_MASK),
+            outstanding_psns: match (self.highest, self.acked) {
+                (Some(h), Some(a)) if lt(a, h) => diff(a, h) as u32,
+                _ => 0,
+            },
             naks: self.c.naks,
+            naks_by_code: NAK_CODES
+                .iter()
+                .zip(self.naks_by_code)
+                .filter(|&(_, n)| n > 0)
+                .map(|(code, n)| (code.name(), n))
+                .collect(),
             rnr_naks: self.c.rnr_naks,
             acks: self.c.acks,
             cnps: self.c.cnps,
@@ -350,6 +407,9 @@ impl Flow {
             read_requests: self.c.read_requests,
             read_response_packets: self.c.read_response_packets,
             messages_completed: self.c.messages_completed,
+            ect_packets: self.c.ect_packets,
+            fecn: self.c.fecn,
+            becn: self.c.becn,
             msg_completion_ns: self.msg_hist.summary(),
             msg_completion_by_op_ns: [
                 ("send", self.by_op[0].summary()),
@@ -497,10 +557,7 @@ impl RoceTable {
                 let i = self.flow_index(key, obs.frame, ts, cfg);
                 v.flow = Some(i);
                 if let Some(f) = self.flows[i as usize].as_mut() {
-                    f.last_ts = ts;
-                    if ce {
-                        f.c.ce_marked += 1;
-                    }
+                    f.on_packet(obs, r);
                     f.request(obs, r, op, first, last, cfg, v);
                 }
             }
@@ -513,10 +570,7 @@ impl RoceTable {
                 let Some(f) = self.flows[i as usize].as_mut() else {
                     return;
                 };
-                f.last_ts = ts;
-                if ce {
-                    f.c.ce_marked += 1;
-                }
+                f.on_packet(obs, r);
                 let psn = extend(r.psn, f.highest);
                 match role {
                     Role::Cnp => {
@@ -535,6 +589,7 @@ impl RoceTable {
                         }
                         Some(Syndrome::Nak(code)) => {
                             f.c.naks += 1;
+                            f.naks_by_code[nak_index(code)] += 1;
                             v.rocev2_nak = r.syndrome;
                             if code == NakCode::PsnSequenceError {
                                 f.nak_pending = true;
@@ -573,6 +628,15 @@ impl RoceTable {
 }
 
 impl Flow {
+    /// Every packet of the flow, requests and responses: time and marks.
+    fn on_packet(&mut self, obs: &Observation, r: &RoceObs) {
+        self.last_ts = obs.ts_ns;
+        self.c.ce_marked += u64::from(obs.ce());
+        self.c.ect_packets += u64::from(obs.ecn != 0);
+        self.c.fecn += u64::from(r.fecn);
+        self.c.becn += u64::from(r.becn);
+    }
+
     /// A READ (or atomic) whose last response PSN is `psn`: completes the
     /// oldest pending request at or before it.
     fn complete_read(

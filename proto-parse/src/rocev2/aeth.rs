@@ -40,6 +40,20 @@ pub enum NakCode {
     Unknown(u8),
 }
 
+impl NakCode {
+    /// The code's name (IBTA table 43), as reports show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            NakCode::PsnSequenceError => "PSN sequence error",
+            NakCode::InvalidRequest => "invalid request",
+            NakCode::RemoteAccessError => "remote access error",
+            NakCode::RemoteOperationalError => "remote operational error",
+            NakCode::InvalidRdRequest => "invalid RD request",
+            NakCode::Unknown(_) => "reserved code",
+        }
+    }
+}
+
 impl From<u8> for NakCode {
     fn from(value: u8) -> Self {
         match value {

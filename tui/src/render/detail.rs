@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
 use crate::app::{App, ConnRow, RoceRow, Selected};
-use crate::model::{DirKey, RoceDetail};
+use crate::model::DirKey;
 
 use super::{connections, fmt};
 
@@ -134,7 +134,7 @@ fn psn(p: Option<u32>) -> String {
 
 /// The left column of a RoCEv2 flow: what the requester sent, what the
 /// responder answered, ECN.
-fn roce_counters(r: &RoceFlowReport, x: &RoceDetail, rate: f64) -> Vec<Line<'static>> {
+fn roce_counters(r: &RoceFlowReport, rate: f64) -> Vec<Line<'static>> {
     vec![
         head("Requests (requester → responder)"),
         kv(
@@ -147,18 +147,18 @@ fn roce_counters(r: &RoceFlowReport, x: &RoceDetail, rate: f64) -> Vec<Line<'sta
             format!(
                 "{} (fast {}, timeout {}, spurious {})",
                 r.retransmissions,
-                x.fast_retransmissions,
-                x.timeout_retransmissions,
-                x.spurious_retransmissions
+                r.fast_retransmissions,
+                r.timeout_retransmissions,
+                r.spurious_retransmissions
             ),
         ),
         kv(
             "PSN first, high",
-            format!("{}, {}", psn(x.first_psn), psn(x.highest_psn)),
+            format!("{}, {}", psn(r.first_psn), psn(r.highest_psn)),
         ),
         kv(
             "PSN acked",
-            format!("{} ({} outstanding)", psn(x.acked_psn), x.outstanding_psns),
+            format!("{} ({} outstanding)", psn(r.acked_psn), r.outstanding_psns),
         ),
         kv(
             "READ",
@@ -175,7 +175,7 @@ fn roce_counters(r: &RoceFlowReport, x: &RoceDetail, rate: f64) -> Vec<Line<'sta
             format!(
                 "{}{}",
                 r.naks,
-                parts(x.naks_by_code.iter().map(|(k, v)| (k, *v)))
+                parts(r.naks_by_code.iter().map(|(k, v)| (k, *v)))
             ),
         ),
         kv("RNR NAK", r.rnr_naks.to_string()),
@@ -183,25 +183,20 @@ fn roce_counters(r: &RoceFlowReport, x: &RoceDetail, rate: f64) -> Vec<Line<'sta
         head("ECN"),
         kv(
             "CE marked",
-            format!("{} of {} ECN-capable pkts", r.ce_marked, x.ect_packets),
+            format!("{} of {} ECN-capable pkts", r.ce_marked, r.ect_packets),
         ),
-        kv("FECN / BECN", format!("{} / {}", x.fecn, x.becn)),
+        kv("FECN / BECN", format!("{} / {}", r.fecn, r.becn)),
     ]
 }
 
 fn render_rocev2(f: &mut Frame<'_>, area: Rect, row: &RoceRow<'_>) {
     let r = row.flow;
-    let empty = RoceDetail::default();
-    let x = row.detail.unwrap_or(&empty);
     let block = Block::bordered().title(format!(" Detail RoCEv2 {} ", row.key));
     let inner = block.inner(area);
     f.render_widget(block, area);
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Fill(1)]).areas(inner);
-    f.render_widget(
-        Paragraph::new(roce_counters(r, x, row.rate.goodput_bps)),
-        left,
-    );
+    f.render_widget(Paragraph::new(roce_counters(r, row.rate.goodput_bps)), left);
     let mut lines = vec![
         head("Flow"),
         kv("requester", r.src.to_string()),
