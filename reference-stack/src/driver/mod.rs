@@ -89,6 +89,9 @@ pub struct DriverStats {
     pub impair_rx: ImpairStats,
 }
 
+/// Datagrams queued before they are handed to the kernel mid-turn.
+const TX_FLUSH: usize = 16;
+
 /// `recvmmsg` calls per turn at most (then the turn transmits, so that
 /// feedback is not starved by a flood of input).
 const RX_BATCHES_PER_TURN: usize = 16;
@@ -279,6 +282,16 @@ impl Driver {
             } else {
                 self.imp_tx
                     .submit(now, t.ev, TxMeta { remote, ev: t.ev }, bytes, false);
+                while let Some(r) = self.imp_tx.pop_due(now) {
+                    self.out.push((r.meta.ev, r.meta.remote, r.bytes));
+                }
+            }
+            // Small flushes: the core stamped each datagram's send time
+            // (T1) when it was polled, so a datagram should not wait for a
+            // whole turn's worth of packets to be built first.
+            if self.out.len() >= TX_FLUSH {
+                busy = true;
+                self.flush_out()?;
             }
         }
         self.buf = buf;
