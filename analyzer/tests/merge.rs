@@ -146,3 +146,103 @@ fn offset_one_way_delay_and_loss_between_captures() {
     assert_eq!(reports[0].capture.metaroce_packets, 80);
     assert_eq!(reports[1].capture.metaroce_packets, 79);
 }
+
+/// The same shape for RoCEv2 RC: A (QP 0x30) sends SEND ONLY requests to B
+/// (QP 0x20) on UDP source port 0xD001, one per ms; capture 1 next to B
+/// reads 5 ms ahead; requests take 20 us, ACKs 20 us back (from port
+/// 0xD002). PSN 110 is lost between the capture points and retransmitted
+/// 2 ms later (a go-back-N retransmission carries the same PSN and opcode):
+/// the original counts as lost between the captures, the retransmission
+/// matches with the true 20 us, not with the original's time.
+#[test]
+fn rocev2_flows_are_matched_between_captures() {
+    use analyzer::engine::RoceObs;
+    use proto_parse::rocev2::Opcode;
+    let a: IpAddr = "10.4.0.1".parse().unwrap();
+    let b: IpAddr = "10.4.0.2".parse().unwrap();
+    let roce = |from_a: bool, opcode: Opcode, psn: u32| RoceObs {
+        opcode,
+        dest_qp: if from_a { 0x20 } else { 0x30 },
+        psn,
+        ack_req: true,
+        fecn: false,
+        becn: false,
+        syndrome: (!from_a).then_some(0x1f),
+        msn: 0,
+        dma_len: None,
+        payload_len: if from_a { 100 } else { 0 },
+    };
+    // (capture, raw ts, from A?, packet)
+    let mut events: Vec<(usize, u64, bool, RoceObs)> = Vec::new();
+    let t0 = 1_000_000_000u64;
+    for i in 0..20u32 {
+        let t = t0 + u64::from(i) * 1_000_000;
+        let psn = 100 + i;
+        let req = roce(true, Opcode::RcSendOnly, psn);
+        events.push((0, t, true, req));
+        let t_rx = if psn == 110 {
+            // Lost; the retransmission leaves A 2 ms later.
+            let retx = t + 2_000_000 + 500_000;
+            events.push((0, retx, true, req));
+            retx + 20_000
+        } else {
+            t + 20_000
+        };
+        events.push((1, t_rx + OFFSET, true, req));
+        let ack = roce(false, Opcode::RcAcknowledge, psn);
+        events.push((1, t_rx + 10_000 + OFFSET, false, ack));
+        events.push((0, t_rx + 10_000 + 20_000, false, ack));
+    }
+    events.sort_by_key(|e| e.1);
+    let mut m = MultiEngine::new(
+        2,
+        Config::default(),
+        MergeConfig {
+            window_ns: 20_000_000,
+            ..MergeConfig::default()
+        },
+    );
+    for (n, (c, ts, from_a, r)) in events.iter().enumerate() {
+        let (src, dst, port) = if *from_a {
+            (a, b, 0xD001)
+        } else {
+            (b, a, 0xD002)
+        };
+        let obs = Observation {
+            frame: n as u64 + 1,
+            ts_ns: *ts,
+            src,
+            dst,
+            src_port: port,
+            dst_port: 4791,
+            ecn: 2,
+            malformed: false,
+            kind: ObsKind::RoceV2(*r),
+        };
+        m.ingest(*c, &obs);
+    }
+    m.finish(&[t0 + 30_000_000, t0 + 30_000_000 + OFFSET]);
+    let between = m.between();
+    assert_eq!(between.len(), 1);
+    let p = &between[0];
+    assert!(p.offset_estimated);
+    // min(A->B) = 5.020 ms, max(B->A) = 4.980 ms.
+    assert_eq!(p.clock_offset_ns, OFFSET as i64);
+    // 20 requests (the retransmission of 110 in place of its original) and
+    // 20 ACKs.
+    assert_eq!(p.matched_packets, 40);
+    assert_eq!(p.paths.len(), 2);
+    let req = p.paths.iter().find(|x| x.src == a).unwrap();
+    assert_eq!(req.proto, "rocev2");
+    assert_eq!((req.dst_conn, req.ev), (0x20, 0xD001));
+    assert_eq!((req.upstream, req.downstream, req.matched), (0, 1, 20));
+    assert_eq!(
+        (req.one_way_delay_ns.min, req.one_way_delay_ns.max),
+        (20_000, 20_000)
+    );
+    assert_eq!(req.lost_between, 1);
+    let back = p.paths.iter().find(|x| x.src == b).unwrap();
+    assert_eq!((back.dst_conn, back.ev), (0x30, 0xD002));
+    assert_eq!((back.upstream, back.downstream, back.matched), (1, 0, 20));
+    assert_eq!(back.lost_between, 0);
+}

@@ -696,7 +696,7 @@ fn render_between(out: &mut String, results: &[CaptureResult], merged: &Report) 
         );
         let mut t = Table::new(&[
             "direction",
-            "ev",
+            "ev/port",
             "from",
             "to",
             "matched",
@@ -710,10 +710,11 @@ fn render_between(out: &mut String, results: &[CaptureResult], merged: &Report) 
         for p in &b.paths {
             let s = &p.one_way_delay_ns;
             t.push(vec![
-                Cell::l(format!(
-                    "{}:{} -> {}:{}",
-                    p.src, p.src_conn, p.dst, p.dst_conn
-                )),
+                Cell::l(if p.proto == "rocev2" {
+                    format!("{} -> {} qp 0x{:06x}", p.src, p.dst, p.dst_conn)
+                } else {
+                    format!("{}:{} -> {}:{}", p.src, p.src_conn, p.dst, p.dst_conn)
+                }),
                 Cell::n(u64::from(p.ev)),
                 Cell::l(name(p.upstream)),
                 Cell::l(name(p.downstream)),

@@ -1,9 +1,14 @@
 //! Multi-capture analysis (one capture per host or tap, each with its own
 //! clock): every capture has its own [`Engine`]; a [`CrossCapture`] matcher
-//! finds the same MetaRoCE transmission in several captures (same
-//! direction, type, PSN, tx_ts, ev and path_seq), and from the time
+//! finds the same transmission in several captures, and from the time
 //! differences estimates the clock offset between two captures, the
 //! one-way delay per path and the packets lost between the capture points.
+//!
+//! A MetaRoCE transmission is (direction, type, PSN, tx_ts, ev, path_seq):
+//! unique, retransmissions included. A RoCEv2 one is (src, dst, dest QP,
+//! opcode, PSN) on its UDP source port (the entropy ECMP hashes: RoCEv2's
+//! path); a retransmission repeats it, so a second sighting in the same
+//! capture replaces the first, which then counts as not seen downstream.
 //!
 //! Feed the captures merged by timestamp (a k-way merge on the raw capture
 //! times): the matcher only keeps `window_ns` of unmatched transmissions.
@@ -20,6 +25,8 @@ use serde::Serialize;
 
 use super::hist::Summary;
 use super::metaroce::{DirKey, PackedKey};
+use proto_parse::rocev2::Service;
+
 use super::observation::{MrBody, ObsKind, Observation};
 use super::report::Report;
 use super::{Config, Engine, MsgDone, Verdict};
@@ -47,9 +54,17 @@ impl Default for MergeConfig {
     }
 }
 
+/// A flow as the matcher sees it: a MetaRoCE direction, or a RoCEv2 flow
+/// (src, dst, dest QP in `dst_conn`, `src_conn` 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct FlowId {
+    rocev2: bool,
+    dir: PackedKey,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct TxKey {
-    dir: PackedKey,
+    flow: FlowId,
     ptype: u8,
     psn: u32,
     tx_ts: u32,
@@ -67,6 +82,7 @@ struct Sighting {
 /// a < b.
 #[derive(Debug, Clone)]
 struct PathDeltas {
+    rocev2: bool,
     dir: DirKey,
     ev: u16,
     n: u64,
@@ -76,9 +92,24 @@ struct PathDeltas {
     samples: Vec<i64>,
 }
 
+/// `ts_b - ts_a` over every ev of a direction (RoCEv2: of a host pair),
+/// for the clock offset.
+#[derive(Debug, Clone, Copy)]
+struct DirSpread {
+    rocev2: bool,
+    dir: DirKey,
+    min: i64,
+    max: i64,
+    sum: i128,
+    n: u64,
+}
+
 /// Between-captures result for one path.
 #[derive(Debug, Clone, Serialize)]
 pub struct BetweenPath {
+    /// `"metaroce"`, or `"rocev2"`: then `dst_conn` is the destination QP,
+    /// `src_conn` 0 and `ev` the UDP source port.
+    pub proto: &'static str,
     pub src: std::net::IpAddr,
     pub dst: std::net::IpAddr,
     pub src_conn: u32,
@@ -116,10 +147,10 @@ pub struct CrossCapture {
     newest: u64,
     first_ts: Vec<Option<u64>>,
     last_ts: Vec<u64>,
-    /// (capture a, capture b, direction, ev) -> deltas.
-    deltas: FxHashMap<(u8, u8, PackedKey, u16), PathDeltas>,
-    /// (capture, direction, ev) -> transmissions never matched.
-    unmatched: FxHashMap<(u8, PackedKey, u16), u64>,
+    /// (capture a, capture b, flow, ev) -> deltas.
+    deltas: FxHashMap<(u8, u8, FlowId, u16), PathDeltas>,
+    /// (capture, flow, ev) -> transmissions never matched.
+    unmatched: FxHashMap<(u8, FlowId, u16), u64>,
     rng: u64,
 }
 
@@ -168,28 +199,59 @@ impl CrossCapture {
 
     pub fn observe(&mut self, capture: u8, obs: &Observation) {
         self.tick(capture, obs.ts_ns);
-        let ObsKind::MetaRoce(mr) = &obs.kind else {
-            return;
-        };
-        if obs.malformed || matches!(mr.body, MrBody::Ctrl(_) | MrBody::Malformed) {
+        if obs.malformed {
             return;
         }
+        let (dir, key) = match &obs.kind {
+            ObsKind::MetaRoce(mr) => {
+                if matches!(mr.body, MrBody::Ctrl(_) | MrBody::Malformed) {
+                    return;
+                }
+                let dir = DirKey {
+                    src: obs.src,
+                    dst: obs.dst,
+                    src_conn: mr.src_conn,
+                    dst_conn: mr.dst_conn,
+                };
+                let key = TxKey {
+                    flow: FlowId {
+                        rocev2: false,
+                        dir: dir.packed(),
+                    },
+                    ptype: u8::from(mr.ptype),
+                    psn: mr.psn,
+                    tx_ts: mr.tx_ts,
+                    ev: mr.ev,
+                    path_seq: mr.path_seq,
+                };
+                (dir, key)
+            }
+            ObsKind::RoceV2(r) => {
+                // CNPs carry no PSN of their own.
+                if r.opcode.service() == Service::Cnp {
+                    return;
+                }
+                let dir = DirKey {
+                    src: obs.src,
+                    dst: obs.dst,
+                    src_conn: 0,
+                    dst_conn: r.dest_qp,
+                };
+                let key = TxKey {
+                    flow: FlowId {
+                        rocev2: true,
+                        dir: dir.packed(),
+                    },
+                    ptype: u8::from(r.opcode),
+                    psn: r.psn,
+                    tx_ts: 0,
+                    ev: obs.src_port,
+                    path_seq: 0,
+                };
+                (dir, key)
+            }
+        };
         self.expire();
-
-        let dir = DirKey {
-            src: obs.src,
-            dst: obs.dst,
-            src_conn: mr.src_conn,
-            dst_conn: mr.dst_conn,
-        };
-        let key = TxKey {
-            dir: dir.packed(),
-            ptype: u8::from(mr.ptype),
-            psn: mr.psn,
-            tx_ts: mr.tx_ts,
-            ev: mr.ev,
-            path_seq: mr.path_seq,
-        };
         match self.pending.get(&key).copied() {
             Some(seen) if seen.capture != capture => {
                 self.pending.remove(&key);
@@ -203,10 +265,11 @@ impl CrossCapture {
                 let cap = self.cfg.samples;
                 let d = self
                     .deltas
-                    .entry((a, b, key.dir, mr.ev))
+                    .entry((a, b, key.flow, key.ev))
                     .or_insert_with(|| PathDeltas {
+                        rocev2: key.flow.rocev2,
                         dir,
-                        ev: mr.ev,
+                        ev: key.ev,
                         n: 0,
                         min: i64::MAX,
                         max: i64::MIN,
@@ -226,12 +289,18 @@ impl CrossCapture {
                     }
                 }
             }
-            Some(_) => {}
-            None => {
+            // A MetaRoCE copy in the same capture is a duplicate: the first
+            // sighting stands. A RoCEv2 one is a retransmission: it
+            // replaces the first, which was not seen downstream.
+            Some(_) if !key.flow.rocev2 => {}
+            seen => {
+                if seen.is_some() {
+                    self.drop_pending(&key);
+                }
                 if self.pending.len() >= self.cfg.max_pending
-                    && let Some((old, _)) = self.order.pop_front()
+                    && let Some((old, ts)) = self.order.pop_front()
                 {
-                    self.drop_pending(&old);
+                    self.drop_sighting(&old, ts);
                 }
                 self.pending.insert(
                     key,
@@ -251,7 +320,15 @@ impl CrossCapture {
                 break;
             }
             self.order.pop_front();
-            self.drop_pending(&key);
+            self.drop_sighting(&key, ts);
+        }
+    }
+
+    /// Drops the pending sighting `key` made at `ts` (an entry of `order`;
+    /// a RoCEv2 sighting may have been replaced by a later one since).
+    fn drop_sighting(&mut self, key: &TxKey, ts: u64) {
+        if self.pending.get(key).is_some_and(|s| s.ts == ts) {
+            self.drop_pending(key);
         }
     }
 
@@ -270,7 +347,7 @@ impl CrossCapture {
         if others_running && self.first_ts.len() > 1 {
             *self
                 .unmatched
-                .entry((seen.capture, key.dir, key.ev))
+                .entry((seen.capture, key.flow, key.ev))
                 .or_default() += 1;
         }
     }
@@ -310,7 +387,7 @@ impl CrossCapture {
             if all_ran {
                 *self
                     .unmatched
-                    .entry((seen.capture, key.dir, key.ev))
+                    .entry((seen.capture, key.flow, key.ev))
                     .or_default() += 1;
             }
         }
@@ -328,30 +405,47 @@ impl CrossCapture {
                 .filter(|(k, _)| k.0 == a && k.1 == b)
                 .map(|(_, v)| v)
                 .collect();
-            // Per direction (all evs): min, max, mean of ts_b - ts_a.
-            let mut per_dir: FxHashMap<PackedKey, (DirKey, i64, i64, i128, u64)> =
-                FxHashMap::default();
+            // Per direction (all evs): min, max, mean of ts_b - ts_a. A
+            // RoCEv2 flow's reverse is any RoCEv2 flow between the same
+            // hosts the other way (responses go to the requester's QP),
+            // so RoCEv2 flows are grouped by host pair.
+            let group = |rocev2: bool, dir: DirKey| -> (bool, PackedKey) {
+                let dir = if rocev2 {
+                    DirKey {
+                        src_conn: 0,
+                        dst_conn: 0,
+                        ..dir
+                    }
+                } else {
+                    dir
+                };
+                (rocev2, dir.packed())
+            };
+            let mut per_dir: FxHashMap<(bool, PackedKey), DirSpread> = FxHashMap::default();
             for d in &dirs {
-                let e = per_dir
-                    .entry(d.dir.packed())
-                    .or_insert((d.dir, i64::MAX, i64::MIN, 0, 0));
-                e.1 = e.1.min(d.min);
-                e.2 = e.2.max(d.max);
-                e.3 += d.sum;
-                e.4 += d.n;
+                let e = per_dir.entry(group(d.rocev2, d.dir)).or_insert(DirSpread {
+                    rocev2: d.rocev2,
+                    dir: d.dir,
+                    min: i64::MAX,
+                    max: i64::MIN,
+                    sum: 0,
+                    n: 0,
+                });
+                e.min = e.min.min(d.min);
+                e.max = e.max.max(d.max);
+                e.sum += d.sum;
+                e.n += d.n;
             }
             let mut estimates = Vec::new();
-            for (dir, min, max, sum, n) in per_dir.values() {
-                let Some((_, rmin, rmax, rsum, rn)) = per_dir.get(&dir.reverse().packed()) else {
+            for d in per_dir.values() {
+                let Some(r) = per_dir.get(&group(d.rocev2, d.dir.reverse())) else {
                     continue;
                 };
-                let mean = *sum as f64 / *n as f64;
-                let rmean = *rsum as f64 / *rn as f64;
-                if mean > rmean {
-                    estimates.push(((i128::from(*min) + i128::from(*rmax)) / 2) as i64);
-                } else {
-                    estimates.push(((i128::from(*rmin) + i128::from(*max)) / 2) as i64);
-                }
+                let mean = d.sum as f64 / d.n as f64;
+                let rmean = r.sum as f64 / r.n as f64;
+                // The NTP estimate, with the direction seen first at a.
+                let (forward, reverse) = if mean > rmean { (d, r) } else { (r, d) };
+                estimates.push(((i128::from(forward.min) + i128::from(reverse.max)) / 2) as i64);
             }
             let offset_estimated = !estimates.is_empty();
             let offset = if offset_estimated {
@@ -372,12 +466,13 @@ impl CrossCapture {
                     let owd = if a_first { s - offset } else { offset - s };
                     h.record(owd.max(0) as u64);
                 }
-                let lost = self
-                    .unmatched
-                    .get(&(up, d.dir.packed(), d.ev))
-                    .copied()
-                    .unwrap_or(0);
+                let flow = FlowId {
+                    rocev2: d.rocev2,
+                    dir: d.dir.packed(),
+                };
+                let lost = self.unmatched.get(&(up, flow, d.ev)).copied().unwrap_or(0);
                 paths.push(BetweenPath {
+                    proto: if d.rocev2 { "rocev2" } else { "metaroce" },
                     src: d.dir.src,
                     dst: d.dir.dst,
                     src_conn: d.dir.src_conn,
@@ -390,7 +485,7 @@ impl CrossCapture {
                     one_way_delay_ns: h.summary(),
                 });
             }
-            paths.sort_by_key(|p| (p.src, p.dst, p.src_conn, p.dst_conn, p.ev));
+            paths.sort_by_key(|p| (p.proto, p.src, p.dst, p.src_conn, p.dst_conn, p.ev));
             out.push(BetweenReport {
                 capture_a: u64::from(a),
                 capture_b: u64::from(b),
