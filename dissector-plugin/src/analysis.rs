@@ -10,7 +10,6 @@
 //! and shown on every pass. [`crate::state::reset`] drops everything when a
 //! capture is opened or closed.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 
 use analyzer::engine::{Config, Engine, Observation, RetxKind, Verdict};
@@ -36,6 +35,9 @@ pub struct FrameMeta {
 /// frame's bytes: the IP addresses and ECN bits of the packet whose UDP
 /// payload is `udp_payload` (`None` when the frame's UDP payload is another
 /// one, e.g. inside a tunnel, or the link type is not supported).
+///
+/// When `udp_payload` lies inside `frame_bytes` (the plugin passes both
+/// without copying), the check is a pointer comparison, not a `memcmp`.
 pub fn outer_layers(
     link: LinkType,
     frame_bytes: &[u8],
@@ -48,24 +50,33 @@ pub fn outer_layers(
     let decoded = frame::decode(link, frame_bytes, &cfg);
     let ip = decoded.ip?;
     let udp = decoded.udp?;
-    (udp.payload == udp_payload).then_some((ip.src, ip.dst, ip.ecn.bits()))
+    let same = std::ptr::eq(udp.payload, udp_payload) || udp.payload == udp_payload;
+    same.then_some((ip.src, ip.dst, ip.ecn.bits()))
 }
 
+/// `flows[frame]` of a frame with no flow (or not analysed).
+const NO_FLOW: u32 = u32::MAX;
+
 /// The engine and the verdicts of the current capture.
+///
+/// Per-frame results are kept compactly: the flow of every analysed frame
+/// in a `Vec` indexed by frame number (4 bytes a frame), and the verdicts
+/// with something to show besides the flow in a `Vec` sorted by frame
+/// (frames arrive in order on the first pass, so it is an append).
 pub struct Analysis {
     engine: Engine,
-    /// Verdicts with something to show besides the flow.
-    verdicts: HashMap<u32, Verdict>,
-    /// The flow of every analysed frame.
-    flows: HashMap<u32, u32>,
+    /// Verdicts with something to show besides the flow, by frame.
+    verdicts: Vec<Verdict>,
+    /// The flow of every analysed frame (`NO_FLOW`: none), by frame number.
+    flows: Vec<u32>,
 }
 
 impl Analysis {
     pub fn new(cfg: Config) -> Self {
         Analysis {
             engine: Engine::new(cfg),
-            verdicts: HashMap::new(),
-            flows: HashMap::new(),
+            verdicts: Vec::new(),
+            flows: Vec::new(),
         }
     }
 
@@ -77,11 +88,16 @@ impl Analysis {
         captured: &[u8],
         wire_len: usize,
     ) -> Option<Verdict> {
+        self.ingest_parsed(meta, &metaroce::parse_lax(captured, wire_len))
+    }
+
+    /// [`Analysis::ingest`] of a packet already parsed (the plugin parses
+    /// each packet once for the decode and the analysis).
+    pub fn ingest_parsed(&mut self, meta: &FrameMeta, lax: &metaroce::Lax<'_>) -> Option<Verdict> {
         if let Some(v) = self.lookup(meta.frame) {
             return Some(v);
         }
-        let lax = metaroce::parse_lax(captured, wire_len);
-        let (Some(packet), Some(layout)) = (lax.packet, lax.layout) else {
+        let (Some(packet), Some(layout)) = (&lax.packet, &lax.layout) else {
             self.engine.ingest_other(meta.ts_ns);
             return None;
         };
@@ -91,12 +107,16 @@ impl Analysis {
             meta.src,
             meta.dst,
             meta.ecn,
-            &packet,
-            &layout,
+            packet,
+            layout,
         );
         let v = self.engine.ingest(&obs);
-        if let Some(flow) = v.flow {
-            self.flows.insert(meta.frame, flow);
+        if let Some(flow) = v.flow.filter(|&f| f != NO_FLOW) {
+            let at = meta.frame as usize;
+            if self.flows.len() <= at {
+                self.flows.resize(at + 1, NO_FLOW);
+            }
+            self.flows[at] = flow;
         }
         let plain = Verdict {
             frame: v.frame,
@@ -104,21 +124,44 @@ impl Analysis {
             ..Verdict::default()
         };
         if v != plain {
-            self.verdicts.insert(meta.frame, v);
+            // Sorted by frame: an append on the first pass.
+            match self.verdicts.last() {
+                Some(last) if last.frame >= v.frame => {
+                    if let Err(at) = self.verdicts.binary_search_by_key(&v.frame, |x| x.frame) {
+                        self.verdicts.insert(at, v);
+                    }
+                }
+                _ => self.verdicts.push(v),
+            }
         }
         Some(v)
     }
 
     /// Later passes: the verdict kept for `frame`.
     pub fn lookup(&self, frame: u32) -> Option<Verdict> {
-        if let Some(v) = self.verdicts.get(&frame) {
-            return Some(*v);
+        if let Some(v) = self.kept(frame) {
+            return Some(v);
         }
-        self.flows.get(&frame).map(|&flow| Verdict {
+        let flow = *self.flows.get(frame as usize)?;
+        (flow != NO_FLOW).then(|| Verdict {
             frame: frame.into(),
             flow: Some(flow),
             ..Verdict::default()
         })
+    }
+
+    fn kept(&self, frame: u32) -> Option<Verdict> {
+        let frame = u64::from(frame);
+        // The common case on the first pass: the verdict just kept.
+        match self.verdicts.last() {
+            Some(last) if last.frame == frame => Some(*last),
+            Some(last) if last.frame < frame => None,
+            _ => self
+                .verdicts
+                .binary_search_by_key(&frame, |x| x.frame)
+                .ok()
+                .map(|i| self.verdicts[i]),
+        }
     }
 
     /// Frames the engine has seen.

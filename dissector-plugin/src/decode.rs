@@ -25,6 +25,14 @@ pub struct Options {
     /// Where the UDP payload starts in the frame: error and warning texts
     /// give frame offsets (spec 11.8); item ranges stay payload offsets.
     pub frame_offset: usize,
+    /// Build the Info line ([`Dissection::info`]). Off when nobody shows
+    /// the columns (`tshark -T fields`): it stays empty.
+    pub info: bool,
+    /// Build the texts only a visible tree shows: the protocol item's
+    /// summary, subtree titles and `shown` values. Off when the tree is
+    /// not shown (`tshark -T fields`, filters): they stay empty. Field
+    /// values and expert texts are always built.
+    pub labels: bool,
 }
 
 impl Default for Options {
@@ -32,6 +40,8 @@ impl Default for Options {
         Options {
             check_crc: true,
             frame_offset: 0,
+            info: true,
+            labels: true,
         }
     }
 }
@@ -110,6 +120,11 @@ impl Node {
         self
     }
 
+    /// [`Node::shown`] when labels are built (`on`), else nothing.
+    fn shown_if(self, on: bool, text: impl FnOnce() -> String) -> Self {
+        if on { self.shown(text()) } else { self }
+    }
+
     fn generated(mut self) -> Self {
         self.generated = true;
         self
@@ -161,8 +176,9 @@ pub enum Checksum {
 pub struct Dissection {
     /// Range of the protocol item (the header, clipped to the capture).
     pub header: Range<usize>,
-    /// Appended to the protocol item's text.
-    pub summary: String,
+    /// The Info line (empty unless [`Options::info`] or [`Options::labels`]).
+    /// Once the base header is there (`packet_type` is `Some`), the
+    /// protocol item also shows it: "MetaRoCE, <info>".
     pub info: String,
     pub items: Vec<Node>,
     pub notes: Vec<Note>,
@@ -201,6 +217,11 @@ impl Dissection {
     }
 }
 
+/// A subtree title, built only when labels are (`on`).
+fn title(on: bool, text: impl FnOnce() -> String) -> String {
+    if on { text() } else { String::new() }
+}
+
 fn clamp(range: Range<usize>, captured: usize) -> Range<usize> {
     let start = range.start.min(captured);
     start..range.end.clamp(start, captured)
@@ -221,24 +242,25 @@ fn note_for(err: &Error, captured: usize, frame_offset: usize) -> Note {
     }
 }
 
-fn flag_names(flags: Flags) -> String {
-    let mut out = String::new();
-    for (name, _) in flags.iter_names() {
-        if !out.is_empty() {
+/// Appends the names of `names` joined by ',' to `out`.
+fn push_names<'a>(out: &mut String, names: impl Iterator<Item = &'a str>) {
+    for (i, name) in names.enumerate() {
+        if i > 0 {
             out.push(',');
         }
         out.push_str(name);
     }
-    out
 }
 
-fn fb_flag_names(flags: FbFlags) -> String {
-    let mut out = String::new();
-    for (name, _) in flags.iter_names() {
-        if !out.is_empty() {
-            out.push(',');
-        }
-        out.push_str(name);
+/// "0x04 (CRC)": a flags octet and the names of its set flags.
+fn flags_shown<'a>(bits: u8, names: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::with_capacity(32);
+    let _ = write!(out, "0x{bits:02x}");
+    let mut names = names.peekable();
+    if names.peek().is_some() {
+        out.push_str(" (");
+        push_names(&mut out, names);
+        out.push(')');
     }
     out
 }
@@ -263,19 +285,25 @@ fn ranges_text(ranges: &[Range<u32>]) -> String {
 /// Decodes one UDP payload: `captured` are the bytes the capture holds,
 /// `wire_len` the UDP payload length on the wire (from the UDP header).
 pub fn dissect(captured: &[u8], wire_len: usize, opts: &Options) -> Dissection {
+    dissect_parsed(captured, &metaroce::parse_lax(captured, wire_len), opts)
+}
+
+/// [`dissect`] of a packet already parsed: `lax` is
+/// `metaroce::parse_lax(captured, wire_len)` (the plugin parses each packet
+/// once for the decode and the analysis).
+pub fn dissect_parsed(captured: &[u8], lax: &metaroce::Lax<'_>, opts: &Options) -> Dissection {
     let cap = captured.len();
-    let lax = metaroce::parse_lax(captured, wire_len);
+    let labels = opts.labels;
     let mut d = Dissection {
         header: 0..cap,
-        summary: String::new(),
         info: String::new(),
-        items: Vec::new(),
+        items: Vec::with_capacity(16),
         notes: Vec::new(),
         checksum: Checksum::Absent,
         payload: None,
         packet_type: None,
     };
-    let Some(packet) = lax.packet else {
+    let Some(packet) = &lax.packet else {
         // Not even a base header.
         if let Some(err) = &lax.stop {
             let note = note_for(err, cap, opts.frame_offset);
@@ -289,10 +317,10 @@ pub fn dissect(captured: &[u8], wire_len: usize, opts: &Options) -> Dissection {
     let header_len = packet.header_len();
     d.header = 0..header_len.clamp(field::BASE_LEN, cap);
 
-    base_items(&packet, &mut d);
-    type_items(&packet, lax.layout.as_ref(), &mut d);
-    tlv_items(&packet, lax.stop.as_ref(), opts.frame_offset, &mut d);
-    padding_item(&packet, cap, &mut d);
+    base_items(packet, labels, &mut d);
+    type_items(packet, lax.layout.as_ref(), labels, &mut d);
+    tlv_items(packet, lax.stop.as_ref(), opts, &mut d);
+    padding_item(packet, cap, &mut d);
 
     for w in packet.warnings() {
         let shifted = proto_parse::Warning {
@@ -305,21 +333,22 @@ pub fn dissect(captured: &[u8], wire_len: usize, opts: &Options) -> Dissection {
             range: clamp(w.offset..w.offset + 1, cap),
         });
     }
-    unknown_value_notes(&packet, &mut d);
+    unknown_value_notes(packet, &mut d);
 
     if let Some(layout) = &lax.layout {
-        layout_items(&packet, layout, opts, &mut d);
+        layout_items(packet, layout, opts, &mut d);
     }
     if let Some(err) = &lax.stop {
         d.notes.push(note_for(err, cap, opts.frame_offset));
     }
 
-    d.info = info_line(&packet, lax.layout.as_ref(), lax.stop.as_ref());
-    d.summary = format!(", {}", d.info);
+    if opts.info || labels {
+        d.info = info_line(packet, lax.layout.as_ref(), lax.stop.as_ref());
+    }
     d
 }
 
-fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
+fn base_items(p: &Packet<&[u8]>, labels: bool, d: &mut Dissection) {
     let flags = p.flags();
     let ty = p.packet_type();
     let mut flag_bits = vec![
@@ -337,7 +366,6 @@ fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
             flags.bits() & Flags::RESERVED,
         ));
     }
-    let names = flag_names(flags);
     let hlen = p.hlen();
     let ver_type = (p.version() << 4) | (u8::from(ty) & 0x0F);
     d.items.extend([
@@ -346,20 +374,16 @@ fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
         Node::field(Hf::Version, 0..1, Value::Bits(ver_type.into())),
         Node::field(Hf::Type, 0..1, Value::Bits(ver_type.into())),
         Node::at(Hf::Flags, field::FLAGS, flags.bits())
-            .shown(format!(
-                "0x{:02x}{}",
-                flags.bits(),
-                if names.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({names})")
-                }
-            ))
+            .shown_if(labels, || {
+                flags_shown(flags.bits(), flags.iter_names().map(|(n, _)| n))
+            })
             .with(Ett::Flags, flag_bits),
-        Node::at(Hf::Hlen, field::HLEN, hlen).shown(format!(
-            "{hlen} words ({} bytes)",
-            usize::from(hlen) * field::TLV_WORD
-        )),
+        Node::at(Hf::Hlen, field::HLEN, hlen).shown_if(labels, || {
+            format!(
+                "{hlen} words ({} bytes)",
+                usize::from(hlen) * field::TLV_WORD
+            )
+        }),
         Node::field(
             Hf::TxAttempt,
             field::TX_ATTEMPT..field::TX_ATTEMPT + 1,
@@ -374,18 +398,19 @@ fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
     ]);
 }
 
-fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
+fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut Dissection) {
     let ty = p.packet_type();
     let cap = p.as_bytes().len();
     if let Some(data) = p.data() {
         let op = data.op();
-        let mut kids = vec![
+        let mut kids = Vec::with_capacity(9);
+        kids.extend([
             Node::at(Hf::DataOp, field::DATA_OP, u8::from(op)),
             Node::uint(Hf::PayloadLen, field::PAYLOAD_LEN, data.payload_len()),
             Node::uint(Hf::MsgId, field::MSG_ID, data.msg_id()),
             Node::uint(Hf::MsgOffset, field::MSG_OFFSET, data.msg_offset()),
             Node::uint(Hf::MsgLen, field::MSG_LEN, data.msg_len()),
-        ];
+        ]);
         if let Some(va) = data.remote_va() {
             kids.push(Node::uint(Hf::RemoteVa, field::REMOTE_VA, va));
         }
@@ -400,7 +425,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
         }
         d.items.push(
             Node::text(
-                format!("DATA header: {op}"),
+                title(labels, || format!("DATA header: {op}")),
                 clamp(field::DATA_OP..op.header_len(), cap),
                 Ett::TypeHeader,
             )
@@ -440,18 +465,12 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
                 fb_bits & FbFlags::RESERVED,
             ));
         }
-        let names = fb_flag_names(flags);
         let credit = fb.credit();
         let mut kids = vec![
             Node::at(Hf::FbFlags, field::FB_FLAGS, fb_bits)
-                .shown(format!(
-                    "0x{fb_bits:02x}{}",
-                    if names.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({names})")
-                    }
-                ))
+                .shown_if(labels, || {
+                    flags_shown(fb_bits, flags.iter_names().map(|(n, _)| n))
+                })
                 .with(Ett::FbFlags, bits),
             Node::at(Hf::SackWords, field::SACK_WORDS, fb.sack_words()),
             Node::uint(Hf::EchoEv, field::ECHO_EV, fb.echo_ev()),
@@ -464,7 +483,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
         ];
         let credit_node = Node::uint(Hf::Credit, field::CREDIT, credit);
         kids.push(if credit == u32::MAX {
-            credit_node.shown("not credit-limited (0xffffffff)".to_owned())
+            credit_node.shown_if(labels, || "not credit-limited (0xffffffff)".to_owned())
         } else {
             credit_node
         });
@@ -497,7 +516,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
             let rnr = nack.rnr_timer();
             kids.push(
                 Node::at(Hf::RnrTimer, field::RNR_TIMER, rnr)
-                    .shown(format!("{rnr} ({} us)", u32::from(rnr) * 10)),
+                    .shown_if(labels, || format!("{rnr} ({} us)", u32::from(rnr) * 10)),
             );
             kids.push(Node::uint(Hf::NackPsn, field::NACK_PSN, nack.nack_psn()));
             end = field::NACK_LEN;
@@ -505,7 +524,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
             kids.push(Node::at(Hf::CnpReason, field::CNP_REASON, u8::from(reason)));
             end = field::CNP_LEN;
         }
-        let title = match ty {
+        let name = match ty {
             PacketType::Ack => "ACK",
             PacketType::Nack => "NACK",
             PacketType::Cnp => "CNP",
@@ -513,7 +532,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
         };
         d.items.push(
             Node::text(
-                format!("{title} header"),
+                title(labels, || format!("{name} header")),
                 clamp(field::FB_FLAGS..end, cap),
                 Ett::TypeHeader,
             )
@@ -545,7 +564,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
         ];
         d.items.push(
             Node::text(
-                format!("CTRL header: {}", ctrl.op()),
+                title(labels, || format!("CTRL header: {}", ctrl.op())),
                 clamp(field::CTRL_OP..field::CTRL_LEN, cap),
                 Ett::TypeHeader,
             )
@@ -554,7 +573,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
     }
 }
 
-fn tlv_node(tlv: &Tlv<'_>) -> Node {
+fn tlv_node(tlv: &Tlv<'_>, labels: bool) -> Node {
     let start = tlv.offset;
     let range = start..start + tlv.bytes.len();
     let ty = tlv.tlv_type;
@@ -567,15 +586,21 @@ fn tlv_node(tlv: &Tlv<'_>) -> Node {
                 Value::Bytes,
             ));
         }
-        return Node::text(format!("PAD ({} bytes)", tlv.bytes.len()), range, Ett::Tlv)
-            .with(Ett::Tlv, kids);
+        return Node::text(
+            title(labels, || format!("PAD ({} bytes)", tlv.bytes.len())),
+            range,
+            Ett::Tlv,
+        )
+        .with(Ett::Tlv, kids);
     }
     let words = tlv.len_words();
     kids.push(
-        Node::at(Hf::TlvLen, start + field::TLV_LEN, words).shown(format!(
-            "{words} words ({} bytes)",
-            usize::from(words) * field::TLV_WORD
-        )),
+        Node::at(Hf::TlvLen, start + field::TLV_LEN, words).shown_if(labels, || {
+            format!(
+                "{words} words ({} bytes)",
+                usize::from(words) * field::TLV_WORD
+            )
+        }),
     );
     let value_start = start + field::TLV_VALUE_START;
     if let Some(hops) = tlv.hop_telemetry() {
@@ -583,10 +608,12 @@ fn tlv_node(tlv: &Tlv<'_>) -> Node {
             let at = value_start + i * field::HOP_TELEMETRY_ENTRY_LEN;
             kids.push(
                 Node::text(
-                    format!(
-                        "Hop {i}: switch 0x{:08x}, queue {} cells, latency {} ns",
-                        hop.switch_id, hop.queue_depth, hop.hop_latency
-                    ),
+                    title(labels, || {
+                        format!(
+                            "Hop {i}: switch 0x{:08x}, queue {} cells, latency {} ns",
+                            hop.switch_id, hop.queue_depth, hop.hop_latency
+                        )
+                    }),
                     at..at + field::HOP_TELEMETRY_ENTRY_LEN,
                     Ett::TlvEntry,
                 )
@@ -605,7 +632,7 @@ fn tlv_node(tlv: &Tlv<'_>) -> Node {
             let at = value_start + i * field::PATH_STATUS_ENTRY_LEN;
             kids.push(
                 Node::text(
-                    format!("Path ev {}: {}", path.ev, path.state),
+                    title(labels, || format!("Path ev {}: {}", path.ev, path.state)),
                     at..at + field::PATH_STATUS_ENTRY_LEN,
                     Ett::TlvEntry,
                 )
@@ -632,14 +659,14 @@ fn tlv_node(tlv: &Tlv<'_>) -> Node {
         ));
     }
     Node::text(
-        format!("TLV: {ty} ({} bytes)", tlv.bytes.len()),
+        title(labels, || format!("TLV: {ty} ({} bytes)", tlv.bytes.len())),
         range,
         Ett::Tlv,
     )
     .with(Ett::Tlv, kids)
 }
 
-fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, frame_offset: usize, d: &mut Dissection) {
+fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, opts: &Options, d: &mut Dissection) {
     // TLVs follow the fixed header: nothing to show unless it is captured.
     if !p.flags().contains(Flags::EXT) || fixed_len(p).is_none() {
         return;
@@ -653,12 +680,12 @@ fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, frame_offset: usize, d: &m
             Ok(tlv) => {
                 first = first.min(tlv.offset);
                 last = last.max(tlv.offset + tlv.bytes.len());
-                kids.push(tlv_node(&tlv));
+                kids.push(tlv_node(&tlv, opts.labels));
             }
             Err(err) => {
                 // The lax parse reports the same error when it stopped there.
                 if stop != Some(&err) {
-                    d.notes.push(note_for(&err, cap, frame_offset));
+                    d.notes.push(note_for(&err, cap, opts.frame_offset));
                 }
             }
         }
@@ -666,8 +693,12 @@ fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, frame_offset: usize, d: &m
     if !kids.is_empty() {
         let n = kids.len();
         d.items.push(
-            Node::text(format!("TLVs ({n})"), clamp(first..last, cap), Ett::Tlvs)
-                .with(Ett::Tlvs, kids),
+            Node::text(
+                title(opts.labels, || format!("TLVs ({n})")),
+                clamp(first..last, cap),
+                Ett::Tlvs,
+            )
+            .with(Ett::Tlvs, kids),
         );
     }
 }
@@ -780,10 +811,19 @@ fn layout_items(p: &Packet<&[u8]>, layout: &Layout, opts: &Options, d: &mut Diss
     };
 }
 
+/// "0x11→0x22" (source → destination connection) for the Info line.
+struct Conn(u32, u32);
+
+impl std::fmt::Display for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:x}\u{2192}0x{:x}", self.0, self.1)
+    }
+}
+
 fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -> String {
     let ty = p.packet_type();
-    let mut s = String::new();
-    let conn = format!("0x{:x}\u{2192}0x{:x}", p.src_conn(), p.dst_conn());
+    let mut s = String::with_capacity(128);
+    let conn = Conn(p.src_conn(), p.dst_conn());
     match ty {
         PacketType::Data => {
             if let Some(data) = p.data() {
@@ -822,9 +862,11 @@ fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -
             }
             if let Some(fb) = p.feedback() {
                 let _ = write!(s, " echo={}@ev{}", fb.echo_psn(), fb.echo_ev());
-                let names = fb_flag_names(fb.flags());
-                if !names.is_empty() {
-                    let _ = write!(s, " <{names}>");
+                let mut names = fb.flags().iter_names().map(|(n, _)| n).peekable();
+                if names.peek().is_some() {
+                    s.push_str(" <");
+                    push_names(&mut s, names);
+                    s.push('>');
                 }
             }
         }
@@ -854,7 +896,9 @@ fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -
     }
     let flags = p.flags() & !(Flags::EXT | Flags::CRC);
     if !flags.is_empty() {
-        let _ = write!(s, " [{}]", flag_names(flags));
+        s.push_str(" [");
+        push_names(&mut s, flags.iter_names().map(|(n, _)| n));
+        s.push(']');
     }
     if layout.is_some_and(|l| l.trimmed) {
         s.push_str(" [TRIMMED]");
@@ -965,13 +1009,47 @@ mod test {
             bytes.len(),
             &Options {
                 check_crc: false,
-                frame_offset: 0,
+                ..Options::default()
             },
         );
         assert!(matches!(
             off.checksum,
             Checksum::Present { computed: None, .. }
         ));
+    }
+
+    /// Without info and labels (tshark -T fields) the same items, values,
+    /// notes and checksum come out; only the texts nobody shows are empty.
+    #[test]
+    fn lean_options_keep_values_and_notes() {
+        static PAYLOAD: [u8; 32] = [0xAB; 32];
+        let bytes = repr(write(32), &PAYLOAD, true).to_vec();
+        let full = dissect(&bytes, bytes.len(), &Options::default());
+        let lean_opts = Options {
+            info: false,
+            labels: false,
+            ..Options::default()
+        };
+        let lean = dissect(&bytes, bytes.len(), &lean_opts);
+        assert!(lean.info.is_empty());
+        assert_eq!(lean.notes, full.notes);
+        assert_eq!(lean.checksum, full.checksum);
+        assert_eq!(lean.payload, full.payload);
+        let fields = |d: &Dissection| {
+            let mut v = Vec::new();
+            d.walk(|n| {
+                if let Label::Field(hf, value) = &n.label {
+                    v.push((*hf, value.clone(), n.range.clone()));
+                }
+            });
+            v
+        };
+        assert_eq!(fields(&lean), fields(&full));
+        let info_only = Options {
+            labels: false,
+            ..Options::default()
+        };
+        assert_eq!(dissect(&bytes, bytes.len(), &info_only).info, full.info);
     }
 
     #[test]

@@ -119,7 +119,19 @@ fn ei_ptr(ei: Ei) -> *mut ws::expert_field {
 
 /// A C string for Wireshark to copy (never fails: NULs are replaced).
 fn cstring(s: &str) -> CString {
-    CString::new(s.replace('\0', "\u{fffd}")).unwrap_or_default()
+    if s.as_bytes().contains(&0) {
+        CString::new(s.replace('\0', "\u{fffd}")).unwrap_or_default()
+    } else {
+        CString::new(s).unwrap_or_default()
+    }
+}
+
+/// `(length, pointer)` of `s` for a `"%.*s"` format argument: Wireshark
+/// formats (copies) at most `length` bytes, so the text needs no NUL
+/// terminator and no copy (a NUL inside ends it early, harmlessly).
+fn text_arg(s: &str) -> (c_int, *const c_char) {
+    let len = c_int::try_from(s.len()).unwrap_or(c_int::MAX);
+    (len, s.as_ptr().cast())
 }
 
 /// Runs registration code, reporting (not propagating) a panic.
@@ -393,20 +405,33 @@ struct Done {
     payload: Option<(c_int, c_int)>,
 }
 
-/// Copies the captured bytes of `tvb` (never more: `tvb_memcpy` throws past
-/// the captured length).
+/// The captured bytes of `tvb` (never more: `tvb_get_ptr` throws past the
+/// captured length), without copying them: for a tvb over real data (a
+/// frame, or a subset of one, as UDP hands us) Wireshark returns a pointer
+/// into the frame's buffer.
 ///
 /// # Safety
-/// `tvb` must be a valid tvbuff.
-unsafe fn captured_bytes(tvb: *mut ws::tvbuff_t) -> Vec<u8> {
+/// `tvb` must be a valid tvbuff, and the slice must not outlive the
+/// dissection of the current packet (Wireshark frees the data after it).
+unsafe fn captured_bytes<'a>(tvb: *mut ws::tvbuff_t) -> &'a [u8] {
     // SAFETY: tvb is valid; tvb_captured_length never throws.
-    let len = unsafe { ws::tvb_captured_length(tvb) } as usize;
-    let mut bytes = vec![0u8; len];
-    if len > 0 {
-        // SAFETY: 0..len is exactly the captured range; the buffer holds len bytes.
-        unsafe { ws::tvb_memcpy(tvb, bytes.as_mut_ptr().cast(), 0, len) };
+    let len = unsafe { ws::tvb_captured_length(tvb) };
+    let Ok(n) = c_int::try_from(len) else {
+        return &[];
+    };
+    if n == 0 {
+        return &[];
     }
-    bytes
+    // SAFETY: 0..len is exactly the captured range, so tvb_get_ptr does
+    // not throw; it returns `len` contiguous bytes that live as long as the
+    // packet's data (the caller's contract).
+    unsafe {
+        let ptr = ws::tvb_get_ptr(tvb, 0, n);
+        if ptr.is_null() {
+            return &[];
+        }
+        std::slice::from_raw_parts(ptr, len as usize)
+    }
 }
 
 unsafe extern "C" fn dissect_cb(
@@ -419,7 +444,7 @@ unsafe extern "C" fn dissect_cb(
         // SAFETY: Wireshark passes a valid tvb and pinfo; tree may be NULL.
         let bytes = unsafe { captured_bytes(tvb) };
         // SAFETY: as above.
-        unsafe { dissect_packet(tvb, pinfo, tree, &bytes) }
+        unsafe { dissect_packet(tvb, pinfo, tree, bytes) }
     }));
     // SAFETY: as above; `finish` may throw, but this frame owns nothing.
     unsafe { finish(outcome, tvb, pinfo, tree) }
@@ -436,11 +461,11 @@ unsafe extern "C" fn heur_cb(
         let bytes = unsafe { captured_bytes(tvb) };
         // SAFETY: as above; reading two integers of pinfo.
         let (wire, src_port) = unsafe { (ws::tvb_reported_length(tvb) as usize, (*pinfo).srcport) };
-        if !heuristic_accepts(&bytes, wire, src_port) {
+        if !heuristic_accepts(bytes, wire, src_port) {
             return None;
         }
         // SAFETY: as above.
-        Some(unsafe { dissect_packet(tvb, pinfo, tree, &bytes) })
+        Some(unsafe { dissect_packet(tvb, pinfo, tree, bytes) })
     }));
     match outcome {
         Ok(None) => 0,
@@ -546,33 +571,45 @@ unsafe fn dissect_packet(
     );
     // SAFETY: tvb is valid; tvb_raw_offset only reads (never throws).
     let frame_offset = unsafe { ws::tvb_raw_offset(tvb) };
+    // SAFETY: tree is NULL or a valid proto_tree.
+    let visible = unsafe { tree_visible(tree) };
     let opts = Options {
         check_crc: PREF_CHECK_CRC.load(Ordering::Relaxed) != 0,
         frame_offset: usize::try_from(frame_offset).unwrap_or(0),
+        // No columns (tshark -T fields): no Info line to build.
+        info: !cinfo.is_null(),
+        // An invisible tree never shows labels (Wireshark drops them).
+        labels: visible,
     };
-    let mut d = decode::dissect(bytes, wire, &opts);
+    // One parse for the decode and the analysis.
+    let lax = metaroce::parse_lax(bytes, wire);
+    let mut d = decode::dissect_parsed(bytes, &lax, &opts);
     // SAFETY: valid pointers (see above).
-    if let Some(verdict) = unsafe { verdict(tvb, pinfo, bytes, wire) } {
+    if let Some(verdict) = unsafe { verdict(pinfo, bytes, &lax) } {
         let (node, notes, tags) = analysis::items(&verdict);
         if !node.children.is_empty() {
             d.items.push(node);
         }
         d.notes.extend(notes);
-        for tag in tags {
-            d.info.push_str(" [");
-            d.info.push_str(tag);
-            d.info.push(']');
+        if opts.info || opts.labels {
+            for tag in tags {
+                d.info.push_str(" [");
+                d.info.push_str(tag);
+                d.info.push(']');
+            }
         }
-        d.summary = format!(", {}", d.info);
     }
-    let info = cstring(&d.info);
-    // SAFETY: col_add_str copies the string.
-    unsafe { ws::col_add_str(cinfo, ws::COL_INFO as c_int, info.as_ptr()) };
+    if opts.info {
+        let info = cstring(&d.info);
+        // SAFETY: col_add_str copies the string.
+        unsafe { ws::col_add_str(cinfo, ws::COL_INFO as c_int, info.as_ptr()) };
+    }
 
     let emit = Emitter {
         tvb,
         pinfo,
         captured: bytes.len(),
+        visible,
     };
     // SAFETY: valid pointers; every range is checked by the emitter.
     unsafe { emit.tree(tree, &d, bytes) };
@@ -593,10 +630,9 @@ unsafe fn dissect_packet(
 /// # Safety
 /// Valid Wireshark pointers; `bytes` are the captured bytes of `tvb`.
 unsafe fn verdict(
-    _tvb: *mut ws::tvbuff_t,
     pinfo: *mut ws::packet_info,
     bytes: &[u8],
-    wire: usize,
+    lax: &metaroce::Lax<'_>,
 ) -> Option<analyzer::Verdict> {
     if PREF_ANALYZE.load(Ordering::Relaxed) == 0 {
         return None;
@@ -611,7 +647,7 @@ unsafe fn verdict(
     }
     // SAFETY: as above.
     let meta = unsafe { frame_meta(pinfo, bytes) };
-    state::with(|s| s.analysis.as_mut()?.ingest(&meta, bytes, wire))
+    state::with(|s| s.analysis.as_mut()?.ingest_parsed(&meta, lax))
 }
 
 /// `WTAP_ENCAP_*` to the link types `proto_parse::frame` decodes.
@@ -659,8 +695,10 @@ unsafe fn frame_meta(pinfo: *mut ws::packet_info, bytes: &[u8]) -> FrameMeta {
                 if frame_tvb.is_null() {
                     None
                 } else {
+                    // The frame's bytes, not copied: `bytes` usually points
+                    // into them, so outer_layers compares pointers.
                     let frame = captured_bytes(frame_tvb);
-                    analysis::outer_layers(link, &frame, bytes)
+                    analysis::outer_layers(link, frame, bytes)
                 }
             }
             _ => None,
@@ -706,6 +744,28 @@ struct Emitter {
     tvb: *mut ws::tvbuff_t,
     pinfo: *mut ws::packet_info,
     captured: usize,
+    /// The tree is shown (GUI, `-V`, PDML/JSON): every item is added. When
+    /// not, Wireshark fakes (drops) every item whose field is not
+    /// referenced by a filter or `-e`, and every text item; the emitter
+    /// skips those itself, before preparing them (their children still go
+    /// to the parent tree, as with a faked item).
+    visible: bool,
+}
+
+/// Whether `tree` is shown (`PTREE_DATA(tree)->visible`).
+///
+/// # Safety
+/// `tree` is NULL or a valid proto_tree.
+unsafe fn tree_visible(tree: *mut ws::proto_tree) -> bool {
+    if tree.is_null() {
+        return false;
+    }
+    // SAFETY: a valid proto_tree has valid tree_data while the packet is
+    // dissected.
+    unsafe {
+        let data = (*tree).tree_data;
+        !data.is_null() && (*data).visible != 0
+    }
 }
 
 impl Emitter {
@@ -733,19 +793,25 @@ impl Emitter {
                 len,
                 ws::ENC_NA,
             );
-            let summary = cstring(&d.summary);
-            ws::proto_item_append_text(item, c"%s".as_ptr(), summary.as_ptr());
+            if self.visible && d.packet_type.is_some() {
+                // The protocol item reads "MetaRoCE, <Info line>" once the
+                // base header is there.
+                let (n, text) = text_arg(&d.info);
+                ws::proto_item_append_text(item, c", %.*s".as_ptr(), n, text);
+            }
             ws::proto_item_add_subtree(item, ett_id(Ett::Root))
         };
-        for node in &d.items {
-            // SAFETY: as above.
-            unsafe { self.node(root, node, bytes) };
+        if !root.is_null() {
+            for node in &d.items {
+                // SAFETY: as above.
+                unsafe { self.node(root, node, bytes) };
+            }
         }
         // SAFETY: as above.
         unsafe { self.checksum(root, d.checksum) };
         for note in &d.notes {
             let (start, len) = self.span(&note.range);
-            let text = cstring(&note.text);
+            let (n, text) = text_arg(&note.text);
             // SAFETY: checked range; literal format; text copied.
             unsafe {
                 ws::proto_tree_add_expert_format(
@@ -755,8 +821,9 @@ impl Emitter {
                     self.tvb,
                     start,
                     len,
-                    c"%s".as_ptr(),
-                    text.as_ptr(),
+                    c"%.*s".as_ptr(),
+                    n,
+                    text,
                 );
             }
         }
@@ -765,53 +832,75 @@ impl Emitter {
     /// # Safety
     /// Valid pointers; `bytes` are the captured bytes.
     unsafe fn node(&self, tree: *mut ws::proto_tree, node: &Node, bytes: &[u8]) {
+        if !self.visible {
+            let wanted = match &node.label {
+                Label::Text(_) => false,
+                // SAFETY: tree is a valid proto_tree; the id is registered.
+                Label::Field(hf, _) => unsafe {
+                    ws::proto_field_is_referenced(tree, hf_id(*hf)) != 0
+                },
+            };
+            if !wanted {
+                // What Wireshark does with a faked item: no item, the
+                // children go to the parent tree.
+                for child in &node.children {
+                    // SAFETY: as above.
+                    unsafe { self.node(tree, child, bytes) };
+                }
+                return;
+            }
+        }
         let (start, len) = self.span(&node.range);
-        let shown = node.shown.as_deref().map(cstring);
+        let shown = node.shown.as_deref().map(text_arg);
         let tvb = self.tvb;
         // SAFETY: checked range; literal formats; strings are copied by
         // Wireshark; the bytes pointer covers `len` bytes at `start`.
         let item = unsafe {
             match &node.label {
                 Label::Text(text) => {
-                    let text = cstring(text);
+                    let (n, text) = text_arg(text);
                     let mut item: *mut ws::proto_item = null_mut();
-                    ws::proto_tree_add_subtree(
+                    ws::proto_tree_add_subtree_format(
                         tree,
                         tvb,
                         start,
                         len,
                         ett_id(node.subtree.unwrap_or(Ett::Root)),
                         &mut item,
-                        text.as_ptr(),
+                        c"%.*s".as_ptr(),
+                        n,
+                        text,
                     );
                     item
                 }
                 Label::Field(hf, value) => {
                     let id = hf_id(*hf);
                     match (value, hf.def().kind) {
-                        (Value::Uint(v), Kind::U64) => match &shown {
-                            Some(s) => ws::proto_tree_add_uint64_format_value(
+                        (Value::Uint(v), Kind::U64) => match shown {
+                            Some((n, s)) => ws::proto_tree_add_uint64_format_value(
                                 tree,
                                 id,
                                 tvb,
                                 start,
                                 len,
                                 *v,
-                                c"%s".as_ptr(),
-                                s.as_ptr(),
+                                c"%.*s".as_ptr(),
+                                n,
+                                s,
                             ),
                             None => ws::proto_tree_add_uint64(tree, id, tvb, start, len, *v),
                         },
-                        (Value::Uint(v), _) => match &shown {
-                            Some(s) => ws::proto_tree_add_uint_format_value(
+                        (Value::Uint(v), _) => match shown {
+                            Some((n, s)) => ws::proto_tree_add_uint_format_value(
                                 tree,
                                 id,
                                 tvb,
                                 start,
                                 len,
                                 *v as u32,
-                                c"%s".as_ptr(),
-                                s.as_ptr(),
+                                c"%.*s".as_ptr(),
+                                n,
+                                s,
                             ),
                             None => ws::proto_tree_add_uint(tree, id, tvb, start, len, *v as u32),
                         },
