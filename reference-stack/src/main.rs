@@ -337,6 +337,9 @@ struct BenchArgs {
     /// neighbour weighs on all cases alike). Medians are reported.
     #[arg(long, default_value_t = 5)]
     reps: u32,
+    /// Delay-based CC: target fabric delay above the smallest RTT seen.
+    #[arg(long, default_value_t = 200)]
+    cc_target_us: u64,
     #[arg(long)]
     json: bool,
 }
@@ -756,18 +759,18 @@ fn median_u64(v: &[u64]) -> u64 {
     median(&f).round() as u64
 }
 
-fn bench_common(mode: ModeArg, loss: f64, mtu: u16, port: u16) -> Common {
+fn bench_common(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> Common {
     Common {
         bind: None,
         port,
         peer_port: port,
         mode,
         spray: SprayArg::Weighted,
-        mtu,
+        mtu: b.mtu,
         no_crc: false,
         no_plb: false,
         rto_min_us: 1000,
-        cc_target_us: 200,
+        cc_target_us: b.cc_target_us,
         ack_every: 16,
         ack_delay_us: 50,
         seed: Some(1),
@@ -845,7 +848,7 @@ fn bench_raw(b: &BenchArgs, port: u16) -> anyhow::Result<f64> {
 
 fn bench_case(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> anyhow::Result<Report> {
     let stop = Arc::new(AtomicBool::new(false));
-    let mut srv_common = bench_common(mode, 0.0, b.mtu, port);
+    let mut srv_common = bench_common(b, mode, 0.0, port);
     srv_common.bind = Some(Ipv4Addr::new(127, 0, 0, 1));
     let sa = ServerArgs {
         common: srv_common,
@@ -859,7 +862,7 @@ fn bench_case(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> anyhow::Res
     let h = std::thread::spawn(move || run_server(sa, Some(stop2)));
     std::thread::sleep(Duration::from_millis(50));
     let ca = ClientArgs {
-        common: bench_common(mode, loss, b.mtu, port),
+        common: bench_common(b, mode, loss, port),
         connect: SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), port),
         paths: b.paths,
         op: OpArg::Write,
@@ -969,6 +972,7 @@ fn run_bench(b: &BenchArgs) -> anyhow::Result<()> {
     let med = |i: usize| median(&ratios[i]);
     let summary = serde_json::json!({
         "paths": b.paths, "mtu": b.mtu, "size": b.size, "duration_s": b.duration,
+        "cc_target_us": b.cc_target_us,
         "loss_pct": b.loss, "rounds": reps,
         "load_average_before": load_before,
         "load_average_after": load_average(),
