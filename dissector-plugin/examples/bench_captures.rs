@@ -31,6 +31,9 @@ fn main() -> std::io::Result<()> {
     let a: SocketAddr = ([10, 0, 0, 1], 0).into();
     let b: SocketAddr = ([10, 0, 0, 2], 0).into();
     let mut psn = 1000u32;
+    // path_seq of the last DATA sent on each path (ev 1..=8): consecutive
+    // per path, as a sender numbers them, so the capture has no path loss.
+    let mut path_seq = [0u16; 9];
     let mut bytes = 0u64;
     for i in 0..packets {
         let ts = 1_700_000_000_000_000_000 + i * 1000;
@@ -64,11 +67,13 @@ fn main() -> std::io::Result<()> {
             }
         } else {
             psn = psn.wrapping_add(1);
+            let seq = &mut path_seq[usize::from(ev)];
+            *seq = seq.wrapping_add(1);
             Repr {
                 flags: Flags::empty(),
                 tx_attempt: 0,
                 ev,
-                path_seq: (i / 8) as u16 + 1,
+                path_seq: *seq,
                 dst_conn: 0x22,
                 src_conn: 0x11,
                 psn,
