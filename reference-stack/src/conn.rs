@@ -1069,6 +1069,19 @@ impl Connection {
         p.srtt + p.srtt.max(4 * p.rttvar) + self.cfg.ack_delay + p.reo_wnd
     }
 
+    /// RACK's time threshold for a packet on path `p` once a packet sent
+    /// after it (on any path) was delivered: the round trip that packet
+    /// took, or this path's latest one when its queue is longer, plus the
+    /// ACK delay and the path's reordering window (at least a quarter of
+    /// its minimum RTT; widened when a loss turns out spurious).
+    fn time_threshold(&self, p: &Path) -> u64 {
+        if !p.has_rtt {
+            return self.loss_threshold(p);
+        }
+        let reo = p.reo_wnd.max(p.min_rtt / 4);
+        self.rack_rtt.max(p.latest_rtt) + self.cfg.ack_delay + reo
+    }
+
     // ----- receiving --------------------------------------------------------
 
     /// Processes one parsed packet addressed to this connection.
@@ -2028,7 +2041,7 @@ impl Connection {
                 continue;
             };
             let p = &self.paths[i];
-            let deadline = s.sent_at + self.loss_threshold(p).max(self.rack_rtt + p.reo_wnd);
+            let deadline = s.sent_at + self.time_threshold(p);
             if s.sent_at + p.reo_wnd < p.rack_sent_at || deadline <= now {
                 lost.push(self.snd_una.wrapping_add(k as u32));
             } else {

@@ -53,6 +53,8 @@ pub struct Path {
     pub srtt: u64,
     pub rttvar: u64,
     pub min_rtt: u64,
+    /// The latest fabric RTT sample (RACK's view of the path's queue now).
+    pub latest_rtt: u64,
     pub has_rtt: bool,
     /// Reordering window for per-path RACK (ns).
     pub reo_wnd: u64,
@@ -80,6 +82,7 @@ impl Path {
             srtt: 0,
             rttvar: 0,
             min_rtt: u64::MAX,
+            latest_rtt: 0,
             has_rtt: false,
             reo_wnd,
             rack_sent_at: 0,
@@ -105,6 +108,7 @@ impl Path {
 
     pub fn on_rtt(&mut self, rtt: u64) {
         self.min_rtt = self.min_rtt.min(rtt);
+        self.latest_rtt = rtt;
         if !self.has_rtt {
             self.srtt = rtt;
             self.rttvar = rtt / 2;

@@ -66,6 +66,14 @@ fn long_run_loss_ratio() {
     };
     let a = run(0.0);
     let b = run(0.01);
+    eprintln!(
+        "long run: lossless {:.2} Gb/s, 1% loss {:.2} Gb/s ({:.1}%), retx {}, spurious {}",
+        a.goodput_gbps,
+        b.goodput_gbps,
+        100.0 * b.goodput_gbps / a.goodput_gbps,
+        b.retransmissions,
+        b.spurious
+    );
     assert!(
         b.goodput_gbps >= 0.9 * a.goodput_gbps,
         "lossless {:.1} Gb/s, 1% loss {:.1} Gb/s ({:.0}%), {b:?}",
