@@ -472,9 +472,10 @@ fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         l.mean_us, l.p50_us, l.p90_us, l.p99_us, l.max_us, l.count
     );
     println!(
-        "retransmissions {} (spurious {}), rto {}, nack gap/trim/rnr {}/{}/{}, cnp {}, ece {}, dup rx {}, trimmed rx {}",
+        "retransmissions {} (spurious {}), early losses {}, rto {}, nack gap/trim/rnr {}/{}/{}, cnp {}, ece {}, dup rx {}, trimmed rx {}",
         r.retransmissions,
         r.spurious_retransmissions,
+        r.conn.spurious_losses,
         r.conn.rto_fires,
         r.conn.nack_gap_rx,
         r.conn.nack_trimmed_rx,
@@ -739,6 +740,8 @@ struct BenchRow {
     samples_gbps: Vec<f64>,
     retransmissions: u64,
     spurious_retransmissions: u64,
+    /// Losses declared that were acknowledged before their resend left.
+    spurious_losses: u64,
     rto_fires: u64,
     p50_us: f64,
     p99_us: f64,
@@ -887,6 +890,7 @@ struct CaseRuns {
     goodput: Vec<f64>,
     retx: Vec<u64>,
     spurious: Vec<u64>,
+    early: Vec<u64>,
     rto: Vec<u64>,
     p50: Vec<f64>,
     p99: Vec<f64>,
@@ -897,6 +901,7 @@ impl CaseRuns {
         self.goodput.push(r.goodput_gbps);
         self.retx.push(r.retransmissions);
         self.spurious.push(r.spurious_retransmissions);
+        self.early.push(r.conn.spurious_losses);
         self.rto.push(r.conn.rto_fires);
         self.p50.push(r.latency.p50_us);
         self.p99.push(r.latency.p99_us);
@@ -909,6 +914,7 @@ impl CaseRuns {
             samples_gbps: self.goodput.clone(),
             retransmissions: median_u64(&self.retx),
             spurious_retransmissions: median_u64(&self.spurious),
+            spurious_losses: median_u64(&self.early),
             rto_fires: median_u64(&self.rto),
             p50_us: median(&self.p50),
             p99_us: median(&self.p99),
@@ -934,6 +940,7 @@ fn run_bench(b: &BenchArgs) -> anyhow::Result<()> {
         raw.goodput.push(g);
         raw.retx.push(0);
         raw.spurious.push(0);
+        raw.early.push(0);
         raw.rto.push(0);
         let mut gp = [0.0; 4];
         for (k, &(name, mode, loss)) in cases.iter().enumerate() {
@@ -997,16 +1004,17 @@ fn run_bench(b: &BenchArgs) -> anyhow::Result<()> {
             load_average().unwrap_or_default()
         );
         println!(
-            "{:<28} {:>8} {:>8} {:>9} {:>6} {:>9} {:>9}",
-            "case", "Gb/s", "retx", "spurious", "rto", "p50 us", "p99 us"
+            "{:<28} {:>8} {:>8} {:>9} {:>6} {:>6} {:>9} {:>9}",
+            "case", "Gb/s", "retx", "spurious", "early", "rto", "p50 us", "p99 us"
         );
         for r in &rows {
             println!(
-                "{:<28} {:>8.3} {:>8} {:>9} {:>6} {:>9.1} {:>9.1}",
+                "{:<28} {:>8.3} {:>8} {:>9} {:>6} {:>6} {:>9.1} {:>9.1}",
                 r.case,
                 r.goodput_gbps,
                 r.retransmissions,
                 r.spurious_retransmissions,
+                r.spurious_losses,
                 r.rto_fires,
                 r.p50_us,
                 r.p99_us
