@@ -332,7 +332,7 @@ pub fn items(v: &Verdict) -> (Node, Vec<Note>, Vec<&'static str>) {
         tags.push(if s.ended { "Stall End" } else { "Stall" });
     }
     let node = Node {
-        label: Label::Text("[Sequence analysis]".to_owned()),
+        label: Label::Text("[Sequence analysis]".into()),
         range: 0..0,
         shown: None,
         generated: true,

@@ -7,6 +7,7 @@
 //! `proto_parse` exist only when the bytes are there); `ffi` checks it again
 //! before handing a range to Wireshark, whose tvb accessors throw otherwise.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::ops::Range;
 
@@ -68,7 +69,7 @@ pub enum Label {
     /// A registered field.
     Field(Hf, Value),
     /// A text-only node that heads a subtree ("TLV: HOP_TELEMETRY").
-    Text(String),
+    Text(Cow<'static, str>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,9 +105,9 @@ impl Node {
         Node::uint(hf, offset..offset + 1, value)
     }
 
-    fn text(text: String, range: Range<usize>, ett: Ett) -> Self {
+    fn text(text: impl Into<Cow<'static, str>>, range: Range<usize>, ett: Ett) -> Self {
         Node {
-            label: Label::Text(text),
+            label: Label::Text(text.into()),
             range,
             shown: None,
             generated: false,
@@ -218,8 +219,12 @@ impl Dissection {
 }
 
 /// A subtree title, built only when labels are (`on`).
-fn title(on: bool, text: impl FnOnce() -> String) -> String {
-    if on { text() } else { String::new() }
+fn title(on: bool, text: impl FnOnce() -> String) -> Cow<'static, str> {
+    if on {
+        Cow::Owned(text())
+    } else {
+        Cow::Borrowed("")
+    }
 }
 
 fn clamp(range: Range<usize>, captured: usize) -> Range<usize> {
@@ -830,14 +835,14 @@ fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -
                 let op = data.op();
                 let _ = write!(
                     s,
-                    "DATA {op} {conn} PSN={} ev={} msg={}:{}/{}",
+                    "DATA {op} {conn} PSN={} ev={} msg={}:{}/{} len={}",
                     p.psn(),
                     p.ev(),
                     data.msg_id(),
                     data.msg_offset(),
-                    data.msg_len()
+                    data.msg_len(),
+                    data.payload_len()
                 );
-                let _ = write!(s, " len={}", data.payload_len());
             } else {
                 let _ = write!(s, "DATA {conn} PSN={} ev={}", p.psn(), p.ev());
             }
