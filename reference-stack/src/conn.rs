@@ -2037,10 +2037,10 @@ impl Connection {
     ///   FIFO) was delivered more than the path's reordering window after
     ///   it, or
     /// - time threshold: a packet sent later on *any* path was delivered and
-    ///   the packet is older than its own path's loss threshold (RTT- and
-    ///   variance-aware, so a slower path's packets wait longer) and than
-    ///   the latest delivered packet's round trip plus the reordering
-    ///   window (RACK: a queue that just grew delays everything behind it).
+    ///   the packet is older than the latest delivered packet's round trip
+    ///   or its own path's latest RTT, whichever is longer (a slower path's
+    ///   packets wait longer; a queue that just grew delays everything
+    ///   behind it), plus the ACK delay and its path's reordering window.
     ///
     /// Without such evidence nothing is declared lost: a silent receiver is
     /// as likely stalled (descheduled, a full socket buffer) as cut off,
@@ -2052,6 +2052,12 @@ impl Connection {
         let mut next: Option<Time> = None;
         for (k, s) in self.sent.iter().enumerate() {
             let Some(s) = s else { continue };
+            if s.attempts == 0 && s.sent_at >= self.rack_sent_at {
+                // First transmissions leave in PSN order and a resend
+                // leaves after its first transmission: every later PSN
+                // was sent after the latest delivered packet too.
+                break;
+            }
             if s.state != SentState::Outstanding || s.sent_at >= self.rack_sent_at {
                 continue;
             }
