@@ -8,6 +8,14 @@
 # protocol disabled (payload decoded as plain data) as a floor.
 #
 #   scripts/bench-plugin.sh [PACKETS=200000] [PAYLOAD=256] [REPEAT=3]
+#   BENCH_INSTRUCTIONS=1 scripts/bench-plugin.sh ...
+#
+# With BENCH_INSTRUCTIONS=1 it also counts instructions per packet under
+# valgrind (cachegrind, no cache simulation): the difference between runs
+# over 12 000 and 2 000 packets, divided by 10 000, so tshark's start-up
+# cancels out. Instruction counts do not depend on the machine's load (wall
+# times on a shared machine do), but they are not time: cache misses and
+# branch mispredictions are not in them.
 #
 # The runs are interleaved and the best of REPEAT rounds is kept, for the
 # wall time and the CPU time (user + system), with the load average. Runs
@@ -84,3 +92,24 @@ row "MetaRoCE capture as plain data (floor)" data
 echo "ratio MetaRoCE / RoCEv2 per packet: $(ratio "${wall[mr]}" "${wall[ib]}") (decode only: $(ratio "${wall[mr_noan]}" "${wall[ib]}"))"
 echo "same, CPU time: $(ratio "${cpu[mr]}" "${cpu[ib]}") (decode only: $(ratio "${cpu[mr_noan]}" "${cpu[ib]}"))"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+
+if [ "${BENCH_INSTRUCTIONS:-0}" = 1 ]; then
+    ir() { # instructions of one tshark run over the first $1 packets
+        local n="$1"; shift
+        rm -f "$work/home/cg.out"
+        "${tshark_cmd[@]:0:${#tshark_cmd[@]}-1}" valgrind --tool=cachegrind --cache-sim=no \
+            --cachegrind-out-file="$work/home/cg.out" tshark -c "$n" "$@" > /dev/null 2> "$work/vg.err"
+        awk '/^summary:/ { print $2 }' "$work/home/cg.out"
+    }
+    declare -A ipp
+    for r in "${runs[@]}"; do
+        declare -n a="args_$r"
+        lo="$(ir 2000 "${a[@]}")"
+        hi="$(ir 12000 "${a[@]}")"
+        ipp[$r]=$(( (hi - lo) / 10000 ))
+        unset -n a
+    done
+    echo "instructions per packet (cachegrind, packets 2001..12000):"
+    for r in "${runs[@]}"; do printf '  %-10s %8d\n' "$r" "${ipp[$r]}"; done
+    echo "ratio MetaRoCE / RoCEv2 in instructions: $(ratio "${ipp[mr]}" "${ipp[ib]}") (decode only: $(ratio "${ipp[mr_noan]}" "${ipp[ib]}"))"
+fi
