@@ -106,6 +106,7 @@ impl Batch {
 
 impl Item {
     /// Decodes one captured frame.
+    #[inline]
     fn decode(index: u64, ts_ns: u64, linktype: u16, data: &[u8], decode: &DecodeConfig) -> Item {
         let frame = frame::decode(LinkType::from(u32::from(linktype)), data, decode);
         let obs = match frame.payload {

@@ -294,6 +294,7 @@ impl Observation {
     /// From a frame decoded by `proto_parse::frame::decode`. `None` when the
     /// frame is neither MetaRoCE nor RoCEv2 (count it with
     /// [`crate::Engine::ingest_other`]).
+    #[inline]
     pub fn from_frame(frame_no: u64, ts_ns: u64, frame: &Frame<'_>) -> Option<Observation> {
         let ip = frame.ip.as_ref();
         let udp = frame.udp.as_ref();
