@@ -1848,11 +1848,22 @@ impl Connection {
                     }
                 } else if self.in_send_window(psn) {
                     // The hole may be a packet that waits in the same queue
-                    // the latest delivered one did.
-                    let recent = self.max_srtt().max(self.rack_rtt);
-                    if let Some(s) = self.sent_mut(psn)
-                        && s.state == SentState::Outstanding
-                        && now.saturating_sub(s.sent_at) >= recent
+                    // the latest delivered one did, or in its own path's
+                    // (the receiver already waited `nack_gap_delay`).
+                    let rack_rtt = self.rack_rtt;
+                    let path_rtt = |c: &Self, ev: u16| {
+                        c.path_index(ev).map_or(c.max_srtt(), |i| {
+                            let p = &c.paths[i];
+                            if p.has_rtt {
+                                p.latest_rtt
+                            } else {
+                                c.max_srtt()
+                            }
+                        })
+                    };
+                    let due = self.sent_mut(psn).map(|s| (s.state, s.ev, s.sent_at));
+                    if let Some((SentState::Outstanding, ev, sent_at)) = due
+                        && now.saturating_sub(sent_at) >= rack_rtt.max(path_rtt(self, ev))
                     {
                         self.mark_lost(now, psn, TxCause::NackGap);
                     }
