@@ -137,3 +137,56 @@ fn go_back_n_rnr_cnp_ce() {
     assert_eq!(f.msg_completion_ns.max, 19_000);
     assert_eq!(r.engine.rocev2_unmatched_responses, 0);
 }
+
+/// An RDMA READ answered by three response packets: every response is an
+/// implicit ACK up to its own PSN, so nothing is left outstanding.
+///
+/// ```text
+/// f1 t0  READ request psn 20 (3 response packets: PSNs 20..=22)
+/// f2 t10 READ response FIRST psn 20  -> RTT 10 us (f1)
+/// f3 t11 READ response MIDDLE psn 21
+/// f4 t12 READ response LAST psn 22   -> READ done, 12 us
+/// f5 t20 SEND ONLY psn 23            f6 t30 ACK 23 -> SEND done, 10 us
+/// ```
+#[test]
+fn read_responses_acknowledge_up_to_their_psn() {
+    use Opcode::{
+        RcAcknowledge as Ack, RcRdmaReadRequest as Read, RcRdmaReadResponseFirst as First,
+        RcRdmaReadResponseLast as Last, RcRdmaReadResponseMiddle as Middle, RcSendOnly as Send,
+    };
+    let script = [
+        pkt(1, 0, true, Read, 20, None, false),
+        pkt(2, 10, false, First, 20, Some(0x1f), false),
+        pkt(3, 11, false, Middle, 21, None, false),
+        pkt(4, 12, false, Last, 22, Some(0x1f), false),
+        pkt(5, 20, true, Send, 23, None, false),
+        pkt(6, 30, false, Ack, 23, Some(0x1f), false),
+    ];
+    let mut engine = Engine::new(Config::default());
+    let mut v: Vec<_> = script[..4].iter().map(|o| engine.ingest(o)).collect();
+    let f = &engine.snapshot().rocev2[0];
+    assert_eq!(
+        (f.highest_psn, f.acked_psn, f.outstanding_psns),
+        (Some(22), Some(22), 0)
+    );
+    v.extend(script[4..].iter().map(|o| engine.ingest(o)));
+    assert_eq!(v[1].ack_rtt_ns, Some(10_000));
+    assert_eq!(
+        v[3].message.map(|m| (m.op, m.latency_ns)),
+        Some(("read", 12_000))
+    );
+    // The SEND after the READ is a new PSN, not a retransmission.
+    assert_eq!(v[4].retransmission, None);
+    assert_eq!(
+        v[5].message.map(|m| (m.op, m.latency_ns)),
+        Some(("send", 10_000))
+    );
+    let f = &engine.snapshot().rocev2[0];
+    assert_eq!(f.read_requests, 1);
+    assert_eq!(f.read_response_packets, 3);
+    assert_eq!(f.messages_completed, 2);
+    assert_eq!(
+        (f.first_psn, f.highest_psn, f.acked_psn, f.outstanding_psns),
+        (Some(20), Some(23), Some(23), 0)
+    );
+}

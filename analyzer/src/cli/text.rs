@@ -759,6 +759,9 @@ fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
         "data",
         "bytes",
         "retx",
+        "fast",
+        "timeout",
+        "spurious",
         "naks",
         "rnr",
         "acks",
@@ -781,6 +784,9 @@ fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
             Cell::n(f.data_packets),
             Cell::s(fmt_bytes(f.data_bytes)),
             Cell::bad(f.retransmissions),
+            Cell::n(f.fast_retransmissions),
+            Cell::bad(f.timeout_retransmissions),
+            Cell::warn(f.spurious_retransmissions),
             Cell::bad(f.naks),
             Cell::warn(f.rnr_naks),
             Cell::n(f.acks),
@@ -797,6 +803,29 @@ fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
         ]);
     }
     t.render(out);
+    for (name, f) in &flows {
+        let mut parts = Vec::new();
+        if !f.naks_by_code.is_empty() {
+            let codes: Vec<String> = f
+                .naks_by_code
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            parts.push(format!("NAKs: {}", codes.join(", ")));
+        }
+        if f.outstanding_psns > 0 {
+            parts.push(format!(
+                "{} PSNs unacknowledged at the end",
+                f.outstanding_psns
+            ));
+        }
+        if f.fecn + f.becn > 0 {
+            parts.push(format!("FECN {} / BECN {}", f.fecn, f.becn));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(out, "  {name}: {}", parts.join("; "));
+        }
+    }
 }
 
 fn render_notes(out: &mut String, results: &[CaptureResult], merged: &Report) {

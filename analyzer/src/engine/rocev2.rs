@@ -598,12 +598,12 @@ impl RoceTable {
                         }
                         _ => {}
                     },
-                    Role::ReadResponse { first, last } => {
+                    Role::ReadResponse { last, .. } => {
                         f.c.read_response_packets += 1;
-                        if first {
-                            // The response acks every request before it.
-                            f.ack_through(psn, ts, v, done);
-                        }
+                        // A READ response acknowledges every PSN up to its
+                        // own (IBTA 9.7.5.1.2: an implicit ACK); the first
+                        // one names the request's PSN (the RTT sample).
+                        f.ack_through(psn, ts, v, done);
                         if last {
                             f.complete_read(psn, OpKind::Read, ts, v, done);
                         }
