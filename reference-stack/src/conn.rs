@@ -1861,9 +1861,18 @@ impl Connection {
                             }
                         })
                     };
-                    let due = self.sent_mut(psn).map(|s| (s.state, s.ev, s.sent_at));
-                    if let Some((SentState::Outstanding, ev, sent_at)) = due
-                        && now.saturating_sub(sent_at) >= rack_rtt.max(path_rtt(self, ev))
+                    // A NACK about a resent PSN may predate the resend's
+                    // arrival: it waits for the slowest path's srtt too.
+                    let due = self
+                        .sent_mut(psn)
+                        .map(|s| (s.state, s.ev, s.sent_at, s.attempts));
+                    if let Some((SentState::Outstanding, ev, sent_at, attempts)) = due
+                        && now.saturating_sub(sent_at)
+                            >= rack_rtt.max(path_rtt(self, ev)).max(if attempts > 0 {
+                                self.max_srtt()
+                            } else {
+                                0
+                            })
                     {
                         self.mark_lost(now, psn, TxCause::NackGap);
                     }
