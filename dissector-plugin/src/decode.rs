@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use proto_parse::Error;
 use proto_parse::metaroce::{
@@ -78,7 +79,7 @@ pub struct Node {
     /// Byte range within the UDP payload (always within the captured bytes).
     pub range: Range<usize>,
     /// Replaces Wireshark's rendering of the value (`*_format_value`).
-    pub shown: Option<String>,
+    pub shown: Option<Cow<'static, str>>,
     /// Computed, not on the wire (`proto_item_set_generated`).
     pub generated: bool,
     pub subtree: Option<Ett>,
@@ -116,13 +117,13 @@ impl Node {
         }
     }
 
-    fn shown(mut self, text: String) -> Self {
-        self.shown = Some(text);
+    fn shown(mut self, text: impl Into<Cow<'static, str>>) -> Self {
+        self.shown = Some(text.into());
         self
     }
 
     /// [`Node::shown`] when labels are built (`on`), else nothing.
-    fn shown_if(self, on: bool, text: impl FnOnce() -> String) -> Self {
+    fn shown_if<S: Into<Cow<'static, str>>>(self, on: bool, text: impl FnOnce() -> S) -> Self {
         if on { self.shown(text()) } else { self }
     }
 
@@ -219,12 +220,8 @@ impl Dissection {
 }
 
 /// A subtree title, built only when labels are (`on`).
-fn title(on: bool, text: impl FnOnce() -> String) -> Cow<'static, str> {
-    if on {
-        Cow::Owned(text())
-    } else {
-        Cow::Borrowed("")
-    }
+fn title<S: Into<Cow<'static, str>>>(on: bool, text: impl FnOnce() -> S) -> Cow<'static, str> {
+    if on { text().into() } else { Cow::Borrowed("") }
 }
 
 fn clamp(range: Range<usize>, captured: usize) -> Range<usize> {
@@ -255,6 +252,39 @@ fn push_names<'a>(out: &mut String, names: impl Iterator<Item = &'a str>) {
         }
         out.push_str(name);
     }
+}
+
+/// Texts that depend on one octet only (flags, lengths in words, op
+/// names), built once per process for all 256 values: a packet's labels
+/// then cost no formatting and no allocation. Each static is used with one
+/// `make` function only.
+struct ByteTexts(OnceLock<Box<[Box<str>]>>);
+
+impl ByteTexts {
+    const fn new() -> Self {
+        ByteTexts(OnceLock::new())
+    }
+
+    fn get(&'static self, b: u8, make: fn(u8) -> String) -> &'static str {
+        let texts = self
+            .0
+            .get_or_init(|| (0..=u8::MAX).map(|b| make(b).into_boxed_str()).collect());
+        &texts[usize::from(b)]
+    }
+}
+
+static FLAGS_TEXT: ByteTexts = ByteTexts::new();
+static FB_FLAGS_TEXT: ByteTexts = ByteTexts::new();
+static WORDS_TEXT: ByteTexts = ByteTexts::new();
+static RNR_TEXT: ByteTexts = ByteTexts::new();
+static DATA_TITLE: ByteTexts = ByteTexts::new();
+static CTRL_TITLE: ByteTexts = ByteTexts::new();
+
+/// "13 words (52 bytes)" (hlen, TLV length).
+fn words_text(words: u8) -> &'static str {
+    WORDS_TEXT.get(words, |w| {
+        format!("{w} words ({} bytes)", usize::from(w) * field::TLV_WORD)
+    })
 }
 
 /// "0x04 (CRC)": a flags octet and the names of its set flags.
@@ -380,15 +410,12 @@ fn base_items(p: &Packet<&[u8]>, labels: bool, d: &mut Dissection) {
         Node::field(Hf::Type, 0..1, Value::Bits(ver_type.into())),
         Node::at(Hf::Flags, field::FLAGS, flags.bits())
             .shown_if(labels, || {
-                flags_shown(flags.bits(), flags.iter_names().map(|(n, _)| n))
+                FLAGS_TEXT.get(flags.bits(), |b| {
+                    flags_shown(b, Flags::from_bits_retain(b).iter_names().map(|(n, _)| n))
+                })
             })
             .with(Ett::Flags, flag_bits),
-        Node::at(Hf::Hlen, field::HLEN, hlen).shown_if(labels, || {
-            format!(
-                "{hlen} words ({} bytes)",
-                usize::from(hlen) * field::TLV_WORD
-            )
-        }),
+        Node::at(Hf::Hlen, field::HLEN, hlen).shown_if(labels, || words_text(hlen)),
         Node::field(
             Hf::TxAttempt,
             field::TX_ATTEMPT..field::TX_ATTEMPT + 1,
@@ -430,7 +457,11 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
         }
         d.items.push(
             Node::text(
-                title(labels, || format!("DATA header: {op}")),
+                title(labels, || {
+                    DATA_TITLE.get(u8::from(op), |b| {
+                        format!("DATA header: {}", metaroce::DataOp::from(b))
+                    })
+                }),
                 clamp(field::DATA_OP..op.header_len(), cap),
                 Ett::TypeHeader,
             )
@@ -474,7 +505,9 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
         let mut kids = vec![
             Node::at(Hf::FbFlags, field::FB_FLAGS, fb_bits)
                 .shown_if(labels, || {
-                    flags_shown(fb_bits, flags.iter_names().map(|(n, _)| n))
+                    FB_FLAGS_TEXT.get(fb_bits, |b| {
+                        flags_shown(b, FbFlags::from_bits_retain(b).iter_names().map(|(n, _)| n))
+                    })
                 })
                 .with(Ett::FbFlags, bits),
             Node::at(Hf::SackWords, field::SACK_WORDS, fb.sack_words()),
@@ -488,7 +521,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
         ];
         let credit_node = Node::uint(Hf::Credit, field::CREDIT, credit);
         kids.push(if credit == u32::MAX {
-            credit_node.shown_if(labels, || "not credit-limited (0xffffffff)".to_owned())
+            credit_node.shown_if(labels, || "not credit-limited (0xffffffff)")
         } else {
             credit_node
         });
@@ -520,8 +553,9 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
             ));
             let rnr = nack.rnr_timer();
             kids.push(
-                Node::at(Hf::RnrTimer, field::RNR_TIMER, rnr)
-                    .shown_if(labels, || format!("{rnr} ({} us)", u32::from(rnr) * 10)),
+                Node::at(Hf::RnrTimer, field::RNR_TIMER, rnr).shown_if(labels, || {
+                    RNR_TEXT.get(rnr, |r| format!("{r} ({} us)", u32::from(r) * 10))
+                }),
             );
             kids.push(Node::uint(Hf::NackPsn, field::NACK_PSN, nack.nack_psn()));
             end = field::NACK_LEN;
@@ -530,14 +564,14 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
             end = field::CNP_LEN;
         }
         let name = match ty {
-            PacketType::Ack => "ACK",
-            PacketType::Nack => "NACK",
-            PacketType::Cnp => "CNP",
-            _ => "Feedback",
+            PacketType::Ack => "ACK header",
+            PacketType::Nack => "NACK header",
+            PacketType::Cnp => "CNP header",
+            _ => "Feedback header",
         };
         d.items.push(
             Node::text(
-                title(labels, || format!("{name} header")),
+                title(labels, || name),
                 clamp(field::FB_FLAGS..end, cap),
                 Ett::TypeHeader,
             )
@@ -569,7 +603,11 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
         ];
         d.items.push(
             Node::text(
-                title(labels, || format!("CTRL header: {}", ctrl.op())),
+                title(labels, || {
+                    CTRL_TITLE.get(u8::from(ctrl.op()), |b| {
+                        format!("CTRL header: {}", metaroce::CtrlOp::from(b))
+                    })
+                }),
                 clamp(field::CTRL_OP..field::CTRL_LEN, cap),
                 Ett::TypeHeader,
             )
@@ -600,12 +638,7 @@ fn tlv_node(tlv: &Tlv<'_>, labels: bool) -> Node {
     }
     let words = tlv.len_words();
     kids.push(
-        Node::at(Hf::TlvLen, start + field::TLV_LEN, words).shown_if(labels, || {
-            format!(
-                "{words} words ({} bytes)",
-                usize::from(words) * field::TLV_WORD
-            )
-        }),
+        Node::at(Hf::TlvLen, start + field::TLV_LEN, words).shown_if(labels, || words_text(words)),
     );
     let value_start = start + field::TLV_VALUE_START;
     if let Some(hops) = tlv.hop_telemetry() {
