@@ -93,3 +93,20 @@ read -r n1 _ r1 _ <<<"${results[0]}"
 read -r n2 _ r2 _ <<<"${results[1]}"
 awk -v n1="$n1" -v r1="$r1" -v n2="$n2" -v r2="$r2" 'BEGIN {
     printf "peak RSS of report: %d KiB at %d packets, %d KiB at %d packets (x%.2f for x%.0f packets)\n", r1, n1, r2, n2, r2 / r1, n2 / n1 }'
+
+# Instructions per packet (valgrind's cachegrind, counted, not timed): the
+# one figure this noisy 2-core machine cannot disturb. The two threads run
+# serialised under valgrind; the count is their sum.
+if command -v valgrind >/dev/null; then
+    f=$(capture "$small")
+    instr() {
+        valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+            awk '/I *refs:/ { gsub(",", "", $NF); print $NF }'
+    }
+    ai=$(instr "$bin" report --json --no-progress "$f")
+    wi=$(instr "$bin" walk "$f")
+    awk -v n="$small" -v a="$ai" -v w="$wi" 'BEGIN {
+        printf "instructions per packet (%d packets): report %.0f, bare walk %.0f (x%.2f)\n", n, a / n, w / n, a / w }'
+else
+    echo "instructions per packet: skipped (valgrind is not installed: apt-get install valgrind)"
+fi
