@@ -30,9 +30,15 @@ pub enum Layer {
     MetaRoceTlv,
     MetaRocePayload,
     Bth,
+    Deth,
     Reth,
+    AtomicEth,
     Aeth,
+    AtomicAckEth,
     ImmDt,
+    Ieth,
+    /// The 16 reserved bytes of a RoCEv2 CNP.
+    CnpReserved,
     Icrc,
 }
 
@@ -59,9 +65,14 @@ impl Layer {
             Layer::MetaRoceTlv => "metaroce.tlv",
             Layer::MetaRocePayload => "metaroce.payload",
             Layer::Bth => "infiniband.bth",
+            Layer::Deth => "infiniband.deth",
             Layer::Reth => "infiniband.reth",
+            Layer::AtomicEth => "infiniband.atomiceth",
             Layer::Aeth => "infiniband.aeth",
+            Layer::AtomicAckEth => "infiniband.atomicacketh",
             Layer::ImmDt => "infiniband.immdt",
+            Layer::Ieth => "infiniband.ieth",
+            Layer::CnpReserved => "infiniband.cnp",
             Layer::Icrc => "infiniband.icrc",
         }
     }

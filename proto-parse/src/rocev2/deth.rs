@@ -26,11 +26,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Packet { buffer }
     }
 
-    /// Wraps a buffer after checking it holds a whole DETH. Errors name
-    /// [`Layer::Bth`]: the error type has no DETH layer.
+    /// Wraps a buffer after checking it holds a whole DETH.
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
         let len = buffer.as_ref().len();
-        check_len(Layer::Bth, 0, HEADER_LEN, len, usize::MAX)?;
+        check_len(Layer::Deth, 0, HEADER_LEN, len, usize::MAX)?;
         Ok(Packet { buffer })
     }
 
@@ -116,6 +115,12 @@ mod test {
     fn test_parse() {
         let packet = Packet::new_checked(&DETH_BYTES[..]).unwrap();
         assert_eq!(Repr::parse(&packet), repr());
+    }
+
+    #[test]
+    fn test_truncation_names_deth() {
+        let err = Packet::new_checked(&DETH_BYTES[..7]).unwrap_err();
+        assert_eq!((err.layer.as_str(), err.offset), ("infiniband.deth", 7));
     }
 
     #[test]

@@ -23,9 +23,8 @@
 //! Errors of [`Packet`] carry offsets relative to the first byte of the BTH
 //! (= the UDP payload); the frame decoder shifts them with
 //! [`Error::at_offset`]. The header that broke is named by its [`Layer`]
-//! (`Bth`, `Reth`, `Aeth`, `ImmDt`, `Icrc`); the error type has no layer for
-//! DETH, IETH and the CNP reserved bytes (reported as `Bth`), AtomicETH
-//! (reported as `Reth`) and AtomicAckETH (reported as `Aeth`).
+//! (`Bth`, `Deth`, `Reth`, `AtomicEth`, `Aeth`, `AtomicAckEth`, `ImmDt`,
+//! `Ieth`, `CnpReserved`, `Icrc`).
 
 pub mod aeth;
 pub mod atomic;
@@ -112,14 +111,14 @@ pub(crate) fn check_len(
 
 /// The extension headers in wire order, with the layer errors name.
 const ORDER: [(ExtHeaders, Layer); 8] = [
-    (ExtHeaders::DETH, Layer::Bth),
+    (ExtHeaders::DETH, Layer::Deth),
     (ExtHeaders::RETH, Layer::Reth),
-    (ExtHeaders::ATOMIC_ETH, Layer::Reth),
+    (ExtHeaders::ATOMIC_ETH, Layer::AtomicEth),
     (ExtHeaders::AETH, Layer::Aeth),
-    (ExtHeaders::ATOMIC_ACK_ETH, Layer::Aeth),
+    (ExtHeaders::ATOMIC_ACK_ETH, Layer::AtomicAckEth),
     (ExtHeaders::IMM_DT, Layer::ImmDt),
-    (ExtHeaders::IETH, Layer::Bth),
-    (ExtHeaders::CNP_RESERVED, Layer::Bth),
+    (ExtHeaders::IETH, Layer::Ieth),
+    (ExtHeaders::CNP_RESERVED, Layer::CnpReserved),
 ];
 
 /// Offset (from the BTH start) of extension header `which` in a packet
@@ -343,7 +342,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             ),
             w(
                 view.deth().is_some_and(|d| d.reserved() != 0),
-                Layer::Bth,
+                Layer::Deth,
                 deth_off + 4,
                 "DETH reserved byte is not zero",
             ),
@@ -718,7 +717,7 @@ mod test {
         let err = Packet::new_checked(&bytes[..31]).unwrap_err();
         assert_eq!(err.layer, Layer::Icrc);
         let err = Packet::new_checked(&bytes[..20]).unwrap_err();
-        assert_eq!((err.layer, err.offset), (Layer::Bth, 20));
+        assert_eq!((err.layer, err.offset), (Layer::CnpReserved, 20));
     }
 
     #[test]
