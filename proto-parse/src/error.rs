@@ -93,6 +93,9 @@ pub enum LenSource {
     /// A length field of an enclosing header (IP total length, UDP length,
     /// `hlen`): the packet itself is malformed.
     Header,
+    /// The capture file ends before the record (or file header) does: a
+    /// file cut short, e.g. copied while the capture was running.
+    File,
 }
 
 /// What was wrong.
@@ -132,6 +135,14 @@ impl fmt::Display for ErrorKind {
             } => write!(
                 f,
                 "needs {required} bytes but its length field allows {available}"
+            ),
+            ErrorKind::Truncated {
+                required,
+                available,
+                source: LenSource::File,
+            } => write!(
+                f,
+                "needs {required} bytes but the file ends after {available}"
             ),
             ErrorKind::BadValue {
                 field,
@@ -198,13 +209,13 @@ impl Error {
         self
     }
 
-    /// True when the error only says the capture was cut short (snaplen),
-    /// not that the packet is malformed.
+    /// True when the error only says the capture was cut short (snaplen,
+    /// or the file ends), not that the packet is malformed.
     pub const fn is_capture_truncation(&self) -> bool {
         matches!(
             self.kind,
             ErrorKind::Truncated {
-                source: LenSource::Captured,
+                source: LenSource::Captured | LenSource::File,
                 ..
             }
         )

@@ -276,10 +276,15 @@ fn truncated_tail_is_reported() {
             ErrorKind::Truncated {
                 required,
                 available,
-                source: LenSource::Captured
+                source: LenSource::File
             }
         );
         assert!(errs[0].is_capture_truncation());
+        assert!(
+            errs[0].to_string().contains("the file ends after"),
+            "{}",
+            errs[0]
+        );
         assert_eq!(stats.records, 4);
         assert_eq!(stats.errors, 1);
     }

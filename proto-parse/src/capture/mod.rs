@@ -36,7 +36,7 @@
 //! pcapng: a known block type whose leading and trailing lengths agree) and
 //! goes on from there, or ends cleanly when none is found. A record cut by
 //! the end of the file is reported as [`ErrorKind::Truncated`](crate::ErrorKind)
-//! (`LenSource::Captured`: the file holds fewer bytes than the record header
+//! (`LenSource::File`: the file holds fewer bytes than the record header
 //! announces) and ends the stream. No input panics. [`Stats`] counts what was
 //! read, skipped and resynchronised.
 //!

@@ -206,6 +206,6 @@ pub(super) fn truncated_tail(offset: u64, required: usize, available: usize) -> 
         (offset + available as u64) as usize,
         required,
         available,
-        LenSource::Captured,
+        LenSource::File,
     )
 }

@@ -145,7 +145,7 @@ impl<R: Read> Reader<R> {
                         avail,
                         24,
                         avail,
-                        LenSource::Captured,
+                        LenSource::File,
                     )));
                 }
                 let header: PcapHeader = match parse_pcap_header(&self.window()[..24]) {
@@ -177,7 +177,7 @@ impl<R: Read> Reader<R> {
                         avail,
                         28,
                         avail,
-                        LenSource::Captured,
+                        LenSource::File,
                     )));
                 }
                 let w = self.window();
