@@ -177,6 +177,22 @@ fn help_overlay() {
 }
 
 #[test]
+fn help_overlay_fits_80x24() {
+    let mut a = app("multipath_loss_sender.pcap");
+    let t = draw(80, 24, &mut a, |f, _| render::help::render(f, f.area()));
+    let screen: String = t
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect();
+    for b in metaroce_tui::keys::BINDINGS {
+        assert!(screen.contains(b.help), "{:?} is not on an 80x24 screen", b.help);
+    }
+}
+
+#[test]
 fn whole_screen_main_and_detail() {
     let mut a = app("multipath_loss_receiver.pcap");
     let t = draw(160, 44, &mut a, render::app::render);

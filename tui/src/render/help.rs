@@ -8,7 +8,11 @@ use ratatui::widgets::{Block, Cell, Clear, Row, Table};
 use crate::keys::BINDINGS;
 
 pub fn render(f: &mut Frame<'_>, area: Rect) {
-    let height = (BINDINGS.len() as u16 + 4).min(area.height);
+    // Borders and one row per binding; the column header only when the
+    // terminal has a row to spare (a classic 80x24 shows every binding).
+    let rows_needed = BINDINGS.len() as u16 + 2;
+    let with_header = area.height > rows_needed;
+    let height = (rows_needed + u16::from(with_header)).min(area.height);
     let width = 70.min(area.width);
     let [v] = Layout::vertical([Constraint::Length(height)])
         .flex(Flex::Center)
@@ -27,10 +31,12 @@ pub fn render(f: &mut Frame<'_>, area: Rect) {
             Cell::from(b.help),
         ])
     });
-    let table = Table::new(rows, [Constraint::Length(12), Constraint::Fill(1)])
-        .header(
-            Row::new(vec!["key", "action"]).style(Style::default().add_modifier(Modifier::BOLD)),
-        )
+    let mut table = Table::new(rows, [Constraint::Length(12), Constraint::Fill(1)])
         .block(Block::bordered().title(" Help (Esc or ? to close) "));
+    if with_header {
+        table = table.header(
+            Row::new(vec!["key", "action"]).style(Style::default().add_modifier(Modifier::BOLD)),
+        );
+    }
     f.render_widget(table, popup);
 }
