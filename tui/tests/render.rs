@@ -188,7 +188,11 @@ fn help_overlay_fits_80x24() {
         .map(|c| c.symbol())
         .collect();
     for b in metaroce_tui::keys::BINDINGS {
-        assert!(screen.contains(b.help), "{:?} is not on an 80x24 screen", b.help);
+        assert!(
+            screen.contains(b.help),
+            "{:?} is not on an 80x24 screen",
+            b.help
+        );
     }
 }
 
