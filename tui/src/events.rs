@@ -1,14 +1,15 @@
 //! The event log: notable changes found by comparing successive engine
 //! reports (stalls, NACK bursts, CNP bursts, new connections, paths that
-//! went quiet or came back). It reads only [`Report`]s: the flow analysis
-//! itself stays in the engine.
+//! went quiet or came back; for RoCEv2 flows: new flows, NAK and RNR NAK
+//! bursts, CNP bursts). It reads only [`Report`]s: the flow analysis itself
+//! stays in the engine.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use analyzer::Report;
 use serde::Serialize;
 
-use crate::model::DirKey;
+use crate::model::{DirKey, RoceKey};
 
 /// Most events kept.
 pub const MAX_EVENTS: usize = 1000;
@@ -39,12 +40,31 @@ impl EventKind {
     }
 }
 
+/// The flow an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowKey {
+    /// A MetaRoCE connection direction.
+    Metaroce(DirKey),
+    /// A RoCEv2 RC flow (its requests' direction and destination QP).
+    Rocev2(RoceKey),
+}
+
+impl std::fmt::Display for FlowKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlowKey::Metaroce(k) => k.fmt(f),
+            FlowKey::Rocev2(k) => k.fmt(f),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Event {
     /// Capture time (ns) at which it was seen.
     pub ts_ns: u64,
     pub kind: EventKind,
-    pub dir: DirKey,
+    pub flow: FlowKey,
     pub ev: Option<u16>,
     pub text: String,
 }
@@ -80,15 +100,27 @@ struct DirSeen {
     paths: BTreeMap<u16, (u64, u64, bool)>,
 }
 
+#[derive(Debug, Default)]
+struct RoceSeen {
+    naks: u64,
+    rnr_naks: u64,
+    cnps: u64,
+    naks_by_code: BTreeMap<&'static str, u64>,
+}
+
 /// Diffs successive reports into events.
 #[derive(Debug, Default)]
 pub struct EventDetector {
     cfg: EventConfig,
     dirs: HashMap<DirKey, DirSeen>,
+    roce: HashMap<RoceKey, RoceSeen>,
     log: VecDeque<Event>,
 }
 
-fn diff_map(now: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> String {
+fn diff_map<K: Ord + std::fmt::Display>(
+    now: &BTreeMap<K, u64>,
+    before: &BTreeMap<K, u64>,
+) -> String {
     now.iter()
         .filter_map(|(k, v)| {
             let d = v - before.get(k).copied().unwrap_or(0).min(*v);
@@ -131,7 +163,7 @@ impl EventDetector {
             let ev_event = |kind, ev, text: String| Event {
                 ts_ns: now_ns,
                 kind,
-                dir: key,
+                flow: FlowKey::Metaroce(key),
                 ev,
                 text,
             };
@@ -215,7 +247,7 @@ impl EventDetector {
                     out.push(Event {
                         ts_ns: now_ns,
                         kind: EventKind::PathRetired,
-                        dir: key,
+                        flow: FlowKey::Metaroce(key),
                         ev: Some(ev),
                         text: format!(
                             "ev {ev} silent for {} while other paths carry traffic",
@@ -225,8 +257,53 @@ impl EventDetector {
                 }
             }
         }
+        self.update_rocev2(report, now_ns, &mut out);
         for e in out {
             self.push(e);
+        }
+    }
+
+    fn update_rocev2(&mut self, report: &Report, now_ns: u64, out: &mut Vec<Event>) {
+        for f in &report.rocev2 {
+            let key = RoceKey::of(f);
+            let is_new = !self.roce.contains_key(&key);
+            let seen = self.roce.entry(key).or_default();
+            let event = |kind, text: String| Event {
+                ts_ns: now_ns,
+                kind,
+                flow: FlowKey::Rocev2(key),
+                ev: None,
+                text,
+            };
+            if is_new && f.data_packets > 0 {
+                out.push(event(
+                    EventKind::NewConnection,
+                    format!("first request at frame {}", f.first_frame),
+                ));
+            }
+            let naks = f.naks.saturating_sub(seen.naks);
+            let rnr = f.rnr_naks.saturating_sub(seen.rnr_naks);
+            if naks + rnr > 0 && naks + rnr >= self.cfg.burst {
+                let mut parts = Vec::new();
+                if naks > 0 {
+                    parts.push(diff_map(&f.naks_by_code, &seen.naks_by_code));
+                }
+                if rnr > 0 {
+                    parts.push(format!("RNR {rnr}"));
+                }
+                out.push(event(
+                    EventKind::NackBurst,
+                    format!("{} NAK(s): {}", naks + rnr, parts.join(", ")),
+                ));
+            }
+            let cnps = f.cnps.saturating_sub(seen.cnps);
+            if cnps > 0 && cnps >= self.cfg.burst {
+                out.push(event(EventKind::CnpBurst, format!("{cnps} CNP(s)")));
+            }
+            seen.naks = f.naks;
+            seen.rnr_naks = f.rnr_naks;
+            seen.cnps = f.cnps;
+            seen.naks_by_code.clone_from(&f.naks_by_code);
         }
     }
 }

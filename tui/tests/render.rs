@@ -9,7 +9,7 @@ use analyzer::Config;
 mod common;
 
 use metaroce_tui::app::{App, SelKey, Selected, View};
-use metaroce_tui::events::EventConfig;
+use metaroce_tui::events::{EventConfig, FlowKey};
 use metaroce_tui::keys::Action;
 use metaroce_tui::model::{CaptureStats, RoceKey, RunState, Snapshot, SourceInfo};
 use metaroce_tui::pipeline::{Pipeline, decode_config};
@@ -307,6 +307,29 @@ fn rocev2_detail_counts_psns_naks_cnps_and_ecn() {
     let j = s.rocev2_flow(qp(0x21)).expect("flow QP 0x21").0;
     let f = &s.report.rocev2[j];
     assert_eq!((f.highest_psn, f.acked_psn, f.fecn), (Some(500), None, 1));
+}
+
+#[test]
+fn rocev2_events_name_new_flow_naks_rnr_and_cnp() {
+    let s = mixed();
+    let events: Vec<(&str, &str)> = s
+        .events
+        .iter()
+        .filter(|e| matches!(e.flow, FlowKey::Rocev2(k) if k.dest_qp == 0x20))
+        .map(|e| (e.kind.label(), e.text.as_str()))
+        .collect();
+    // One snapshot per frame: each NAK is its own burst of one.
+    assert_eq!(
+        events,
+        [
+            ("NEW", "first request at frame 31"),
+            ("NACK", "1 NAK(s): PSN sequence error 1"),
+            ("CNP", "1 CNP(s)"),
+            ("NACK", "1 NAK(s): RNR 1"),
+        ],
+        "{:?}",
+        s.events
+    );
 }
 
 #[test]

@@ -38,7 +38,7 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
                     format!("{:<9}", e.kind.label()),
                     Style::default().fg(color(e.kind)),
                 ),
-                Span::raw(format!(" {} ", e.dir)),
+                Span::raw(format!(" {} ", e.flow)),
                 Span::raw(e.text.clone()),
             ])
         })
