@@ -1,10 +1,18 @@
-//! Writes the two captures `scripts/bench-plugin.sh` times tshark on:
-//! `metaroce.pcap` (MetaRoCE DATA WRITEs with CRC32C and ACKs with SACK,
-//! four DATA to one ACK, over 8 paths) and `rocev2.pcap` (RoCEv2 RC RDMA
-//! Write Middle and Send Middle packets) with the same number of frames and
-//! the same frame sizes, frame by frame. Both are emitted with
-//! `proto_parse` (MetaRoCE `Repr::emit`, RoCEv2 `Repr::emit`); the RoCEv2
-//! ICRC is left zero (tshark does not verify it by default).
+//! Writes the captures `scripts/bench-plugin.sh` times tshark on, all with
+//! the same number of frames and the same frame sizes, frame by frame:
+//! - `metaroce.pcap`: MetaRoCE DATA WRITEs with CRC32C and ACKs with SACK,
+//!   four DATA to one ACK, over 8 paths;
+//! - `rocev2.pcap`: its RoCEv2 twin packet for packet: a MetaRoCE DATA
+//!   WRITE names its remote address and key in every packet (placement in
+//!   any order), so its twin is an RC RDMA WRITE Only, whose RETH carries
+//!   the same (the payload is 16 bytes shorter to keep the size); an ACK
+//!   slot is a Send Middle (a RoCEv2 Acknowledge cannot carry the bytes);
+//! - `rocev2-bth-only.pcap`: the cheapest twin for the InfiniBand
+//!   dissector, Write Middle and Send Middle (BTH only).
+//!
+//! All are emitted with `proto_parse` (MetaRoCE `Repr::emit`, RoCEv2
+//! `Repr::emit`); the RoCEv2 ICRC is left zero (tshark does not verify it
+//! by default).
 //!
 //! `cargo run --release -p metaroce-dissector --example bench_captures -- OUT_DIR [PACKETS] [PAYLOAD]`
 
@@ -16,7 +24,7 @@ use proto_parse::capture::PcapWriter;
 use proto_parse::metaroce::{
     self, AckRepr, Body, DataRepr, FeedbackRepr, Flags, Op, Repr, SackBitmap,
 };
-use proto_parse::rocev2::{self, Opcode, bth};
+use proto_parse::rocev2::{self, Opcode, bth, reth};
 
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -28,6 +36,7 @@ fn main() -> std::io::Result<()> {
 
     let mut mr = PcapWriter::create(out.join("metaroce.pcap"))?;
     let mut ib = PcapWriter::create(out.join("rocev2.pcap"))?;
+    let mut ib_bth = PcapWriter::create(out.join("rocev2-bth-only.pcap"))?;
     let a: SocketAddr = ([10, 0, 0, 1], 0).into();
     let b: SocketAddr = ([10, 0, 0, 2], 0).into();
     let mut psn = 1000u32;
@@ -100,51 +109,85 @@ fn main() -> std::io::Result<()> {
         let frame = UdpFrameBuilder::new(src, dst).build(&udp_payload);
         mr.write_frame(ts, &frame)?;
 
-        // The RoCEv2 twin: same UDP payload length.
-        let opcode = if is_ack {
+        // The RoCEv2 twins: same UDP payload length.
+        src.set_port(0xC000 | ev);
+        dst.set_port(rocev2::UDP_PORT);
+        let dest_qp = if is_ack { 0x11 } else { 0x22 };
+        let equivalent = if is_ack {
+            twin(Opcode::RcSendMiddle, dest_qp, psn, None, udp_payload.len())
+        } else {
+            let reth = reth::Repr {
+                va: 0x1000_0000 + u64::from((psn % 16) * u32::from(payload_len)),
+                r_key: 7,
+                dma_len: u32::from(payload_len),
+            };
+            twin(
+                Opcode::RcRdmaWriteOnly,
+                dest_qp,
+                psn,
+                Some(reth),
+                udp_payload.len(),
+            )
+        };
+        let bth_only = if is_ack {
             Opcode::RcSendMiddle
         } else {
             Opcode::RcRdmaWriteMiddle
         };
-        let twin = rocev2::Repr {
-            bth: bth::Repr {
-                opcode,
-                solicited: false,
-                mig_req: true,
-                pad_count: 0,
-                tver: 0,
-                p_key: 0xFFFF,
-                fecn: false,
-                becn: false,
-                resv6a: 0,
-                dest_qp: if is_ack { 0x11 } else { 0x22 },
-                ack_req: false,
-                resv7: 0,
-                psn,
-            },
-            deth: None,
-            reth: None,
-            atomic_eth: None,
-            aeth: None,
-            atomic_ack_eth: None,
-            imm_dt: None,
-            ieth: None,
-            payload_len: udp_payload.len() - bth::HEADER_LEN - rocev2::ICRC_LEN,
-        };
-        let mut buf = vec![0u8; twin.buffer_len()];
-        twin.emit(&mut rocev2::Packet::new_unchecked(&mut buf[..]));
-        src.set_port(0xC000 | ev);
-        dst.set_port(rocev2::UDP_PORT);
-        let frame2 = UdpFrameBuilder::new(src, dst).build(&buf);
-        assert_eq!(frame.len(), frame2.len(), "twins have the same size");
-        ib.write_frame(ts, &frame2)?;
+        let bth_only = twin(bth_only, dest_qp, psn, None, udp_payload.len());
+        for (writer, packet) in [(&mut ib, equivalent), (&mut ib_bth, bth_only)] {
+            let frame2 = UdpFrameBuilder::new(src, dst).build(&packet);
+            assert_eq!(frame.len(), frame2.len(), "twins have the same size");
+            writer.write_frame(ts, &frame2)?;
+        }
         bytes += frame.len() as u64;
     }
     mr.flush()?;
     ib.flush()?;
+    ib_bth.flush()?;
     println!(
-        "wrote {packets} frames ({bytes} bytes) to {0}/metaroce.pcap and {0}/rocev2.pcap",
+        "wrote {packets} frames ({bytes} bytes each) to {0}/metaroce.pcap, {0}/rocev2.pcap and {0}/rocev2-bth-only.pcap",
         out.display()
     );
     Ok(())
+}
+
+/// A RoCEv2 RC packet (BTH, an optional RETH, payload, zero ICRC) whose UDP
+/// payload is `udp_len` bytes.
+fn twin(
+    opcode: Opcode,
+    dest_qp: u32,
+    psn: u32,
+    reth: Option<reth::Repr>,
+    udp_len: usize,
+) -> Vec<u8> {
+    let headers = bth::HEADER_LEN + reth.map_or(0, |_| reth::HEADER_LEN) + rocev2::ICRC_LEN;
+    let repr = rocev2::Repr {
+        bth: bth::Repr {
+            opcode,
+            solicited: false,
+            mig_req: true,
+            pad_count: 0,
+            tver: 0,
+            p_key: 0xFFFF,
+            fecn: false,
+            becn: false,
+            resv6a: 0,
+            dest_qp,
+            ack_req: false,
+            resv7: 0,
+            psn,
+        },
+        deth: None,
+        reth,
+        atomic_eth: None,
+        aeth: None,
+        atomic_ack_eth: None,
+        imm_dt: None,
+        ieth: None,
+        payload_len: udp_len - headers,
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut rocev2::Packet::new_unchecked(&mut buf[..]));
+    buf
 }
