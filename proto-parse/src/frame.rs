@@ -285,6 +285,23 @@ pub fn decode<'a>(link: LinkType, data: &'a [u8], cfg: &DecodeConfig) -> Frame<'
     frame
 }
 
+/// Decodes one captured frame and hands it to `f` by reference: the same
+/// as [`decode`] without moving the (large) `Frame` out, for hot loops that
+/// only read it.
+#[inline]
+pub fn decode_with<'a, R>(
+    link: LinkType,
+    data: &'a [u8],
+    cfg: &DecodeConfig,
+    f: impl FnOnce(&Frame<'a>) -> R,
+) -> R {
+    let mut frame = Frame::empty(link, data);
+    if let Err(err) = decode_into(&mut frame, link, data, cfg) {
+        frame.error = Some(err);
+    }
+    f(&frame)
+}
+
 const ETH_IPV4: u16 = 0x0800;
 const ETH_IPV6: u16 = 0x86dd;
 const ETH_VLAN: u16 = 0x8100;

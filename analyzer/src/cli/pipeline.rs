@@ -108,11 +108,11 @@ impl Item {
     /// Decodes one captured frame.
     #[inline]
     fn decode(index: u64, ts_ns: u64, linktype: u16, data: &[u8], decode: &DecodeConfig) -> Item {
-        let frame = frame::decode(LinkType::from(u32::from(linktype)), data, decode);
-        let obs = match frame.payload {
+        let link = LinkType::from(u32::from(linktype));
+        let obs = frame::decode_with(link, data, decode, |frame| match frame.payload {
             Transport::Other => None,
-            _ => Observation::from_frame(index, ts_ns, &frame),
-        };
+            _ => Observation::from_frame(index, ts_ns, frame),
+        });
         match obs {
             Some(obs) => Item::Packet(obs),
             None => Item::Other {
