@@ -375,7 +375,8 @@ impl Engine {
                         .copied()
                         .unwrap_or(DEFAULT_TS_UNIT_PS)
                 };
-                let hold_ns = (u128::from(hold_units) * u128::from(unit_ps) / 1000) as u64;
+                // u32 x u32 fits a u64: no 128-bit division per feedback.
+                let hold_ns = u64::from(hold_units) * u64::from(unit_ps) / 1000;
                 let acked = self.dir_index(key.reverse(), obs.frame, ts, Some(own));
                 v.flow = Some(acked);
                 if let Some(dir) = dir_mut(&mut self.dirs, acked) {
