@@ -221,40 +221,33 @@ impl Engine {
     }
 
     /// Analyses one packet (in capture order) and returns its verdict.
-    #[inline(always)]
     pub fn ingest(&mut self, obs: &Observation) -> Verdict {
-        // The verdict is built in the caller's frame (200 bytes not copied
-        // per packet).
+        self.tick(obs.ts_ns);
+        self.done.clear();
         let mut v = Verdict {
             frame: obs.frame,
             ..Verdict::default()
         };
-        self.ingest_into(obs, &mut v);
-        v
-    }
-
-    fn ingest_into(&mut self, obs: &Observation, v: &mut Verdict) {
-        self.tick(obs.ts_ns);
-        self.done.clear();
         match &obs.kind {
             ObsKind::MetaRoce(mr) => {
                 self.capture.metaroce_packets += 1;
                 if obs.malformed {
                     self.capture.malformed += 1;
-                    return;
+                    return v;
                 }
-                self.ingest_metaroce(obs, mr, v);
+                self.ingest_metaroce(obs, mr, &mut v);
             }
             ObsKind::RoceV2(r) => {
                 self.capture.rocev2_packets += 1;
                 if obs.malformed {
                     self.capture.malformed += 1;
-                    return;
+                    return v;
                 }
                 let cfg = self.cfg;
-                self.roce.ingest(obs, r, &cfg, v, &mut self.done);
+                self.roce.ingest(obs, r, &cfg, &mut v, &mut self.done);
             }
         }
+        v
     }
 
     /// Every message completed at the last packet given to [`Engine::ingest`]

@@ -117,8 +117,8 @@ struct Flow {
     first_frame: u64,
     last_ts: u64,
     c: RCounters,
-    /// NAKs by code (IBTA table 43), in `NakCode` order, reserved last.
-    naks_by_code: [u64; 6],
+    /// NAKs by code, by [`nak_slot`].
+    naks_by_code: [u64; NAK_SLOTS],
     /// 24-bit PSN of the first request captured.
     first_psn: Option<u32>,
     highest: Option<u32>,
@@ -135,8 +135,15 @@ struct Flow {
 /// Opcode roles of the RC service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
-    Request { op: OpKind, first: bool, last: bool },
-    ReadResponse { first: bool, last: bool },
+    Request {
+        op: OpKind,
+        first: bool,
+        last: bool,
+    },
+    /// Every response acknowledges up to its PSN; the last one ends the READ.
+    ReadResponse {
+        last: bool,
+    },
     Ack,
     AtomicAck,
     Cnp,
@@ -157,22 +164,8 @@ fn role(op: Opcode) -> Role {
         RcRdmaWriteOnly | RcRdmaWriteOnlyImm => req(OpKind::Write, true, true),
         RcRdmaReadRequest => req(OpKind::Read, true, false),
         RcCompareSwap | RcFetchAdd => req(OpKind::Atomic, true, false),
-        RcRdmaReadResponseFirst => Role::ReadResponse {
-            first: true,
-            last: false,
-        },
-        RcRdmaReadResponseMiddle => Role::ReadResponse {
-            first: false,
-            last: false,
-        },
-        RcRdmaReadResponseLast => Role::ReadResponse {
-            first: false,
-            last: true,
-        },
-        RcRdmaReadResponseOnly => Role::ReadResponse {
-            first: true,
-            last: true,
-        },
+        RcRdmaReadResponseFirst | RcRdmaReadResponseMiddle => Role::ReadResponse { last: false },
+        RcRdmaReadResponseLast | RcRdmaReadResponseOnly => Role::ReadResponse { last: true },
         RcAcknowledge => Role::Ack,
         RcAtomicAcknowledge => Role::AtomicAck,
         Cnp => Role::Cnp,
@@ -183,25 +176,12 @@ fn role(op: Opcode) -> Role {
 
 const PSN_MASK: u32 = 0x00FF_FFFF;
 
-/// The NAK codes in the order of `Flow::naks_by_code`.
-const NAK_CODES: [NakCode; 6] = [
-    NakCode::PsnSequenceError,
-    NakCode::InvalidRequest,
-    NakCode::RemoteAccessError,
-    NakCode::RemoteOperationalError,
-    NakCode::InvalidRdRequest,
-    NakCode::Unknown(5),
-];
+/// Slots of `Flow::naks_by_code`: codes 0..=4 (IBTA table 43), then every
+/// reserved code in the last one.
+const NAK_SLOTS: usize = 6;
 
-fn nak_index(code: NakCode) -> usize {
-    match code {
-        NakCode::PsnSequenceError => 0,
-        NakCode::InvalidRequest => 1,
-        NakCode::RemoteAccessError => 2,
-        NakCode::RemoteOperationalError => 3,
-        NakCode::InvalidRdRequest => 4,
-        NakCode::Unknown(_) => 5,
-    }
+fn nak_slot(code: NakCode) -> usize {
+    usize::from(u8::from(code)).min(NAK_SLOTS - 1)
 }
 
 /// Sign-extends a 24-bit difference.
@@ -227,7 +207,7 @@ impl Flow {
             first_frame: frame,
             last_ts: ts,
             c: RCounters::default(),
-            naks_by_code: [0; 6],
+            naks_by_code: [0; NAK_SLOTS],
             first_psn: None,
             highest: None,
             acked: None,
@@ -394,11 +374,10 @@ impl Flow {
                 _ => 0,
             },
             naks: self.c.naks,
-            naks_by_code: NAK_CODES
-                .iter()
+            naks_by_code: (0u8..)
                 .zip(self.naks_by_code)
                 .filter(|&(_, n)| n > 0)
-                .map(|(code, n)| (code.name(), n))
+                .map(|(code, n)| (NakCode::from(code).name(), n))
                 .collect(),
             rnr_naks: self.c.rnr_naks,
             acks: self.c.acks,
@@ -589,7 +568,7 @@ impl RoceTable {
                         }
                         Some(Syndrome::Nak(code)) => {
                             f.c.naks += 1;
-                            f.naks_by_code[nak_index(code)] += 1;
+                            f.naks_by_code[nak_slot(code)] += 1;
                             v.rocev2_nak = r.syndrome;
                             if code == NakCode::PsnSequenceError {
                                 f.nak_pending = true;
@@ -598,7 +577,7 @@ impl RoceTable {
                         }
                         _ => {}
                     },
-                    Role::ReadResponse { last, .. } => {
+                    Role::ReadResponse { last } => {
                         f.c.read_response_packets += 1;
                         // A READ response acknowledges every PSN up to its
                         // own (IBTA 9.7.5.1.2: an implicit ACK); the first
