@@ -6,6 +6,7 @@
 //! strips them when the output is not a terminal, under `NO_COLOR`, or
 //! with `--color never`. Column widths are computed on the plain text.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -212,6 +213,12 @@ fn pad(text: &str, width: usize, left: bool) -> String {
     }
 }
 
+/// "GAP 1, TRIMMED 2": the entries of a count map.
+fn counts<K: std::fmt::Display>(m: &BTreeMap<K, u64>) -> String {
+    let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    parts.join(", ")
+}
+
 fn heading(out: &mut String, title: &str) {
     let _ = writeln!(out, "\n{}", title.style(Style::new().bold().underline()));
 }
@@ -415,20 +422,10 @@ fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
     for (name, d) in dirs {
         let mut parts = Vec::new();
         if !d.nacks_by_code.is_empty() {
-            let codes: Vec<String> = d
-                .nacks_by_code
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            parts.push(format!("NACKs: {}", codes.join(", ")));
+            parts.push(format!("NACKs: {}", counts(&d.nacks_by_code)));
         }
         if !d.cnps_by_reason.is_empty() {
-            let reasons: Vec<String> = d
-                .cnps_by_reason
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            parts.push(format!("CNPs: {}", reasons.join(", ")));
+            parts.push(format!("CNPs: {}", counts(&d.cnps_by_reason)));
         }
         if d.probes + d.probe_replies > 0 {
             parts.push(format!("probes {} / replies {}", d.probes, d.probe_replies));
@@ -806,12 +803,7 @@ fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
     for (name, f) in &flows {
         let mut parts = Vec::new();
         if !f.naks_by_code.is_empty() {
-            let codes: Vec<String> = f
-                .naks_by_code
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            parts.push(format!("NAKs: {}", codes.join(", ")));
+            parts.push(format!("NAKs: {}", counts(&f.naks_by_code)));
         }
         if f.outstanding_psns > 0 {
             parts.push(format!(
