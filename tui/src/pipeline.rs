@@ -3,6 +3,7 @@
 //! clock of its own: the capture thread (and tests) pass the times in.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use analyzer::{Config, Engine, Observation};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
@@ -35,16 +36,71 @@ pub struct Pipeline {
     frame_no: u64,
     bytes: u64,
     seq: u64,
-    /// For rates: previous tick's (wall ns, frames, bytes) and
-    /// (capture ns, goodput bytes and packets per direction).
+    /// For rates: previous tick's (wall ns, frames, bytes), the capture
+    /// time the flow counters below were taken at, and those counters:
+    /// goodput bytes per MetaRoCE direction, request bytes per RoCEv2 flow.
     prev_wall: Option<(u64, u64, u64)>,
     prev_capture_ns: u64,
-    prev_dirs: HashMap<DirKey, (u64, u64)>,
-    dir_rates: HashMap<DirKey, DirRate>,
-    /// The same for RoCEv2 flows: (request bytes, packets) and rates.
-    prev_roce: HashMap<RoceKey, (u64, u64)>,
-    roce_rates: HashMap<RoceKey, DirRate>,
+    dir_rates: FlowRates<DirKey>,
+    roce_rates: FlowRates<RoceKey>,
     last_rates: (f64, f64),
+}
+
+/// Rates of each flow between snapshots, from its (bytes, packets)
+/// counters on the capture clock.
+#[derive(Debug)]
+struct FlowRates<K> {
+    /// Counters at the last snapshot the capture clock moved for.
+    prev: HashMap<K, (u64, u64)>,
+    /// The rates last computed.
+    rates: HashMap<K, DirRate>,
+    /// Counters of this snapshot, until [`FlowRates::commit`].
+    next: HashMap<K, (u64, u64)>,
+}
+
+impl<K> Default for FlowRates<K> {
+    fn default() -> Self {
+        FlowRates {
+            prev: HashMap::new(),
+            rates: HashMap::new(),
+            next: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Copy + Eq + Hash> FlowRates<K> {
+    /// The rate of `key`, whose counters are now (`bytes`, `packets`),
+    /// `dt` seconds of capture clock after the last commit; `first` when
+    /// the flow is new.
+    fn rate(&mut self, key: K, bytes: u64, packets: u64, dt: f64, first: DirRate) -> DirRate {
+        let rate = match self.prev.get(&key) {
+            Some(&(b, p)) if dt > 0.0 => DirRate {
+                goodput_bps: bytes.saturating_sub(b) as f64 * 8.0 / dt,
+                packets_per_s: packets.saturating_sub(p) as f64 / dt,
+            },
+            // The capture clock stood still (a finished replay): keep the
+            // last rates.
+            Some(_) => self.rates.get(&key).copied().unwrap_or_default(),
+            None => first,
+        };
+        self.rates.insert(key, rate);
+        self.next.insert(key, (bytes, packets));
+        rate
+    }
+
+    /// Ends a snapshot: flows no longer reported are forgotten, and the
+    /// counters become the reference if the capture clock moved.
+    fn commit(&mut self, clock_moved: bool) {
+        let next = std::mem::take(&mut self.next);
+        self.rates.retain(|k, _| next.contains_key(k));
+        if clock_moved {
+            self.prev = next;
+        } else {
+            for (k, v) in next {
+                self.prev.entry(k).or_insert(v);
+            }
+        }
+    }
 }
 
 impl Pipeline {
@@ -67,10 +123,8 @@ impl Pipeline {
             seq: 0,
             prev_wall: None,
             prev_capture_ns: 0,
-            prev_dirs: HashMap::new(),
-            dir_rates: HashMap::new(),
-            prev_roce: HashMap::new(),
-            roce_rates: HashMap::new(),
+            dir_rates: FlowRates::default(),
+            roce_rates: FlowRates::default(),
             last_rates: (0.0, 0.0),
         }
     }
@@ -84,10 +138,8 @@ impl Pipeline {
         self.bytes = 0;
         self.prev_wall = None;
         self.prev_capture_ns = 0;
-        self.prev_dirs.clear();
-        self.dir_rates.clear();
-        self.prev_roce.clear();
-        self.roce_rates.clear();
+        self.dir_rates = FlowRates::default();
+        self.roce_rates = FlowRates::default();
     }
 
     /// Frames handed to the engine since the start (or the last reset).
@@ -154,62 +206,38 @@ impl Pipeline {
         (stats.packets_per_s, stats.bytes_per_s) = self.last_rates;
 
         let dt = now.saturating_sub(self.prev_capture_ns) as f64 / 1e9;
-        let mut rates = Vec::with_capacity(report.directions.len());
-        let mut next = HashMap::with_capacity(report.directions.len());
-        for d in &report.directions {
-            let key = DirKey::of(d);
-            let sent = d.data_packets + d.feedback_sent + d.probes + d.ctrl;
-            let rate = match self.prev_dirs.get(&key) {
-                Some(&(g, p)) if dt > 0.0 => DirRate {
-                    goodput_bps: d.goodput_bytes.saturating_sub(g) as f64 * 8.0 / dt,
-                    packets_per_s: sent.saturating_sub(p) as f64 / dt,
-                },
-                // The capture clock stood still (a finished replay): keep
-                // the last rates.
-                Some(_) => self.dir_rates.get(&key).copied().unwrap_or_default(),
+        let rates = report
+            .directions
+            .iter()
+            .map(|d| {
+                let sent = d.data_packets + d.feedback_sent + d.probes + d.ctrl;
                 // First sight: the whole life so far.
-                None => DirRate {
+                let first = DirRate {
                     goodput_bps: d.goodput_bps as f64,
                     packets_per_s: 0.0,
-                },
-            };
-            rates.push(rate);
-            self.dir_rates.insert(key, rate);
-            next.insert(key, (d.goodput_bytes, sent));
-        }
-        self.dir_rates.retain(|k, _| next.contains_key(k));
-
-        let mut rocev2_rates = Vec::with_capacity(report.rocev2.len());
-        let mut next_roce = HashMap::with_capacity(report.rocev2.len());
-        for f in &report.rocev2 {
-            let key = RoceKey::of(f);
-            let sent =
-                f.data_packets + f.acks + f.naks + f.rnr_naks + f.cnps + f.read_response_packets;
-            let rate = match self.prev_roce.get(&key) {
-                Some(&(b, p)) if dt > 0.0 => DirRate {
-                    goodput_bps: f.data_bytes.saturating_sub(b) as f64 * 8.0 / dt,
-                    packets_per_s: sent.saturating_sub(p) as f64 / dt,
-                },
-                Some(_) => self.roce_rates.get(&key).copied().unwrap_or_default(),
-                None => DirRate::default(),
-            };
-            rocev2_rates.push(rate);
-            self.roce_rates.insert(key, rate);
-            next_roce.insert(key, (f.data_bytes, sent));
-        }
-        self.roce_rates.retain(|k, _| next_roce.contains_key(k));
-
+                };
+                self.dir_rates
+                    .rate(DirKey::of(d), d.goodput_bytes, sent, dt, first)
+            })
+            .collect();
+        let rocev2_rates = report
+            .rocev2
+            .iter()
+            .map(|f| {
+                let sent = f.data_packets
+                    + f.acks
+                    + f.naks
+                    + f.rnr_naks
+                    + f.cnps
+                    + f.read_response_packets;
+                self.roce_rates
+                    .rate(RoceKey::of(f), f.data_bytes, sent, dt, DirRate::default())
+            })
+            .collect();
+        self.dir_rates.commit(dt > 0.0);
+        self.roce_rates.commit(dt > 0.0);
         if dt > 0.0 {
-            self.prev_dirs = next;
-            self.prev_roce = next_roce;
             self.prev_capture_ns = now;
-        } else {
-            for (k, v) in next {
-                self.prev_dirs.entry(k).or_insert(v);
-            }
-            for (k, v) in next_roce {
-                self.prev_roce.entry(k).or_insert(v);
-            }
         }
 
         Snapshot {

@@ -3,6 +3,8 @@
 //! a RoCEv2 flow, its QP, PSN counters, NAKs and RNR NAKs, CNPs, ECN marks
 //! and message latency.
 
+use std::collections::BTreeMap;
+
 use analyzer::engine::{DirectionReport, RoceFlowReport, Summary};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -47,14 +49,6 @@ fn summary(s: &Summary) -> String {
 }
 
 fn counters(d: &DirectionReport, goodput_bps: f64) -> Vec<Line<'static>> {
-    let map = |m: &std::collections::BTreeMap<String, u64>| {
-        if m.is_empty() {
-            String::new()
-        } else {
-            let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            format!(" ({})", parts.join(", "))
-        }
-    };
     vec![
         head("Sent by this direction"),
         kv(
@@ -109,8 +103,8 @@ fn counters(d: &DirectionReport, goodput_bps: f64) -> Vec<Line<'static>> {
         ),
         head("Feedback it received"),
         kv("ACK", format!("{} (ECE {})", d.acks, d.ece)),
-        kv("NACK", format!("{}{}", d.nacks, map(&d.nacks_by_code))),
-        kv("CNP", format!("{}{}", d.cnps, map(&d.cnps_by_reason))),
+        kv("NACK", format!("{}{}", d.nacks, parts(&d.nacks_by_code))),
+        kv("CNP", format!("{}{}", d.cnps, parts(&d.cnps_by_reason))),
         kv(
             "probes",
             format!("{} sent, {} replies", d.probes, d.probe_replies),
@@ -118,9 +112,10 @@ fn counters(d: &DirectionReport, goodput_bps: f64) -> Vec<Line<'static>> {
     ]
 }
 
-/// `a=b` pairs of a map, in parentheses ("" when empty).
-fn parts<K: std::fmt::Display>(m: impl IntoIterator<Item = (K, u64)>) -> String {
-    let parts: Vec<String> = m.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+/// " (GAP 1, TRIMMED 2)": the entries of a count map in parentheses (""
+/// when empty).
+fn parts<K: std::fmt::Display>(m: &BTreeMap<K, u64>) -> String {
+    let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
     if parts.is_empty() {
         String::new()
     } else {
@@ -170,14 +165,7 @@ fn roce_counters(r: &RoceFlowReport, rate: f64) -> Vec<Line<'static>> {
         kv("messages", format!("{} completed", r.messages_completed)),
         head("Responses (responder → requester)"),
         kv("ACK", r.acks.to_string()),
-        kv(
-            "NAK",
-            format!(
-                "{}{}",
-                r.naks,
-                parts(r.naks_by_code.iter().map(|(k, v)| (k, *v)))
-            ),
-        ),
+        kv("NAK", format!("{}{}", r.naks, parts(&r.naks_by_code))),
         kv("RNR NAK", r.rnr_naks.to_string()),
         kv("CNP", r.cnps.to_string()),
         head("ECN"),
