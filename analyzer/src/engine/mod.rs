@@ -368,7 +368,7 @@ impl Engine {
                         .copied()
                         .unwrap_or(DEFAULT_TS_UNIT_PS)
                 };
-                // u32 x u32 fits a u64: no 128-bit division per feedback.
+                // u32 x u32 fits a u64.
                 let hold_ns = u64::from(hold_units) * u64::from(unit_ps) / 1000;
                 let acked = self.dir_index(key.reverse(), obs.frame, ts, Some(own));
                 v.flow = Some(acked);
