@@ -646,6 +646,16 @@ mod test {
         DecodeConfig::default()
     }
 
+    #[test]
+    fn decode_with_sees_what_decode_returns() {
+        let cut = &ACK_FRAME[..40];
+        for data in [&ACK_FRAME[..], cut, &[][..]] {
+            let owned = format!("{:?}", decode(LinkType::Ethernet, data, &cfg()));
+            let seen = decode_with(LinkType::Ethernet, data, &cfg(), |f| format!("{f:?}"));
+            assert_eq!(seen, owned);
+        }
+    }
+
     /// An RC Send Only with 6 payload bytes (+2 pad), ICRC zero.
     fn send_only() -> Vec<u8> {
         let repr = rocev2::Repr {

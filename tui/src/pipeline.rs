@@ -255,3 +255,41 @@ impl Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn flow_rates_over_the_capture_clock() {
+        let first = DirRate {
+            goodput_bps: 7.0,
+            packets_per_s: 0.0,
+        };
+        let mut r = FlowRates::<u8>::default();
+        // First sight: `first`, whatever dt says.
+        assert_eq!(r.rate(1, 1000, 10, 0.5, first), first);
+        r.commit(true);
+        // 0.5 s later: 1000 bytes and 10 packets more.
+        let moved = DirRate {
+            goodput_bps: 16_000.0,
+            packets_per_s: 20.0,
+        };
+        assert_eq!(r.rate(1, 2000, 20, 0.5, first), moved);
+        r.commit(true);
+        // The clock stood still: the last rates stay, the reference too.
+        assert_eq!(r.rate(1, 2500, 25, 0.0, first), moved);
+        r.commit(false);
+        assert_eq!(
+            r.rate(1, 3000, 30, 1.0, first),
+            DirRate {
+                goodput_bps: 8_000.0,
+                packets_per_s: 10.0,
+            }
+        );
+        r.commit(true);
+        // A flow the report no longer lists is forgotten: new again.
+        r.commit(true);
+        assert_eq!(r.rate(1, 4000, 40, 1.0, first), first);
+    }
+}

@@ -11,7 +11,7 @@
 //! Decoding costs about as much as the analysis, so the work is balanced
 //! between the two threads: when the engine thread has few batches
 //! waiting, the parsing thread sends the next batch as raw records and the
-//! engine thread decodes them itself (see [`Batch`]). The engine still sees
+//! engine thread decodes them itself (see `Batch`). The engine still sees
 //! every frame in capture order, so the result does not depend on the split.
 //!
 //! Several captures (one per host, each with its own clock) get one
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
-use proto_parse::capture::Reader;
+use proto_parse::capture::{Reader, Record};
 use proto_parse::frame::{self, DecodeConfig, LinkType, Transport};
 
 use crate::engine::{
@@ -42,7 +42,7 @@ const IN_FLIGHT: usize = 8;
 const RAW_WHEN_QUEUED_BELOW: usize = 3;
 
 /// What the parsing thread produced for one frame.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Item {
     /// A MetaRoCE or RoCEv2 frame (malformed ones included: the engine
     /// counts them).
@@ -64,7 +64,7 @@ struct RawRecord {
 /// Frames from the parsing thread to the engine thread: decoded
 /// (`items`), or raw records the receiver decodes with [`Batch::decode`].
 #[derive(Debug, Default)]
-pub struct Batch {
+struct Batch {
     items: Vec<Item>,
     raw: Vec<RawRecord>,
     raw_bytes: Vec<u8>,
@@ -87,6 +87,17 @@ impl Batch {
         self.items.clear();
         self.raw.clear();
         self.raw_bytes.clear();
+    }
+
+    /// Keeps a record as read, for [`Batch::decode`] on the engine thread.
+    fn push_raw(&mut self, record: &Record<'_>) {
+        self.raw_bytes.extend_from_slice(record.data);
+        self.raw.push(RawRecord {
+            index: record.index,
+            ts_ns: record.ts_ns,
+            linktype: record.linktype,
+            end: self.raw_bytes.len(),
+        });
     }
 
     /// Decodes the raw records into `items` (after those already there:
@@ -237,7 +248,7 @@ fn open(path: &Path) -> io::Result<CaptureReader> {
 }
 
 /// The parsing thread: records to observations (or raw records, see
-/// [`Batch`]), in batches. `queued` counts the batches sent and not yet
+/// `Batch`), in batches. `queued` counts the batches sent and not yet
 /// taken by the engine thread.
 fn parse_loop(
     mut reader: CaptureReader,
@@ -263,13 +274,7 @@ fn parse_loop(
             }
         };
         if raw {
-            batch.raw_bytes.extend_from_slice(record.data);
-            batch.raw.push(RawRecord {
-                index: record.index,
-                ts_ns: record.ts_ns,
-                linktype: record.linktype,
-                end: batch.raw_bytes.len(),
-            });
+            batch.push_raw(&record);
         } else {
             batch.items.push(Item::decode(
                 record.index,
@@ -668,4 +673,39 @@ pub fn walk(path: &Path, decode: &DecodeConfig) -> io::Result<WalkStats> {
         }
     }
     Ok(stats)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// A batch sent raw and decoded on the engine thread holds exactly the
+    /// items the parsing thread would have decoded itself.
+    #[test]
+    fn raw_batches_decode_like_the_parsing_thread() {
+        let decode = Options::new(DecodeConfig::default(), Config::default()).decode;
+        for name in ["all_types.pcap", "malformed.pcap", "snaplen.pcap"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../fixtures/generated")
+                .join(name);
+            let mut reader = Reader::open(&path).unwrap();
+            let mut raw = Batch::with_capacity(BATCH);
+            let mut direct = Vec::new();
+            while let Some(record) = reader.next_record() {
+                let record = record.unwrap();
+                raw.push_raw(&record);
+                direct.push(Item::decode(
+                    record.index,
+                    record.ts_ns,
+                    record.linktype,
+                    record.data,
+                    &decode,
+                ));
+            }
+            assert!(direct.len() > 10, "{name}: {} frames", direct.len());
+            raw.decode(&decode);
+            assert_eq!(raw.items, direct, "{name}");
+            assert!(raw.raw.is_empty() && raw.raw_bytes.is_empty());
+        }
+    }
 }
