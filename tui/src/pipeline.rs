@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 use analyzer::{Config, Engine, Observation};
-use proto_parse::frame::{self, DecodeConfig, LinkType};
+use proto_parse::frame::{DecodeConfig, LinkType};
 
 use crate::events::{EventConfig, EventDetector};
 use crate::latency::LatencyRecorder;
@@ -157,8 +157,7 @@ impl Pipeline {
     pub fn on_frame(&mut self, link: LinkType, ts_ns: u64, data: &[u8], wire_len: u32) {
         self.frame_no += 1;
         self.bytes += u64::from(wire_len);
-        let decoded = frame::decode(link, data, &self.decode);
-        match Observation::from_frame(self.frame_no, ts_ns, &decoded) {
+        match Observation::decode(self.frame_no, ts_ns, link, data, &self.decode) {
             Some(obs) => {
                 let v = self.engine.ingest(&obs);
                 if let Some(rtt) = v.ack_rtt_ns {

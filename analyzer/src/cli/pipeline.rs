@@ -27,10 +27,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use proto_parse::capture::{Reader, Record};
-use proto_parse::frame::{self, DecodeConfig, LinkType, Transport};
+use proto_parse::frame::{DecodeConfig, LinkType};
 
 use crate::engine::{
-    Config, Engine, MergeConfig, MsgDone, MultiEngine, Observation, Report, Verdict,
+    Config, Engine, MergeConfig, MsgDone, MultiEngine, ObsKind, Observation, Report, Verdict,
 };
 
 /// Frames per batch sent from the parsing thread to the engine thread.
@@ -120,10 +120,7 @@ impl Item {
     #[inline]
     fn decode(index: u64, ts_ns: u64, linktype: u16, data: &[u8], decode: &DecodeConfig) -> Item {
         let link = LinkType::from(u32::from(linktype));
-        let obs = frame::decode_with(link, data, decode, |frame| match frame.payload {
-            Transport::Other => None,
-            _ => Observation::from_frame(index, ts_ns, frame),
-        });
+        let obs = Observation::decode(index, ts_ns, link, data, decode);
         match obs {
             Some(obs) => Item::Packet(obs),
             None => Item::Other {
@@ -660,16 +657,19 @@ pub fn walk(path: &Path, decode: &DecodeConfig) -> io::Result<WalkStats> {
             stats.corrupt_records += 1;
             continue;
         };
-        let frame = frame::decode(
-            LinkType::from(u32::from(record.linktype)),
-            record.data,
-            decode,
-        );
+        let link = LinkType::from(u32::from(record.linktype));
         stats.frames += 1;
-        match frame.payload {
-            Transport::MetaRoce(_) => stats.metaroce += 1,
-            Transport::RoceV2(_) => stats.rocev2 += 1,
-            Transport::Other => {}
+        // The same decoding as the analysis (`Item::decode`), without it.
+        match Observation::decode(record.index, record.ts_ns, link, record.data, decode) {
+            Some(Observation {
+                kind: ObsKind::MetaRoce(_),
+                ..
+            }) => stats.metaroce += 1,
+            Some(Observation {
+                kind: ObsKind::RoceV2(_),
+                ..
+            }) => stats.rocev2 += 1,
+            None => {}
         }
     }
     Ok(stats)

@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use proto_parse::frame::{Frame, Transport};
+use proto_parse::frame::{self, DecodeConfig, Frame, LinkType, Transport};
 use proto_parse::metaroce::{
     self, CnpReason, CtrlOp, DataOp, FbFlags, Flags, Layout, NackCode, Packet, PacketType,
 };
@@ -291,6 +291,48 @@ impl Observation {
         }
     }
 
+    /// Decodes one captured frame into its observation: the same result as
+    /// [`Observation::from_frame`] on `proto_parse::frame::decode`, with the
+    /// common case (Ethernet, IPv4, UDP, a complete and valid MetaRoCE
+    /// packet) read without building a `Frame`, which costs more than the
+    /// rest of the per-packet analysis. `None` when the frame is neither
+    /// MetaRoCE nor RoCEv2.
+    #[inline]
+    pub fn decode(
+        frame_no: u64,
+        ts_ns: u64,
+        link: LinkType,
+        data: &[u8],
+        cfg: &DecodeConfig,
+    ) -> Option<Observation> {
+        if let Some(udp) = frame::ipv4_udp(link, data) {
+            let is_metaroce = udp.dst_port != cfg.rocev2_port
+                && (udp.dst_port == cfg.metaroce_port || udp.src_port == cfg.metaroce_port);
+            if is_metaroce {
+                let lax = metaroce::parse_lax(udp.payload, udp.payload_wire_len);
+                if let (Some(packet), Some(layout), None) = (&lax.packet, &lax.layout, &lax.stop) {
+                    let mr = MrObs::from_packet(packet, layout);
+                    return Some(Observation {
+                        frame: frame_no,
+                        ts_ns,
+                        src: IpAddr::V4(udp.src),
+                        dst: IpAddr::V4(udp.dst),
+                        src_port: udp.src_port,
+                        dst_port: udp.dst_port,
+                        ecn: udp.ecn.bits(),
+                        malformed: matches!(mr.body, MrBody::Malformed),
+                        kind: ObsKind::MetaRoce(mr),
+                    });
+                }
+            } else if udp.dst_port != cfg.rocev2_port && !cfg.heuristic {
+                return None; // other UDP
+            }
+        }
+        frame::decode_with(link, data, cfg, |frame| {
+            Observation::from_frame(frame_no, ts_ns, frame)
+        })
+    }
+
     /// From a frame decoded by `proto_parse::frame::decode`. `None` when the
     /// frame is neither MetaRoCE nor RoCEv2 (count it with
     /// [`crate::Engine::ingest_other`]).
@@ -370,5 +412,77 @@ impl Observation {
     /// True when the IP header carried ECN CE.
     pub fn ce(&self) -> bool {
         self.ecn & 3 == ECN_CE
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use std::path::Path;
+
+    use proto_parse::capture::Reader;
+
+    use super::*;
+
+    /// `Observation::decode` (with its fast path) gives what `from_frame`
+    /// gives on the full `frame::decode`.
+    fn assert_same(link: LinkType, data: &[u8], cfg: &DecodeConfig) {
+        let slow = frame::decode_with(link, data, cfg, |f| Observation::from_frame(7, 9, f));
+        assert_eq!(
+            Observation::decode(7, 9, link, data, cfg),
+            slow,
+            "{data:02x?}"
+        );
+    }
+
+    #[test]
+    fn the_fast_decode_agrees_with_the_full_decode_on_every_fixture_and_mutation() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+        let mut fast_hits = 0;
+        for dir in ["generated", "real"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "pcap") {
+                    continue;
+                }
+                let mut reader = Reader::open(&path).unwrap();
+                let mut mutated = 0;
+                while let Some(record) = reader.next_record() {
+                    let Ok(record) = record else { continue };
+                    let link = LinkType::from(u32::from(record.linktype));
+                    for cfg in [
+                        DecodeConfig::default(),
+                        DecodeConfig {
+                            heuristic: true,
+                            metaroce_port: 5000,
+                            ..DecodeConfig::default()
+                        },
+                    ] {
+                        assert_same(link, record.data, &cfg);
+                    }
+                    let cfg = DecodeConfig::default();
+                    if frame::ipv4_udp(link, record.data).is_some() {
+                        fast_hits += 1;
+                    }
+                    // Every byte of the first frames, changed: a corrupt
+                    // header must fall back to the full decode.
+                    if mutated < 3 {
+                        mutated += 1;
+                        let mut data = record.data.to_vec();
+                        for at in 0..data.len().min(160) {
+                            let keep = data[at];
+                            for value in [0x00, 0xFF, keep ^ 0x01, keep ^ 0x80] {
+                                data[at] = value;
+                                assert_same(link, &data, &cfg);
+                            }
+                            data[at] = keep;
+                        }
+                        for len in 0..data.len() {
+                            assert_same(link, &data[..len], &cfg);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast_hits > 100, "the fast path was taken {fast_hits} times");
     }
 }
