@@ -178,7 +178,6 @@ fn generated(hf: Hf, value: Value) -> Node {
     Node {
         label: Label::Field(hf, value),
         range: 0..0,
-        shown: None,
         generated: true,
         subtree: None,
         children: Vec::new(),
@@ -205,15 +204,20 @@ fn fmt_ns(ns: i64) -> String {
     }
 }
 
-/// The analysis subtree of one packet and its expert notes (empty when the
-/// verdict has nothing to show but the flow).
-pub fn items(v: &Verdict) -> (Node, Vec<Note>, Vec<&'static str>) {
+/// The analysis items of one packet, its expert notes and its Info tags.
+///
+/// As TCP shows `[Stream index]` on every segment but `[SEQ/ACK analysis]`
+/// only when there is something to say, the flow is a top-level item and
+/// the `[Sequence analysis]` subtree is there only when the verdict has
+/// more than the flow.
+pub fn items(v: &Verdict) -> (Vec<Node>, Vec<Note>, Vec<&'static str>) {
     let mut kids = Vec::new();
     let mut notes = Vec::new();
     // Short tags for the Info column.
     let mut tags = Vec::new();
+    let mut top = Vec::with_capacity(2);
     if let Some(flow) = v.flow {
-        kids.push(generated(Hf::AnFlow, Value::Uint(flow.into())));
+        top.push(generated(Hf::AnFlow, Value::Uint(flow.into())));
     }
     if let Some(r) = v.retransmission {
         let spurious = r.kind == RetxKind::Spurious;
@@ -331,15 +335,16 @@ pub fn items(v: &Verdict) -> (Node, Vec<Note>, Vec<&'static str>) {
         ));
         tags.push(if s.ended { "Stall End" } else { "Stall" });
     }
-    let node = Node {
-        label: Label::Text("[Sequence analysis]".into()),
-        range: 0..0,
-        shown: None,
-        generated: true,
-        subtree: Some(Ett::Analysis),
-        children: kids,
-    };
-    (node, notes, tags)
+    if !kids.is_empty() {
+        top.push(Node {
+            label: Label::Text("Sequence analysis".into()),
+            range: 0..0,
+            generated: true,
+            subtree: Some(Ett::Analysis),
+            children: kids,
+        });
+    }
+    (top, notes, tags)
 }
 
 #[cfg(test)]
@@ -395,10 +400,22 @@ mod test {
         assert_eq!(a.ingest(&meta(2), &again, again.len()), Some(v));
         assert_eq!(a.lookup(2), Some(v));
         assert_eq!(a.frames(), 2);
-        let (node, notes, tags) = items(&v);
+        let (nodes, notes, tags) = items(&v);
         assert!(notes.iter().any(|n| n.ei == Ei::Retransmission));
         assert_eq!(tags, ["Retransmission"]);
-        assert!(!node.children.is_empty());
+        // The flow at top level, then the subtree with the retransmission.
+        assert_eq!(nodes.len(), 2);
+        assert!(matches!(nodes[0].label, Label::Field(Hf::AnFlow, _)));
+        assert!(!nodes[1].children.is_empty());
+        // A verdict with only a flow: no subtree.
+        let plain = Verdict {
+            frame: 1,
+            flow: Some(0),
+            ..Verdict::default()
+        };
+        let (nodes, notes, tags) = items(&plain);
+        assert_eq!(nodes.len(), 1);
+        assert!(notes.is_empty() && tags.is_empty());
     }
 
     #[test]

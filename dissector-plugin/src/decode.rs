@@ -17,7 +17,7 @@ use proto_parse::metaroce::{
     self, CrcStatus, FbFlags, Flags, Layout, Packet, PacketType, Tlv, TlvType, field,
 };
 
-use crate::fields::{Ei, Ett, Hf};
+use crate::fields::{Custom, Ei, Ett, FlagSet, Hf};
 
 /// Preferences that change the decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub struct Options {
     /// the columns (`tshark -T fields`): it stays empty.
     pub info: bool,
     /// Build the texts only a visible tree shows: the protocol item's
-    /// summary, subtree titles and `shown` values. Off when the tree is
+    /// summary and subtree titles. Off when the tree is
     /// not shown (`tshark -T fields`, filters): they stay empty. Field
     /// values and expert texts are always built.
     pub labels: bool,
@@ -78,8 +78,6 @@ pub struct Node {
     pub label: Label,
     /// Byte range within the UDP payload (always within the captured bytes).
     pub range: Range<usize>,
-    /// Replaces Wireshark's rendering of the value (`*_format_value`).
-    pub shown: Option<Cow<'static, str>>,
     /// Computed, not on the wire (`proto_item_set_generated`).
     pub generated: bool,
     pub subtree: Option<Ett>,
@@ -91,7 +89,6 @@ impl Node {
         Node {
             label: Label::Field(hf, value),
             range,
-            shown: None,
             generated: false,
             subtree: None,
             children: Vec::new(),
@@ -110,21 +107,10 @@ impl Node {
         Node {
             label: Label::Text(text.into()),
             range,
-            shown: None,
             generated: false,
             subtree: Some(ett),
             children: Vec::new(),
         }
-    }
-
-    fn shown(mut self, text: impl Into<Cow<'static, str>>) -> Self {
-        self.shown = Some(text.into());
-        self
-    }
-
-    /// [`Node::shown`] when labels are built (`on`), else nothing.
-    fn shown_if<S: Into<Cow<'static, str>>>(self, on: bool, text: impl FnOnce() -> S) -> Self {
-        if on { self.shown(text()) } else { self }
     }
 
     fn generated(mut self) -> Self {
@@ -191,7 +177,32 @@ pub struct Dissection {
     pub packet_type: Option<PacketType>,
 }
 
+impl Default for Dissection {
+    fn default() -> Self {
+        Dissection {
+            header: 0..0,
+            info: String::new(),
+            items: Vec::new(),
+            notes: Vec::new(),
+            checksum: Checksum::Absent,
+            payload: None,
+            packet_type: None,
+        }
+    }
+}
+
 impl Dissection {
+    /// Empties it for a packet of `captured` bytes, keeping the buffers.
+    fn clear(&mut self, captured: usize) {
+        self.header = 0..captured;
+        self.info.clear();
+        self.items.clear();
+        self.notes.clear();
+        self.checksum = Checksum::Absent;
+        self.payload = None;
+        self.packet_type = None;
+    }
+
     /// Visits every item node.
     pub fn walk<'a>(&'a self, mut f: impl FnMut(&'a Node)) {
         for n in &self.items {
@@ -273,12 +284,8 @@ impl ByteTexts {
     }
 }
 
-static FLAGS_TEXT: ByteTexts = ByteTexts::new();
-static FB_FLAGS_TEXT: ByteTexts = ByteTexts::new();
 static WORDS_TEXT: ByteTexts = ByteTexts::new();
 static RNR_TEXT: ByteTexts = ByteTexts::new();
-static DATA_TITLE: ByteTexts = ByteTexts::new();
-static CTRL_TITLE: ByteTexts = ByteTexts::new();
 
 /// "13 words (52 bytes)" (hlen, TLV length).
 fn words_text(words: u8) -> &'static str {
@@ -287,17 +294,51 @@ fn words_text(words: u8) -> &'static str {
     })
 }
 
-/// "0x04 (CRC)": a flags octet and the names of its set flags.
-fn flags_shown<'a>(bits: u8, names: impl Iterator<Item = &'a str>) -> String {
-    let mut out = String::with_capacity(32);
-    let _ = write!(out, "0x{bits:02x}");
-    let mut names = names.peekable();
-    if names.peek().is_some() {
-        out.push_str(" (");
-        push_names(&mut out, names);
-        out.push(')');
+/// The label of a flags octet's value (the value-string entry of
+/// `metaroce.flags` / `metaroce.fb.flags`, shown as "Flags: SOM,CRC (0x44)"):
+/// the names of its set flags joined by ',', "reserved" when a reserved bit
+/// is set, "none" when no bit is.
+pub fn flag_names(set: FlagSet, bits: u8) -> String {
+    let mut out = String::with_capacity(24);
+    let reserved = match set {
+        FlagSet::Base => {
+            push_names(
+                &mut out,
+                Flags::from_bits_retain(bits).iter_names().map(|(n, _)| n),
+            );
+            bits & Flags::RESERVED != 0
+        }
+        FlagSet::Feedback => {
+            push_names(
+                &mut out,
+                FbFlags::from_bits_retain(bits).iter_names().map(|(n, _)| n),
+            );
+            bits & FbFlags::RESERVED != 0
+        }
+    };
+    if reserved {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str("reserved");
+    }
+    if out.is_empty() {
+        out.push_str("none");
     }
     out
+}
+
+/// The label text of a [`Custom`] field's value, which Wireshark asks for
+/// only when the item is shown (`BASE_CUSTOM`).
+pub fn custom_label(custom: Custom, value: u32) -> Cow<'static, str> {
+    match (custom, u8::try_from(value)) {
+        (Custom::Words, Ok(w)) => words_text(w).into(),
+        (Custom::RnrTimer, Ok(r)) => RNR_TEXT
+            .get(r, |r| format!("{r} ({} us)", u32::from(r) * 10))
+            .into(),
+        (Custom::Credit, _) if value == u32::MAX => "not credit-limited (0xffffffff)".into(),
+        _ => value.to_string().into(),
+    }
 }
 
 /// SACK ranges as inclusive "a-b,c" text.
@@ -327,17 +368,23 @@ pub fn dissect(captured: &[u8], wire_len: usize, opts: &Options) -> Dissection {
 /// `metaroce::parse_lax(captured, wire_len)` (the plugin parses each packet
 /// once for the decode and the analysis).
 pub fn dissect_parsed(captured: &[u8], lax: &metaroce::Lax<'_>, opts: &Options) -> Dissection {
+    let mut d = Dissection::default();
+    dissect_parsed_into(captured, lax, opts, &mut d);
+    d
+}
+
+/// [`dissect_parsed`] into `d`, whose previous content is replaced (its
+/// buffers are reused: the plugin keeps one `Dissection` per thread, so a
+/// packet costs no allocation of the item list or the Info line).
+pub fn dissect_parsed_into(
+    captured: &[u8],
+    lax: &metaroce::Lax<'_>,
+    opts: &Options,
+    d: &mut Dissection,
+) {
     let cap = captured.len();
     let labels = opts.labels;
-    let mut d = Dissection {
-        header: 0..cap,
-        info: String::new(),
-        items: Vec::with_capacity(16),
-        notes: Vec::new(),
-        checksum: Checksum::Absent,
-        payload: None,
-        packet_type: None,
-    };
+    d.clear(cap);
     let Some(packet) = &lax.packet else {
         // Not even a base header.
         if let Some(err) = &lax.stop {
@@ -345,17 +392,17 @@ pub fn dissect_parsed(captured: &[u8], lax: &metaroce::Lax<'_>, opts: &Options) 
             d.info = format!("[Malformed: {}]", note.text);
             d.notes.push(note);
         }
-        return d;
+        return;
     };
     let ty = packet.packet_type();
     d.packet_type = Some(ty);
     let header_len = packet.header_len();
     d.header = 0..header_len.clamp(field::BASE_LEN, cap);
 
-    base_items(packet, labels, &mut d);
-    type_items(packet, lax.layout.as_ref(), labels, &mut d);
-    tlv_items(packet, lax.stop.as_ref(), opts, &mut d);
-    padding_item(packet, cap, &mut d);
+    base_items(packet, d);
+    type_items(packet, lax.layout.as_ref(), d);
+    tlv_items(packet, lax.stop.as_ref(), opts, d);
+    padding_item(packet, cap, d);
 
     for w in packet.warnings() {
         let shifted = proto_parse::Warning {
@@ -368,22 +415,21 @@ pub fn dissect_parsed(captured: &[u8], lax: &metaroce::Lax<'_>, opts: &Options) 
             range: clamp(w.offset..w.offset + 1, cap),
         });
     }
-    unknown_value_notes(packet, &mut d);
+    unknown_value_notes(packet, d);
 
     if let Some(layout) = &lax.layout {
-        layout_items(packet, layout, opts, &mut d);
+        layout_items(packet, layout, opts, d);
     }
     if let Some(err) = &lax.stop {
         d.notes.push(note_for(err, cap, opts.frame_offset));
     }
 
     if opts.info || labels {
-        d.info = info_line(packet, lax.layout.as_ref(), lax.stop.as_ref());
+        info_line(&mut d.info, packet, lax.layout.as_ref(), lax.stop.as_ref());
     }
-    d
 }
 
-fn base_items(p: &Packet<&[u8]>, labels: bool, d: &mut Dissection) {
+fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
     let flags = p.flags();
     let ty = p.packet_type();
     let mut flag_bits = vec![
@@ -408,14 +454,8 @@ fn base_items(p: &Packet<&[u8]>, labels: bool, d: &mut Dissection) {
         // shifts.
         Node::field(Hf::Version, 0..1, Value::Bits(ver_type.into())),
         Node::field(Hf::Type, 0..1, Value::Bits(ver_type.into())),
-        Node::at(Hf::Flags, field::FLAGS, flags.bits())
-            .shown_if(labels, || {
-                FLAGS_TEXT.get(flags.bits(), |b| {
-                    flags_shown(b, Flags::from_bits_retain(b).iter_names().map(|(n, _)| n))
-                })
-            })
-            .with(Ett::Flags, flag_bits),
-        Node::at(Hf::Hlen, field::HLEN, hlen).shown_if(labels, || words_text(hlen)),
+        Node::at(Hf::Flags, field::FLAGS, flags.bits()).with(Ett::Flags, flag_bits),
+        Node::at(Hf::Hlen, field::HLEN, hlen),
         Node::field(
             Hf::TxAttempt,
             field::TX_ATTEMPT..field::TX_ATTEMPT + 1,
@@ -430,7 +470,7 @@ fn base_items(p: &Packet<&[u8]>, labels: bool, d: &mut Dissection) {
     ]);
 }
 
-fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut Dissection) {
+fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
     let ty = p.packet_type();
     let cap = p.as_bytes().len();
     if let Some(data) = p.data() {
@@ -452,18 +492,19 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
         if let (Some(imm), Some(range)) = (data.imm_data(), op.imm_data_field()) {
             kids.push(Node::uint(Hf::ImmData, range, imm));
         }
-        if let Some(layout) = layout {
+        // The payload carried, only when it is not what payload_len says
+        // (trimmed): a copy of payload_len on every packet would cost a
+        // tree item and tell nothing.
+        if let Some(layout) = layout
+            && layout.payload.len() != usize::from(data.payload_len())
+        {
             kids.push(Node::uint(Hf::PayloadActual, 0..0, layout.payload.len() as u64).generated());
         }
         d.items.push(
-            Node::text(
-                title(labels, || {
-                    DATA_TITLE.get(u8::from(op), |b| {
-                        format!("DATA header: {}", metaroce::DataOp::from(b))
-                    })
-                }),
+            Node::field(
+                Hf::DataHeader,
                 clamp(field::DATA_OP..op.header_len(), cap),
-                Ett::TypeHeader,
+                Value::Marker,
             )
             .with(Ett::TypeHeader, kids),
         );
@@ -503,13 +544,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
         }
         let credit = fb.credit();
         let mut kids = vec![
-            Node::at(Hf::FbFlags, field::FB_FLAGS, fb_bits)
-                .shown_if(labels, || {
-                    FB_FLAGS_TEXT.get(fb_bits, |b| {
-                        flags_shown(b, FbFlags::from_bits_retain(b).iter_names().map(|(n, _)| n))
-                    })
-                })
-                .with(Ett::FbFlags, bits),
+            Node::at(Hf::FbFlags, field::FB_FLAGS, fb_bits).with(Ett::FbFlags, bits),
             Node::at(Hf::SackWords, field::SACK_WORDS, fb.sack_words()),
             Node::uint(Hf::EchoEv, field::ECHO_EV, fb.echo_ev()),
             Node::uint(Hf::EchoPsn, field::ECHO_PSN, fb.echo_psn()),
@@ -519,12 +554,7 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
             Node::at(Hf::RxBufLevel, field::RX_BUF_LEVEL, fb.rx_buf_level()),
             Node::at(Hf::FwdHops, field::FWD_HOPS, fb.fwd_hops()),
         ];
-        let credit_node = Node::uint(Hf::Credit, field::CREDIT, credit);
-        kids.push(if credit == u32::MAX {
-            credit_node.shown_if(labels, || "not credit-limited (0xffffffff)")
-        } else {
-            credit_node
-        });
+        kids.push(Node::uint(Hf::Credit, field::CREDIT, credit));
         let mut end = field::FEEDBACK_LEN;
         if let Some(ack) = p.ack() {
             let words = ack.sack_words();
@@ -552,30 +582,22 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
                 u8::from(nack.code()),
             ));
             let rnr = nack.rnr_timer();
-            kids.push(
-                Node::at(Hf::RnrTimer, field::RNR_TIMER, rnr).shown_if(labels, || {
-                    RNR_TEXT.get(rnr, |r| format!("{r} ({} us)", u32::from(r) * 10))
-                }),
-            );
+            kids.push(Node::at(Hf::RnrTimer, field::RNR_TIMER, rnr));
             kids.push(Node::uint(Hf::NackPsn, field::NACK_PSN, nack.nack_psn()));
             end = field::NACK_LEN;
         } else if let Some(reason) = p.cnp_reason() {
             kids.push(Node::at(Hf::CnpReason, field::CNP_REASON, u8::from(reason)));
             end = field::CNP_LEN;
         }
-        let name = match ty {
-            PacketType::Ack => "ACK header",
-            PacketType::Nack => "NACK header",
-            PacketType::Cnp => "CNP header",
-            _ => "Feedback header",
+        let header = match ty {
+            PacketType::Ack => Hf::AckHeader,
+            PacketType::Nack => Hf::NackHeader,
+            PacketType::Cnp => Hf::CnpHeader,
+            _ => Hf::FbHeader,
         };
         d.items.push(
-            Node::text(
-                title(labels, || name),
-                clamp(field::FB_FLAGS..end, cap),
-                Ett::TypeHeader,
-            )
-            .with(Ett::TypeHeader, kids),
+            Node::field(header, clamp(field::FB_FLAGS..end, cap), Value::Marker)
+                .with(Ett::TypeHeader, kids),
         );
         return;
     }
@@ -602,14 +624,10 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, labels: bool, d: &mut 
             Node::uint(Hf::TsUnitPs, field::TS_UNIT_PS, unit),
         ];
         d.items.push(
-            Node::text(
-                title(labels, || {
-                    CTRL_TITLE.get(u8::from(ctrl.op()), |b| {
-                        format!("CTRL header: {}", metaroce::CtrlOp::from(b))
-                    })
-                }),
+            Node::field(
+                Hf::CtrlHeader,
                 clamp(field::CTRL_OP..field::CTRL_LEN, cap),
-                Ett::TypeHeader,
+                Value::Marker,
             )
             .with(Ett::TypeHeader, kids),
         );
@@ -637,9 +655,7 @@ fn tlv_node(tlv: &Tlv<'_>, labels: bool) -> Node {
         .with(Ett::Tlv, kids);
     }
     let words = tlv.len_words();
-    kids.push(
-        Node::at(Hf::TlvLen, start + field::TLV_LEN, words).shown_if(labels, || words_text(words)),
-    );
+    kids.push(Node::at(Hf::TlvLen, start + field::TLV_LEN, words));
     let value_start = start + field::TLV_VALUE_START;
     if let Some(hops) = tlv.hop_telemetry() {
         for (i, hop) in hops.enumerate() {
@@ -849,93 +865,172 @@ fn layout_items(p: &Packet<&[u8]>, layout: &Layout, opts: &Options, d: &mut Diss
     };
 }
 
-/// "0x11→0x22" (source → destination connection) for the Info line.
-struct Conn(u32, u32);
-
-impl std::fmt::Display for Conn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "0x{:x}\u{2192}0x{:x}", self.0, self.1)
+/// The Info line is written with these instead of `write!`: it is built
+/// for every packet whose tree is shown (the protocol item repeats it), and
+/// `core::fmt` costs several times more per number.
+fn push_dec(s: &mut String, v: impl Into<u64>) {
+    let mut v: u64 = v.into();
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for &b in &buf[i..] {
+        s.push(char::from(b));
     }
 }
 
-fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -> String {
+/// "0x" and `v` in lower-case hex, no padding.
+fn push_hex(s: &mut String, v: u32) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 8];
+    let mut i = buf.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        buf[i] = DIGITS[(v & 0xF) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    s.push_str("0x");
+    for &b in &buf[i..] {
+        s.push(char::from(b));
+    }
+}
+
+/// The name of a value of one of `proto_parse`'s open enums ("WRITE",
+/// "unknown (9)").
+macro_rules! push_enum {
+    ($s:expr, $v:expr) => {{
+        let v = $v;
+        if v.is_known() {
+            $s.push_str(v.name());
+        } else {
+            let _ = write!($s, "{v}");
+        }
+    }};
+}
+
+/// "0x11→0x22" (source → destination connection) for the Info line.
+fn push_conn(s: &mut String, p: &Packet<&[u8]>) {
+    push_hex(s, p.src_conn());
+    s.push('\u{2192}');
+    push_hex(s, p.dst_conn());
+}
+
+/// Appends the Info line of `p` to `s`.
+fn info_line(s: &mut String, p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) {
     let ty = p.packet_type();
-    let mut s = String::with_capacity(128);
-    let conn = Conn(p.src_conn(), p.dst_conn());
     match ty {
         PacketType::Data => {
+            s.push_str("DATA ");
             if let Some(data) = p.data() {
-                let op = data.op();
-                let _ = write!(
-                    s,
-                    "DATA {op} {conn} PSN={} ev={} msg={}:{}/{} len={}",
-                    p.psn(),
-                    p.ev(),
-                    data.msg_id(),
-                    data.msg_offset(),
-                    data.msg_len(),
-                    data.payload_len()
-                );
-            } else {
-                let _ = write!(s, "DATA {conn} PSN={} ev={}", p.psn(), p.ev());
+                push_enum!(s, data.op());
+                s.push(' ');
+            }
+            push_conn(s, p);
+            s.push_str(" PSN=");
+            push_dec(s, p.psn());
+            s.push_str(" ev=");
+            push_dec(s, p.ev());
+            if let Some(data) = p.data() {
+                s.push_str(" msg=");
+                push_dec(s, data.msg_id());
+                s.push(':');
+                push_dec(s, data.msg_offset());
+                s.push('/');
+                push_dec(s, data.msg_len());
+                s.push_str(" len=");
+                push_dec(s, data.payload_len());
             }
         }
         PacketType::Ack | PacketType::Nack | PacketType::Cnp | PacketType::ProbeReply => {
-            let _ = write!(s, "{ty}");
+            push_enum!(s, ty);
             if let Some(nack) = p.nack() {
-                let _ = write!(s, " {}", nack.code());
+                s.push(' ');
+                push_enum!(s, nack.code());
             }
             if let Some(reason) = p.cnp_reason() {
-                let _ = write!(s, " {reason}");
+                s.push(' ');
+                push_enum!(s, reason);
             }
-            let _ = write!(s, " {conn} cack={}", p.psn());
+            s.push(' ');
+            push_conn(s, p);
+            s.push_str(" cack=");
+            push_dec(s, p.psn());
             if let Some(nack) = p.nack() {
-                let _ = write!(s, " nack_psn={}", nack.nack_psn());
+                s.push_str(" nack_psn=");
+                push_dec(s, nack.nack_psn());
             }
             if let Some(ack) = p.ack() {
                 let ranges = ack.sack_ranges();
                 if !ranges.is_empty() {
-                    let _ = write!(s, " SACK={}", ranges_text(&ranges));
+                    s.push_str(" SACK=");
+                    s.push_str(&ranges_text(&ranges));
                 }
             }
             if let Some(fb) = p.feedback() {
-                let _ = write!(s, " echo={}@ev{}", fb.echo_psn(), fb.echo_ev());
+                s.push_str(" echo=");
+                push_dec(s, fb.echo_psn());
+                s.push_str("@ev");
+                push_dec(s, fb.echo_ev());
                 let mut names = fb.flags().iter_names().map(|(n, _)| n).peekable();
                 if names.peek().is_some() {
                     s.push_str(" <");
-                    push_names(&mut s, names);
+                    push_names(s, names);
                     s.push('>');
                 }
             }
         }
         PacketType::Ctrl => {
+            s.push_str("CTRL ");
             if let Some(ctrl) = p.ctrl() {
-                let _ = write!(
-                    s,
-                    "CTRL {} {conn} init_psn={} mtu={} cc={}",
-                    ctrl.op(),
-                    ctrl.init_psn(),
-                    ctrl.mtu(),
-                    ctrl.cc_algo()
-                );
+                push_enum!(s, ctrl.op());
+                s.push(' ');
+                push_conn(s, p);
+                s.push_str(" init_psn=");
+                push_dec(s, ctrl.init_psn());
+                s.push_str(" mtu=");
+                push_dec(s, ctrl.mtu());
+                s.push_str(" cc=");
+                push_enum!(s, ctrl.cc_algo());
             } else {
-                let _ = write!(s, "CTRL {conn}");
+                push_conn(s, p);
             }
         }
         PacketType::Probe => {
-            let _ = write!(s, "PROBE {conn} seq={} ev={}", p.psn(), p.ev());
+            s.push_str("PROBE ");
+            push_conn(s, p);
+            s.push_str(" seq=");
+            push_dec(s, p.psn());
+            s.push_str(" ev=");
+            push_dec(s, p.ev());
         }
         _ => {
-            let _ = write!(s, "{ty} {conn} PSN={} ev={}", p.psn(), p.ev());
+            push_enum!(s, ty);
+            s.push(' ');
+            push_conn(s, p);
+            s.push_str(" PSN=");
+            push_dec(s, p.psn());
+            s.push_str(" ev=");
+            push_dec(s, p.ev());
         }
     }
     if p.tx_attempt() > 0 {
-        let _ = write!(s, " try={}", p.tx_attempt());
+        s.push_str(" try=");
+        push_dec(s, p.tx_attempt());
     }
     let flags = p.flags() & !(Flags::EXT | Flags::CRC);
     if !flags.is_empty() {
         s.push_str(" [");
-        push_names(&mut s, flags.iter_names().map(|(n, _)| n));
+        push_names(s, flags.iter_names().map(|(n, _)| n));
         s.push(']');
     }
     if layout.is_some_and(|l| l.trimmed) {
@@ -948,7 +1043,6 @@ fn info_line(p: &Packet<&[u8]>, layout: Option<&Layout>, stop: Option<&Error>) -
             s.push_str(" [Malformed]");
         }
     }
-    s
 }
 
 #[cfg(test)]
@@ -1088,6 +1182,28 @@ mod test {
             ..Options::default()
         };
         assert_eq!(dissect(&bytes, bytes.len(), &info_only).info, full.info);
+    }
+
+    /// The labels Wireshark asks for lazily (value strings, BASE_CUSTOM),
+    /// and no generated payload length when it repeats payload_len.
+    #[test]
+    fn lazy_labels_and_no_redundant_payload_length() {
+        assert_eq!(flag_names(FlagSet::Base, 0x44), "SOM,CRC");
+        assert_eq!(flag_names(FlagSet::Base, 0x00), "none");
+        assert_eq!(flag_names(FlagSet::Base, 0x05), "CRC,reserved");
+        assert_eq!(flag_names(FlagSet::Feedback, 0x80), "ECE");
+        assert_eq!(custom_label(Custom::Words, 13), "13 words (52 bytes)");
+        assert_eq!(custom_label(Custom::RnrTimer, 5), "5 (50 us)");
+        assert_eq!(
+            custom_label(Custom::Credit, u32::MAX),
+            "not credit-limited (0xffffffff)"
+        );
+        assert_eq!(custom_label(Custom::Credit, 7), "7");
+        static PAYLOAD: [u8; 32] = [0xAB; 32];
+        let bytes = repr(write(32), &PAYLOAD, true).to_vec();
+        let d = dissect(&bytes, bytes.len(), &Options::default());
+        assert_eq!(d.value(Hf::PayloadActual), None);
+        assert_eq!(d.value(Hf::DataHeader), Some(&Value::Marker));
     }
 
     #[test]

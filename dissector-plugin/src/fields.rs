@@ -48,6 +48,34 @@ pub enum Names {
     Table(&'static [(u8, &'static str)]),
     /// Wireshark's own `proto_checksum_vals` (for `metaroce.crc.status`).
     ChecksumStatus,
+    /// The names of the set flags of a flags octet, one entry for each of
+    /// the 256 values (`crate::decode::flag_names`): the label reads
+    /// "Flags: SOM,CRC (0x44)", formatted by Wireshark only when shown.
+    FlagNames(FlagSet),
+    /// `BASE_CUSTOM`: Wireshark asks `crate::decode::custom_label` for the
+    /// label text when (and only when) the item is shown; the value itself
+    /// prints in decimal (`-T fields`, filters).
+    Custom(Custom),
+}
+
+/// Which flags octet a [`Names::FlagNames`] table names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagSet {
+    /// Base header `flags`.
+    Base,
+    /// Feedback block `fb_flags`.
+    Feedback,
+}
+
+/// Labels computed on demand ([`Names::Custom`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Custom {
+    /// A length in 4-byte words: "13 words (52 bytes)".
+    Words,
+    /// The RNR timer in units of 10 us: "5 (50 us)".
+    RnrTimer,
+    /// A credit, 0xFFFFFFFF meaning "not credit-limited".
+    Credit,
 }
 
 /// One header field.
@@ -87,13 +115,13 @@ const fn tf(flag: u8) -> u64 {
 }
 
 use Kind::*;
-use Names::{ChecksumStatus, No, Table};
+use Names::{ChecksumStatus, Custom as Lazy, FlagNames, No, Table};
 
 fields! {
     // Base header (spec section 2).
     Version = (c"metaroce.version", c"Version", U8, Dec, No, 0xF0, None),
     Type = (c"metaroce.type", c"Type", U8, Dec, Table(PacketType::VALUES), 0x0F, None),
-    Flags = (c"metaroce.flags", c"Flags", U8, Hex, No, 0, None),
+    Flags = (c"metaroce.flags", c"Flags", U8, Hex, FlagNames(FlagSet::Base), 0, None),
     FlagAr = (c"metaroce.flags.ar", c"AR (ack requested)", Bool(8), NoBase, No, tf(Flags::AR.bits()), None),
     FlagSom = (c"metaroce.flags.som", c"SOM (start of message)", Bool(8), NoBase, No, tf(Flags::SOM.bits()), None),
     FlagEom = (c"metaroce.flags.eom", c"EOM (end of message)", Bool(8), NoBase, No, tf(Flags::EOM.bits()), None),
@@ -101,7 +129,7 @@ fields! {
     FlagExt = (c"metaroce.flags.ext", c"EXT (TLVs present)", Bool(8), NoBase, No, tf(Flags::EXT.bits()), None),
     FlagCrc = (c"metaroce.flags.crc", c"CRC (trailer present)", Bool(8), NoBase, No, tf(Flags::CRC.bits()), None),
     FlagsReserved = (c"metaroce.flags.reserved", c"Reserved", U8, Hex, No, tf(Flags::RESERVED), None),
-    Hlen = (c"metaroce.hlen", c"Header length", U8, Dec, No, 0,
+    Hlen = (c"metaroce.hlen", c"Header length", U8, Dec, Lazy(Custom::Words), 0,
         Some(c"Header length in 4-byte words: base + type header + TLVs")),
     TxAttempt = (c"metaroce.tx_attempt", c"Transmission attempt", U8, Dec, No, 0xF0,
         Some(c"0 = original transmission; n = n-th retransmission of this PSN")),
@@ -112,6 +140,16 @@ fields! {
     Psn = (c"metaroce.psn", c"PSN", U32, Dec, No, 0,
         Some(c"DATA: this packet's PSN; feedback: the cumulative ack; PROBE: the probe sequence number")),
     TxTs = (c"metaroce.tx_ts", c"Transmit timestamp", U32, Dec, No, 0, None),
+
+    // The type headers: presence markers heading their subtrees
+    // (`metaroce.ack` matches every packet with an ACK header).
+    DataHeader = (c"metaroce.data", c"DATA header", Marker, NoBase, No, 0, None),
+    AckHeader = (c"metaroce.ack", c"ACK header", Marker, NoBase, No, 0, None),
+    NackHeader = (c"metaroce.nack", c"NACK header", Marker, NoBase, No, 0, None),
+    CnpHeader = (c"metaroce.cnp", c"CNP header", Marker, NoBase, No, 0, None),
+    FbHeader = (c"metaroce.fb", c"Feedback header", Marker, NoBase, No, 0,
+        Some(c"The feedback block of a packet with no type-specific part (PROBE_REPLY)")),
+    CtrlHeader = (c"metaroce.ctrl", c"CTRL header", Marker, NoBase, No, 0, None),
 
     // DATA (section 3).
     DataOp = (c"metaroce.data.op", c"Operation", U8, Hex, Table(DataOp::VALUES), 0, None),
@@ -127,7 +165,7 @@ fields! {
         Some(c"Payload bytes carried (from the UDP length); shorter than payload_len when trimmed")),
 
     // Feedback block (section 4).
-    FbFlags = (c"metaroce.fb.flags", c"Feedback flags", U8, Hex, No, 0, None),
+    FbFlags = (c"metaroce.fb.flags", c"Feedback flags", U8, Hex, FlagNames(FlagSet::Feedback), 0, None),
     FbEce = (c"metaroce.fb.flags.ece", c"ECE (trigger was CE-marked)", Bool(8), NoBase, No, tf(FbFlags::ECE.bits()), None),
     FbTrim = (c"metaroce.fb.flags.trim", c"TRIM (trigger arrived trimmed)", Bool(8), NoBase, No, tf(FbFlags::TRIM.bits()), None),
     FbDup = (c"metaroce.fb.flags.dup", c"DUP (trigger was a duplicate)", Bool(8), NoBase, No, tf(FbFlags::DUP.bits()), None),
@@ -141,7 +179,7 @@ fields! {
     CeCount = (c"metaroce.fb.ce_count", c"CE count", U16, Dec, No, 0, None),
     RxBufLevel = (c"metaroce.fb.rx_buf_level", c"Receive buffer level", U8, Dec, No, 0, None),
     FwdHops = (c"metaroce.fb.fwd_hops", c"Forward hops", U8, Dec, No, 0, None),
-    Credit = (c"metaroce.fb.credit", c"Credit", U32, Dec, No, 0,
+    Credit = (c"metaroce.fb.credit", c"Credit", U32, Dec, Lazy(Custom::Credit), 0,
         Some(c"Bytes the sender may send beyond the cumulative ack; 0xFFFFFFFF = not credit-limited")),
 
     // ACK.
@@ -152,7 +190,7 @@ fields! {
 
     // NACK.
     NackCode = (c"metaroce.nack.code", c"NACK code", U8, Hex, Table(NackCode::VALUES), 0, None),
-    RnrTimer = (c"metaroce.nack.rnr_timer", c"RNR timer", U8, Dec, No, 0,
+    RnrTimer = (c"metaroce.nack.rnr_timer", c"RNR timer", U8, Dec, Lazy(Custom::RnrTimer), 0,
         Some(c"RNR back-off in units of 10 us")),
     NackPsn = (c"metaroce.nack.psn", c"NACK PSN", U32, Dec, No, 0, None),
 
@@ -174,7 +212,7 @@ fields! {
 
     // TLVs (section 6).
     TlvType = (c"metaroce.tlv.type", c"TLV type", U8, Dec, Table(TlvType::VALUES), 0, None),
-    TlvLen = (c"metaroce.tlv.len", c"TLV length", U8, Dec, No, 0,
+    TlvLen = (c"metaroce.tlv.len", c"TLV length", U8, Dec, Lazy(Custom::Words), 0,
         Some(c"TLV length in 4-byte words, type and len included")),
     TlvValue = (c"metaroce.tlv.value", c"TLV value", Bytes, NoBase, No, 0, None),
     HopSwitchId = (c"metaroce.tlv.hop.switch_id", c"Switch id", U32, Hex, No, 0, None),
