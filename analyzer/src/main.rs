@@ -9,7 +9,7 @@ use std::time::Instant;
 use analyzer::cli::pipeline::{self, CaptureResult, NoSink, Options, Progress, Sink};
 use analyzer::cli::{parse_duration, text};
 use analyzer::decode::{self, FrameRange};
-use analyzer::engine::Config;
+use analyzer::engine::{Config, Engine};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use proto_parse::frame::DecodeConfig;
 
@@ -56,7 +56,7 @@ enum Command {
     #[cfg(feature = "plot")]
     Plot(PlotArgs),
     /// Benchmark baseline: read every record and decode every frame, no
-    /// analysis.
+    /// analysis (with --engine: the analysis on this one thread).
     #[command(hide = true)]
     Walk(WalkArgs),
 }
@@ -173,6 +173,11 @@ struct PlotArgs {
 #[derive(Debug, Args)]
 struct WalkArgs {
     capture: PathBuf,
+    /// Also feed every packet to the engine, on the same thread: the
+    /// analysis' work without the second thread, so that its instruction
+    /// count does not depend on how the two threads shared the decoding.
+    #[arg(long)]
+    engine: bool,
     #[command(flatten)]
     protocol: ProtocolArgs,
 }
@@ -394,7 +399,8 @@ fn run_walk(args: &WalkArgs) -> ExitCode {
     let mut cfg = args.protocol.config();
     cfg.verify_crc = false;
     let start = Instant::now();
-    match pipeline::walk(&args.capture, &cfg) {
+    let engine = args.engine.then(Engine::default);
+    match pipeline::walk(&args.capture, &cfg, engine) {
         Ok(stats) => {
             let secs = start.elapsed().as_secs_f64();
             println!(

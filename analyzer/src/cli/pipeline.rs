@@ -648,8 +648,13 @@ pub struct WalkStats {
 }
 
 /// Reads every record and decodes every frame, nothing else (the
-/// benchmark's baseline).
-pub fn walk(path: &Path, decode: &DecodeConfig) -> io::Result<WalkStats> {
+/// benchmark's baseline); with an `engine`, feeds it every packet on this
+/// thread.
+pub fn walk(
+    path: &Path,
+    decode: &DecodeConfig,
+    mut engine: Option<Engine>,
+) -> io::Result<WalkStats> {
     let mut reader = open(path)?;
     let mut stats = WalkStats::default();
     while let Some(next) = reader.next_record() {
@@ -659,8 +664,9 @@ pub fn walk(path: &Path, decode: &DecodeConfig) -> io::Result<WalkStats> {
         };
         let link = LinkType::from(u32::from(record.linktype));
         stats.frames += 1;
-        // The same decoding as the analysis (`Item::decode`), without it.
-        match Observation::decode(record.index, record.ts_ns, link, record.data, decode) {
+        // The same decoding as the analysis (`Item::decode`).
+        let obs = Observation::decode(record.index, record.ts_ns, link, record.data, decode);
+        match &obs {
             Some(Observation {
                 kind: ObsKind::MetaRoce(_),
                 ..
@@ -671,6 +677,18 @@ pub fn walk(path: &Path, decode: &DecodeConfig) -> io::Result<WalkStats> {
             }) => stats.rocev2 += 1,
             None => {}
         }
+        if let Some(engine) = &mut engine {
+            match &obs {
+                Some(obs) => {
+                    std::hint::black_box(engine.ingest(obs));
+                }
+                None => engine.ingest_other(record.ts_ns),
+            }
+        }
+    }
+    if let Some(engine) = &mut engine {
+        engine.finish(engine.now());
+        std::hint::black_box(engine.snapshot());
     }
     Ok(stats)
 }

@@ -344,10 +344,11 @@ impl Dir {
     /// Opens a stall when the direction has had unacked data outstanding
     /// for longer than the threshold.
     pub fn check_stall(&mut self, now: u64, cfg: &Config) {
-        if self.stall.is_none()
+        // The time test first: it is false for almost every packet.
+        if now.saturating_sub(self.stall_ref) > cfg.stall_threshold_ns
+            && self.stall.is_none()
             && self.fb_seen
             && self.outstanding()
-            && now.saturating_sub(self.stall_ref) > cfg.stall_threshold_ns
         {
             self.stall = Some(OpenStall {
                 start: self.stall_ref,

@@ -221,6 +221,7 @@ impl Engine {
     }
 
     /// Analyses one packet (in capture order) and returns its verdict.
+    #[inline]
     pub fn ingest(&mut self, obs: &Observation) -> Verdict {
         self.tick(obs.ts_ns);
         self.done.clear();
@@ -256,6 +257,7 @@ impl Engine {
         &self.done
     }
 
+    #[inline]
     fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
         let packed = key.packed();
         for (k, i) in self.recent.iter().flatten() {
@@ -263,6 +265,20 @@ impl Engine {
                 return *i;
             }
         }
+        self.dir_index_lookup(key, packed, frame, ts, protect)
+    }
+
+    /// [`Engine::dir_index`] past the two most recent directions: the map,
+    /// or a new direction.
+    #[inline(never)]
+    fn dir_index_lookup(
+        &mut self,
+        key: DirKey,
+        packed: PackedKey,
+        frame: u64,
+        ts: u64,
+        protect: Option<u32>,
+    ) -> u32 {
         if let Some(&i) = self.index.get(&packed) {
             self.remember(packed, i);
             return i;
@@ -330,7 +346,6 @@ impl Engine {
             src_conn: mr.src_conn,
             dst_conn: mr.dst_conn,
         };
-        let cfg = self.cfg;
         let ts = obs.ts_ns;
         let ce = obs.ce();
         let own = self.dir_index(key, obs.frame, ts, None);
@@ -339,12 +354,12 @@ impl Engine {
         };
         dir.last_ts = ts;
         if !matches!(mr.body, MrBody::Ctrl(_)) {
-            dir.on_path_packet(mr, ce, &cfg, v);
+            dir.on_path_packet(mr, ce, &self.cfg, v);
         }
         match &mr.body {
             MrBody::Data(d) => {
                 v.flow = Some(own);
-                let read_done = dir.on_data(obs.frame, ts, mr, d, ce, &cfg, v, &mut self.done);
+                let read_done = dir.on_data(obs.frame, ts, mr, d, ce, &self.cfg, v, &mut self.done);
                 if let Some(msg_id) = read_done {
                     // The READ_REQ was sent by the reverse direction.
                     if let Some(&req) = self.index.get(&key.reverse().packed())
@@ -374,7 +389,16 @@ impl Engine {
                 v.flow = Some(acked);
                 if let Some(dir) = dir_mut(&mut self.dirs, acked) {
                     dir.last_ts = ts;
-                    dir.on_feedback(obs.frame, ts, mr.psn, fb, hold_ns, &cfg, v, &mut self.done);
+                    dir.on_feedback(
+                        obs.frame,
+                        ts,
+                        mr.psn,
+                        fb,
+                        hold_ns,
+                        &self.cfg,
+                        v,
+                        &mut self.done,
+                    );
                 }
             }
             MrBody::Ctrl(c) => {
@@ -389,12 +413,12 @@ impl Engine {
                 } else {
                     c.ts_unit_ps
                 };
-                if self.units.len() < 4 * cfg.max_flows {
+                if self.units.len() < 4 * self.cfg.max_flows {
                     self.units.insert((obs.src, mr.src_conn), unit);
                 }
                 // The connection's start is in the capture: every path of
                 // this sender starts at path_seq 1.
-                if starts && self.started.len() < 4 * cfg.max_flows {
+                if starts && self.started.len() < 4 * self.cfg.max_flows {
                     self.started.insert((obs.src, mr.src_conn), ());
                 }
             }
