@@ -343,6 +343,7 @@ impl Dir {
 
     /// Opens a stall when the direction has had unacked data outstanding
     /// for longer than the threshold.
+    #[inline]
     pub fn check_stall(&mut self, now: u64, cfg: &Config) {
         // The time test first: it is false for almost every packet.
         if now.saturating_sub(self.stall_ref) > cfg.stall_threshold_ns
@@ -350,14 +351,19 @@ impl Dir {
             && self.fb_seen
             && self.outstanding()
         {
-            self.stall = Some(OpenStall {
-                start: self.stall_ref,
-                first_event: None,
-                paths: self.paths_in_flight(),
-                outstanding: self.outstanding_packets(),
-                retransmissions: 0,
-            });
+            self.open_stall();
         }
+    }
+
+    #[cold]
+    fn open_stall(&mut self) {
+        self.stall = Some(OpenStall {
+            start: self.stall_ref,
+            first_event: None,
+            paths: self.paths_in_flight(),
+            outstanding: self.outstanding_packets(),
+            retransmissions: 0,
+        });
     }
 
     fn stall_mark(&self, now: u64) -> Option<StallMark> {

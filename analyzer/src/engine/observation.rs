@@ -309,9 +309,13 @@ impl Observation {
             let is_metaroce = udp.dst_port != cfg.rocev2_port
                 && (udp.dst_port == cfg.metaroce_port || udp.src_port == cfg.metaroce_port);
             if is_metaroce {
-                let lax = metaroce::parse_lax(udp.payload, udp.payload_wire_len);
-                if let (Some(packet), Some(layout), None) = (&lax.packet, &lax.layout, &lax.stop) {
-                    let mr = MrObs::from_packet(packet, layout);
+                // Complete and valid: what `parse_lax` returns without a stop.
+                let packet = Packet::new_unchecked(udp.payload);
+                let layout = (udp.payload.len() == udp.payload_wire_len)
+                    .then(|| packet.layout(udp.payload_wire_len).ok())
+                    .flatten();
+                if let Some(layout) = layout {
+                    let mr = MrObs::from_packet(&packet, &layout);
                     return Some(Observation {
                         frame: frame_no,
                         ts_ns,
