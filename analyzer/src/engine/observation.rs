@@ -297,7 +297,7 @@ impl Observation {
     /// packet) read without building a `Frame`, which costs more than the
     /// rest of the per-packet analysis. `None` when the frame is neither
     /// MetaRoCE nor RoCEv2.
-    #[inline]
+    #[inline(always)]
     pub fn decode(
         frame_no: u64,
         ts_ns: u64,
