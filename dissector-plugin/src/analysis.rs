@@ -16,7 +16,7 @@ use analyzer::engine::{Config, Engine, Observation, RetxKind, Verdict};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::metaroce;
 
-use crate::decode::{Label, Node, Note, Value};
+use crate::decode::{Dissection, Item, Note, Value};
 use crate::fields::{Ei, Ett, Hf};
 
 /// What the engine needs about a frame besides the MetaRoCE bytes.
@@ -170,24 +170,26 @@ impl Analysis {
     }
 }
 
-fn time(hf: Hf, ns: i64) -> Node {
-    generated(hf, Value::Time(ns))
+fn time(hf: Hf, ns: u64) -> Item {
+    generated(hf, Value::Time(i64::try_from(ns).unwrap_or(i64::MAX)))
 }
 
-fn generated(hf: Hf, value: Value) -> Node {
-    Node {
-        label: Label::Field(hf, value),
-        range: 0..0,
-        generated: true,
-        subtree: None,
-        children: Vec::new(),
-    }
+fn generated(hf: Hf, value: Value) -> Item {
+    Item::field(hf, 0..0, value).generated()
 }
 
-fn note(ei: Ei, text: String) -> Note {
+fn uint(hf: Hf, v: impl Into<u64>) -> Item {
+    generated(hf, Value::Uint(v.into()))
+}
+
+fn marker(hf: Hf) -> Item {
+    generated(hf, Value::Marker)
+}
+
+fn note(ei: Ei, text: impl Into<String>) -> Note {
     Note {
         ei,
-        text,
+        text: text.into(),
         range: 0..0,
     }
 }
@@ -204,92 +206,106 @@ fn fmt_ns(ns: i64) -> String {
     }
 }
 
-/// The analysis items of one packet, its expert notes and its Info tags.
+/// Adds the analysis of one packet to `d`: its items (after the decoded
+/// ones), its expert notes and, when `tags` (the Info line is built), its
+/// Info tags (" [Retransmission]").
 ///
 /// As TCP shows `[Stream index]` on every segment but `[SEQ/ACK analysis]`
 /// only when there is something to say, the flow is a top-level item and
 /// the `[Sequence analysis]` subtree is there only when the verdict has
 /// more than the flow.
-pub fn items(v: &Verdict) -> (Vec<Node>, Vec<Note>, Vec<&'static str>) {
-    let mut kids = Vec::new();
-    let mut notes = Vec::new();
-    // Short tags for the Info column.
-    let mut tags = Vec::new();
-    let mut top = Vec::with_capacity(2);
+pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
     if let Some(flow) = v.flow {
-        top.push(generated(Hf::AnFlow, Value::Uint(flow.into())));
+        d.add(uint(Hf::AnFlow, flow));
     }
-    if let Some(r) = v.retransmission {
-        let spurious = r.kind == RetxKind::Spurious;
-        let mut sub = vec![
-            generated(Hf::AnRetxAttempt, Value::Uint(r.attempt.into())),
-            generated(Hf::AnRetxKind, Value::Text(r.kind.as_str().to_owned())),
-        ];
-        if let Some(orig) = r.original_frame {
-            sub.insert(0, generated(Hf::AnRetxOriginal, Value::Uint(orig)));
+    let plain = Verdict {
+        frame: v.frame,
+        flow: v.flow,
+        ..Verdict::default()
+    };
+    if *v == plain {
+        return;
+    }
+    let tag = |d: &mut Dissection, t: &str| {
+        if tags {
+            d.info.push_str(" [");
+            d.info.push_str(t);
+            d.info.push(']');
         }
-        let mut n = generated(Hf::AnRetx, Value::Marker);
-        n.subtree = Some(Ett::Analysis);
-        n.children = sub;
-        kids.push(n);
-        if spurious {
-            kids.push(generated(Hf::AnSpurious, Value::Marker));
-            notes.push(note(
+    };
+    // The subtree's head; taken out again below if nothing goes under it.
+    let head = d.items.len();
+    d.open(
+        Item::text("Sequence analysis", 0..0).generated(),
+        Ett::Analysis,
+    );
+    if let Some(r) = v.retransmission {
+        d.open(marker(Hf::AnRetx), Ett::Analysis);
+        if let Some(orig) = r.original_frame {
+            d.add(uint(Hf::AnRetxOriginal, orig));
+        }
+        d.add(uint(Hf::AnRetxAttempt, r.attempt));
+        d.add(generated(
+            Hf::AnRetxKind,
+            Value::Text(r.kind.as_str().into()),
+        ));
+        d.close();
+        if r.kind == RetxKind::Spurious {
+            d.add(marker(Hf::AnSpurious));
+            d.notes.push(note(
                 Ei::SpuriousRetransmission,
-                "Spurious retransmission: the PSN was already acknowledged".to_owned(),
+                "Spurious retransmission: the PSN was already acknowledged",
             ));
-            tags.push("Spurious Retransmission");
+            tag(d, "Spurious Retransmission");
         } else {
             let orig = r
                 .original_frame
                 .map_or(String::new(), |f| format!(" of frame {f}"));
-            notes.push(note(
+            d.notes.push(note(
                 Ei::Retransmission,
                 format!("Retransmission ({}){orig}", r.kind.as_str()),
             ));
-            tags.push("Retransmission");
+            tag(d, "Retransmission");
         }
     }
-    if let Some(d) = v.out_of_order {
-        kids.push(generated(Hf::AnOutOfOrder, Value::Uint(d.into())));
-        notes.push(note(
+    if let Some(n) = v.out_of_order {
+        d.add(uint(Hf::AnOutOfOrder, n));
+        d.notes.push(note(
             Ei::OutOfOrder,
-            format!("Out of order: {d} PSNs below the highest seen"),
+            format!("Out of order: {n} PSNs below the highest seen"),
         ));
-        tags.push("Out-Of-Order");
+        tag(d, "Out-Of-Order");
     }
     if let Some(n) = v.path_loss {
-        kids.push(generated(Hf::AnPathLoss, Value::Uint(n.into())));
-        notes.push(note(
+        d.add(uint(Hf::AnPathLoss, n));
+        d.notes.push(note(
             Ei::PathLoss,
             format!("Path loss: {n} path_seq values missing on this path"),
         ));
-        tags.push("Path Loss");
+        tag(d, "Path Loss");
     }
     if v.ce_marked {
-        kids.push(generated(Hf::AnCeMarked, Value::Marker));
-        notes.push(note(
-            Ei::CeMarked,
-            "IP ECN CE (congestion experienced)".to_owned(),
-        ));
+        d.add(marker(Hf::AnCeMarked));
+        d.notes
+            .push(note(Ei::CeMarked, "IP ECN CE (congestion experienced)"));
     }
     if v.ece {
-        kids.push(generated(Hf::AnEce, Value::Marker));
+        d.add(marker(Hf::AnEce));
     }
     if let Some(rtt) = v.ack_rtt_ns {
-        kids.push(time(Hf::AnAckRtt, i64::try_from(rtt).unwrap_or(i64::MAX)));
+        d.add(time(Hf::AnAckRtt, rtt));
     }
     if let Some(rtt) = v.fabric_rtt_ns {
-        kids.push(time(Hf::AnFabricRtt, rtt));
+        d.add(generated(Hf::AnFabricRtt, Value::Time(rtt)));
     }
     if let Some(f) = v.acked_frame {
-        kids.push(generated(Hf::AnAckedFrame, Value::Uint(f)));
+        d.add(uint(Hf::AnAckedFrame, f));
     }
     if let Some(f) = v.dup_of_frame {
-        kids.push(generated(Hf::AnDupOfFrame, Value::Uint(f)));
+        d.add(uint(Hf::AnDupOfFrame, f));
     }
     if let Some(n) = v.cum_ack_advance {
-        kids.push(generated(Hf::AnCumAckAdvance, Value::Uint(n.into())));
+        d.add(uint(Hf::AnCumAckAdvance, n));
     }
     if let Some(m) = v.message {
         let view = match m.view {
@@ -297,31 +313,19 @@ pub fn items(v: &Verdict) -> (Vec<Node>, Vec<Note>, Vec<&'static str>) {
             analyzer::engine::MsgView::Delivered => "delivered",
             analyzer::engine::MsgView::Read => "read",
         };
-        let mut n = generated(Hf::AnMsgCount, Value::Uint(v.messages_completed.into()));
-        n.subtree = Some(Ett::Analysis);
-        n.children = vec![
-            generated(Hf::AnMsgId, Value::Uint(m.msg_id.into())),
-            generated(Hf::AnMsgOp, Value::Text(m.op.to_owned())),
-            generated(Hf::AnMsgView, Value::Text(view.to_owned())),
-            time(
-                Hf::AnMsgLatency,
-                i64::try_from(m.latency_ns).unwrap_or(i64::MAX),
-            ),
-        ];
-        kids.push(n);
+        d.open(uint(Hf::AnMsgCount, v.messages_completed), Ett::Analysis);
+        d.add(uint(Hf::AnMsgId, m.msg_id));
+        d.add(generated(Hf::AnMsgOp, Value::Text(m.op.into())));
+        d.add(generated(Hf::AnMsgView, Value::Text(view.into())));
+        d.add(time(Hf::AnMsgLatency, m.latency_ns));
+        d.close();
     }
     if let Some(s) = v.stall {
-        let mut n = generated(Hf::AnStall, Value::Marker);
-        n.subtree = Some(Ett::Analysis);
-        n.children = vec![
-            time(
-                Hf::AnStallElapsed,
-                i64::try_from(s.elapsed_ns).unwrap_or(i64::MAX),
-            ),
-            generated(Hf::AnStallEnded, Value::Bits(s.ended.into())),
-        ];
-        kids.push(n);
-        notes.push(note(
+        d.open(marker(Hf::AnStall), Ett::Analysis);
+        d.add(time(Hf::AnStallElapsed, s.elapsed_ns));
+        d.add(generated(Hf::AnStallEnded, Value::Bits(s.ended.into())));
+        d.close();
+        d.notes.push(note(
             Ei::Stall,
             format!(
                 "Stall: no cumulative-ack advance for {}{}",
@@ -333,23 +337,20 @@ pub fn items(v: &Verdict) -> (Vec<Node>, Vec<Note>, Vec<&'static str>) {
                 }
             ),
         ));
-        tags.push(if s.ended { "Stall End" } else { "Stall" });
+        tag(d, if s.ended { "Stall End" } else { "Stall" });
     }
-    if !kids.is_empty() {
-        top.push(Node {
-            label: Label::Text("Sequence analysis".into()),
-            range: 0..0,
-            generated: true,
-            subtree: Some(Ett::Analysis),
-            children: kids,
-        });
+    d.close();
+    if d.items.len() == head + 1 {
+        // Nothing besides the flow after all (fields of the verdict this
+        // module does not show).
+        d.items.truncate(head);
     }
-    (top, notes, tags)
 }
 
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::decode::Label;
     use proto_parse::metaroce::{Body, DataRepr, Flags, Op, Repr};
     use std::net::Ipv4Addr;
 
@@ -400,22 +401,46 @@ mod test {
         assert_eq!(a.ingest(&meta(2), &again, again.len()), Some(v));
         assert_eq!(a.lookup(2), Some(v));
         assert_eq!(a.frames(), 2);
-        let (nodes, notes, tags) = items(&v);
-        assert!(notes.iter().any(|n| n.ei == Ei::Retransmission));
-        assert_eq!(tags, ["Retransmission"]);
+        let mut d = Dissection::default();
+        add_items(&v, &mut d, true);
+        assert!(d.notes.iter().any(|n| n.ei == Ei::Retransmission));
+        assert_eq!(d.info, " [Retransmission]");
         // The flow at top level, then the subtree with the retransmission.
-        assert_eq!(nodes.len(), 2);
-        assert!(matches!(nodes[0].label, Label::Field(Hf::AnFlow, _)));
-        assert!(!nodes[1].children.is_empty());
+        let top: Vec<_> = (0..d.items.len())
+            .filter(|&i| d.items[i].depth == 0)
+            .collect();
+        assert_eq!(top.len(), 2);
+        assert_eq!(d.items[top[0]].hf(), Some(Hf::AnFlow));
+        assert_eq!(
+            d.items[top[1]].label,
+            Label::Text("Sequence analysis".into())
+        );
+        let retx: Vec<_> = d.children(top[1]).collect();
+        assert_eq!(d.items[retx[0]].hf(), Some(Hf::AnRetx));
+        let kids: Vec<_> = d.children(retx[0]).map(|i| d.items[i].hf()).collect();
+        assert_eq!(
+            kids,
+            [
+                Some(Hf::AnRetxOriginal),
+                Some(Hf::AnRetxAttempt),
+                Some(Hf::AnRetxKind)
+            ]
+        );
+        // Without tags the Info line is left alone.
+        let mut quiet = Dissection::default();
+        add_items(&v, &mut quiet, false);
+        assert!(quiet.info.is_empty());
+        assert_eq!(quiet.items, d.items);
         // A verdict with only a flow: no subtree.
         let plain = Verdict {
             frame: 1,
             flow: Some(0),
             ..Verdict::default()
         };
-        let (nodes, notes, tags) = items(&plain);
-        assert_eq!(nodes.len(), 1);
-        assert!(notes.is_empty() && tags.is_empty());
+        let mut d = Dissection::default();
+        add_items(&plain, &mut d, true);
+        assert_eq!(d.items.len(), 1);
+        assert!(d.notes.is_empty() && d.info.is_empty());
     }
 
     #[test]

@@ -57,78 +57,87 @@ pub enum Value {
     Bits(u32),
     /// The bytes of the item's range.
     Bytes,
-    Text(String),
+    Text(Cow<'static, str>),
     /// `FT_NONE` marker.
     Marker,
     /// A duration in ns (`FT_RELATIVE_TIME`).
     Time(i64),
 }
 
-/// What a tree node shows.
+/// What a tree item shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Label {
     /// A registered field.
     Field(Hf, Value),
-    /// A text-only node that heads a subtree ("TLV: HOP_TELEMETRY").
+    /// A text-only item that heads a subtree ("TLV: HOP_TELEMETRY").
     Text(Cow<'static, str>),
 }
 
+/// Deepest subtree level below the protocol item ([`Item::depth`]).
+pub const MAX_DEPTH: u8 = 7;
+
+/// One item of the tree. A packet's items are one flat list in tree order
+/// (depth first): an item's children are the items right after it with a
+/// greater depth, up to the next item at its depth or less. The list is
+/// reused from packet to packet: a packet allocates no tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
+pub struct Item {
     pub label: Label,
     /// Byte range within the UDP payload (always within the captured bytes).
     pub range: Range<usize>,
     /// Computed, not on the wire (`proto_item_set_generated`).
     pub generated: bool,
+    /// The subtree kind of the item's children (always set on a text item).
     pub subtree: Option<Ett>,
-    pub children: Vec<Node>,
+    /// 0: a child of the protocol item; 1: a child of the item of depth 0
+    /// before it; ... Never more than one deeper than the item before it,
+    /// nor more than [`MAX_DEPTH`].
+    pub depth: u8,
 }
 
-impl Node {
-    fn field(hf: Hf, range: Range<usize>, value: Value) -> Self {
-        Node {
+impl Item {
+    pub(crate) fn field(hf: Hf, range: Range<usize>, value: Value) -> Self {
+        Item {
             label: Label::Field(hf, value),
             range,
             generated: false,
             subtree: None,
-            children: Vec::new(),
+            depth: 0,
         }
     }
 
     fn uint(hf: Hf, range: Range<usize>, value: impl Into<u64>) -> Self {
-        Node::field(hf, range, Value::Uint(value.into()))
+        Item::field(hf, range, Value::Uint(value.into()))
     }
 
     fn at(hf: Hf, offset: usize, value: impl Into<u64>) -> Self {
-        Node::uint(hf, offset..offset + 1, value)
+        Item::uint(hf, offset..offset + 1, value)
     }
 
-    fn text(text: impl Into<Cow<'static, str>>, range: Range<usize>, ett: Ett) -> Self {
-        Node {
+    fn bits(hf: Hf, range: Range<usize>, bits: impl Into<u32>) -> Self {
+        Item::field(hf, range, Value::Bits(bits.into()))
+    }
+
+    pub(crate) fn text(text: impl Into<Cow<'static, str>>, range: Range<usize>) -> Self {
+        Item {
             label: Label::Text(text.into()),
             range,
             generated: false,
-            subtree: Some(ett),
-            children: Vec::new(),
+            subtree: None,
+            depth: 0,
         }
     }
 
-    fn generated(mut self) -> Self {
+    pub(crate) fn generated(mut self) -> Self {
         self.generated = true;
         self
     }
 
-    fn with(mut self, ett: Ett, children: Vec<Node>) -> Self {
-        self.subtree = Some(ett);
-        self.children = children;
-        self
-    }
-
-    /// Visits this node and its descendants.
-    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Node)) {
-        f(self);
-        for c in &self.children {
-            c.walk(f);
+    /// The field of this item, if it is one.
+    pub fn hf(&self) -> Option<Hf> {
+        match self.label {
+            Label::Field(hf, _) => Some(hf),
+            Label::Text(_) => None,
         }
     }
 }
@@ -168,13 +177,16 @@ pub struct Dissection {
     /// Once the base header is there (`packet_type` is `Some`), the
     /// protocol item also shows it: "MetaRoCE, <info>".
     pub info: String,
-    pub items: Vec<Node>,
+    /// The items under the protocol item, in tree order (see [`Item`]).
+    pub items: Vec<Item>,
     pub notes: Vec<Note>,
     pub checksum: Checksum,
     /// The captured payload bytes, handed to the `data` dissector.
     pub payload: Option<Range<usize>>,
     /// The packet type, when the base header was there.
     pub packet_type: Option<PacketType>,
+    /// The depth of the next item added (while building).
+    depth: u8,
 }
 
 impl Default for Dissection {
@@ -187,6 +199,7 @@ impl Default for Dissection {
             checksum: Checksum::Absent,
             payload: None,
             packet_type: None,
+            depth: 0,
         }
     }
 }
@@ -201,27 +214,48 @@ impl Dissection {
         self.checksum = Checksum::Absent;
         self.payload = None;
         self.packet_type = None;
+        self.depth = 0;
     }
 
-    /// Visits every item node.
-    pub fn walk<'a>(&'a self, mut f: impl FnMut(&'a Node)) {
-        for n in &self.items {
-            n.walk(&mut f);
-        }
+    /// Adds `item` at the current depth.
+    pub(crate) fn add(&mut self, mut item: Item) {
+        item.depth = self.depth;
+        self.items.push(item);
+    }
+
+    /// Adds `item` as the head of a subtree of kind `ett`: the items added
+    /// until the matching [`Dissection::close`] are its children.
+    pub(crate) fn open(&mut self, mut item: Item, ett: Ett) {
+        item.subtree = Some(ett);
+        self.add(item);
+        debug_assert!(self.depth < MAX_DEPTH, "subtrees nested too deep");
+        self.depth = (self.depth + 1).min(MAX_DEPTH);
+    }
+
+    /// Ends the subtree opened last.
+    pub(crate) fn close(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
     }
 
     /// The first value of field `hf` (tests and the Info line).
     pub fn value(&self, hf: Hf) -> Option<&Value> {
-        let mut found = None;
-        self.walk(|n| {
-            if let Label::Field(h, v) = &n.label
-                && *h == hf
-                && found.is_none()
-            {
-                found = Some(v);
-            }
-        });
-        found
+        self.items.iter().find_map(|n| match &n.label {
+            Label::Field(h, v) if *h == hf => Some(v),
+            _ => None,
+        })
+    }
+
+    /// The indices of the children of the item at `i` (not their
+    /// descendants).
+    pub fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let depth = self.items.get(i).map_or(0, |n| n.depth);
+        self.items
+            .iter()
+            .enumerate()
+            .skip(i + 1)
+            .take_while(move |(_, n)| n.depth > depth)
+            .filter(move |(_, n)| n.depth == depth + 1)
+            .map(|(j, _)| j)
     }
 
     /// Whether an expert note of this kind was raised.
@@ -401,7 +435,7 @@ pub fn dissect_parsed_into(
 
     base_items(packet, d);
     type_items(packet, lax.layout.as_ref(), d);
-    tlv_items(packet, lax.stop.as_ref(), opts, d);
+    tlvs_items(packet, lax.stop.as_ref(), opts, d);
     padding_item(packet, cap, d);
 
     for w in packet.warnings() {
@@ -430,44 +464,45 @@ pub fn dissect_parsed_into(
 }
 
 fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
-    let flags = p.flags();
+    let flags = p.flags().bits();
     let ty = p.packet_type();
-    let mut flag_bits = vec![
-        Node::field(Hf::FlagAr, 1..2, Value::Bits(flags.bits().into())),
-        Node::field(Hf::FlagSom, 1..2, Value::Bits(flags.bits().into())),
-        Node::field(Hf::FlagEom, 1..2, Value::Bits(flags.bits().into())),
-        Node::field(Hf::FlagSe, 1..2, Value::Bits(flags.bits().into())),
-        Node::field(Hf::FlagExt, 1..2, Value::Bits(flags.bits().into())),
-        Node::field(Hf::FlagCrc, 1..2, Value::Bits(flags.bits().into())),
-    ];
-    if flags.bits() & Flags::RESERVED != 0 {
-        flag_bits.push(Node::at(
-            Hf::FlagsReserved,
-            field::FLAGS,
-            flags.bits() & Flags::RESERVED,
-        ));
-    }
     let hlen = p.hlen();
     let ver_type = (p.version() << 4) | (u8::from(ty) & 0x0F);
-    d.items.extend([
-        // Fields under a bit mask get the whole octet; Wireshark masks and
-        // shifts.
-        Node::field(Hf::Version, 0..1, Value::Bits(ver_type.into())),
-        Node::field(Hf::Type, 0..1, Value::Bits(ver_type.into())),
-        Node::at(Hf::Flags, field::FLAGS, flags.bits()).with(Ett::Flags, flag_bits),
-        Node::at(Hf::Hlen, field::HLEN, hlen),
-        Node::field(
-            Hf::TxAttempt,
-            field::TX_ATTEMPT..field::TX_ATTEMPT + 1,
-            Value::Bits(u32::from(p.tx_attempt()) << 4),
-        ),
-        Node::uint(Hf::Ev, field::EV, p.ev()),
-        Node::uint(Hf::PathSeq, field::PATH_SEQ, p.path_seq()),
-        Node::uint(Hf::DstConn, field::DST_CONN, p.dst_conn()),
-        Node::uint(Hf::SrcConn, field::SRC_CONN, p.src_conn()),
-        Node::uint(Hf::Psn, field::PSN, p.psn()),
-        Node::uint(Hf::TxTs, field::TX_TS, p.tx_ts()),
-    ]);
+    // Fields under a bit mask get the whole octet; Wireshark masks and
+    // shifts.
+    d.add(Item::bits(Hf::Version, 0..1, ver_type));
+    d.add(Item::bits(Hf::Type, 0..1, ver_type));
+    d.open(Item::at(Hf::Flags, field::FLAGS, flags), Ett::Flags);
+    for hf in [
+        Hf::FlagAr,
+        Hf::FlagSom,
+        Hf::FlagEom,
+        Hf::FlagSe,
+        Hf::FlagExt,
+        Hf::FlagCrc,
+    ] {
+        d.add(Item::bits(hf, 1..2, flags));
+    }
+    if flags & Flags::RESERVED != 0 {
+        d.add(Item::at(
+            Hf::FlagsReserved,
+            field::FLAGS,
+            flags & Flags::RESERVED,
+        ));
+    }
+    d.close();
+    d.add(Item::at(Hf::Hlen, field::HLEN, hlen));
+    d.add(Item::bits(
+        Hf::TxAttempt,
+        field::TX_ATTEMPT..field::TX_ATTEMPT + 1,
+        u32::from(p.tx_attempt()) << 4,
+    ));
+    d.add(Item::uint(Hf::Ev, field::EV, p.ev()));
+    d.add(Item::uint(Hf::PathSeq, field::PATH_SEQ, p.path_seq()));
+    d.add(Item::uint(Hf::DstConn, field::DST_CONN, p.dst_conn()));
+    d.add(Item::uint(Hf::SrcConn, field::SRC_CONN, p.src_conn()));
+    d.add(Item::uint(Hf::Psn, field::PSN, p.psn()));
+    d.add(Item::uint(Hf::TxTs, field::TX_TS, p.tx_ts()));
 }
 
 fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
@@ -475,22 +510,35 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
     let cap = p.as_bytes().len();
     if let Some(data) = p.data() {
         let op = data.op();
-        let mut kids = Vec::with_capacity(9);
-        kids.extend([
-            Node::at(Hf::DataOp, field::DATA_OP, u8::from(op)),
-            Node::uint(Hf::PayloadLen, field::PAYLOAD_LEN, data.payload_len()),
-            Node::uint(Hf::MsgId, field::MSG_ID, data.msg_id()),
-            Node::uint(Hf::MsgOffset, field::MSG_OFFSET, data.msg_offset()),
-            Node::uint(Hf::MsgLen, field::MSG_LEN, data.msg_len()),
-        ]);
+        d.open(
+            Item::field(
+                Hf::DataHeader,
+                clamp(field::DATA_OP..op.header_len(), cap),
+                Value::Marker,
+            ),
+            Ett::TypeHeader,
+        );
+        d.add(Item::at(Hf::DataOp, field::DATA_OP, u8::from(op)));
+        d.add(Item::uint(
+            Hf::PayloadLen,
+            field::PAYLOAD_LEN,
+            data.payload_len(),
+        ));
+        d.add(Item::uint(Hf::MsgId, field::MSG_ID, data.msg_id()));
+        d.add(Item::uint(
+            Hf::MsgOffset,
+            field::MSG_OFFSET,
+            data.msg_offset(),
+        ));
+        d.add(Item::uint(Hf::MsgLen, field::MSG_LEN, data.msg_len()));
         if let Some(va) = data.remote_va() {
-            kids.push(Node::uint(Hf::RemoteVa, field::REMOTE_VA, va));
+            d.add(Item::uint(Hf::RemoteVa, field::REMOTE_VA, va));
         }
         if let Some(rkey) = data.rkey() {
-            kids.push(Node::uint(Hf::Rkey, field::RKEY, rkey));
+            d.add(Item::uint(Hf::Rkey, field::RKEY, rkey));
         }
         if let (Some(imm), Some(range)) = (data.imm_data(), op.imm_data_field()) {
-            kids.push(Node::uint(Hf::ImmData, range, imm));
+            d.add(Item::uint(Hf::ImmData, range, imm));
         }
         // The payload carried, only when it is not what payload_len says
         // (trimmed): a copy of payload_len on every packet would cost a
@@ -498,170 +546,177 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
         if let Some(layout) = layout
             && layout.payload.len() != usize::from(data.payload_len())
         {
-            kids.push(Node::uint(Hf::PayloadActual, 0..0, layout.payload.len() as u64).generated());
+            d.add(Item::uint(Hf::PayloadActual, 0..0, layout.payload.len() as u64).generated());
         }
-        d.items.push(
-            Node::field(
-                Hf::DataHeader,
-                clamp(field::DATA_OP..op.header_len(), cap),
-                Value::Marker,
-            )
-            .with(Ett::TypeHeader, kids),
-        );
+        d.close();
         return;
     }
     if let Some(fb) = p.feedback() {
-        let flags = fb.flags();
-        let fb_bits = flags.bits();
-        let mut bits = vec![
-            Node::field(
-                Hf::FbEce,
-                field::FB_FLAGS..field::FB_FLAGS + 1,
-                Value::Bits(fb_bits.into()),
-            ),
-            Node::field(
-                Hf::FbTrim,
-                field::FB_FLAGS..field::FB_FLAGS + 1,
-                Value::Bits(fb_bits.into()),
-            ),
-            Node::field(
-                Hf::FbDup,
-                field::FB_FLAGS..field::FB_FLAGS + 1,
-                Value::Bits(fb_bits.into()),
-            ),
-            Node::field(
-                Hf::FbCoal,
-                field::FB_FLAGS..field::FB_FLAGS + 1,
-                Value::Bits(fb_bits.into()),
-            ),
-        ];
-        if fb_bits & FbFlags::RESERVED != 0 {
-            bits.push(Node::at(
-                Hf::FbReserved,
-                field::FB_FLAGS,
-                fb_bits & FbFlags::RESERVED,
-            ));
-        }
-        let credit = fb.credit();
-        let mut kids = vec![
-            Node::at(Hf::FbFlags, field::FB_FLAGS, fb_bits).with(Ett::FbFlags, bits),
-            Node::at(Hf::SackWords, field::SACK_WORDS, fb.sack_words()),
-            Node::uint(Hf::EchoEv, field::ECHO_EV, fb.echo_ev()),
-            Node::uint(Hf::EchoPsn, field::ECHO_PSN, fb.echo_psn()),
-            Node::uint(Hf::EchoTxTs, field::ECHO_TX_TS, fb.echo_tx_ts()),
-            Node::uint(Hf::RxTs, field::RX_TS, fb.rx_ts()),
-            Node::uint(Hf::CeCount, field::CE_COUNT, fb.ce_count()),
-            Node::at(Hf::RxBufLevel, field::RX_BUF_LEVEL, fb.rx_buf_level()),
-            Node::at(Hf::FwdHops, field::FWD_HOPS, fb.fwd_hops()),
-        ];
-        kids.push(Node::uint(Hf::Credit, field::CREDIT, credit));
-        let mut end = field::FEEDBACK_LEN;
-        if let Some(ack) = p.ack() {
-            let words = ack.sack_words();
-            kids.push(Node::uint(Hf::SackBase, field::SACK_BASE, ack.sack_base()));
-            end = field::SACK_BITMAP(words).end;
-            if words > 0 {
-                kids.push(Node::field(
-                    Hf::SackBitmap,
-                    field::SACK_BITMAP(words),
-                    Value::Bytes,
-                ));
-                kids.push(
-                    Node::field(
-                        Hf::SackRanges,
-                        field::SACK_BITMAP(words),
-                        Value::Text(ranges_text(&ack.sack_ranges())),
-                    )
-                    .generated(),
-                );
-            }
-        } else if let Some(nack) = p.nack() {
-            kids.push(Node::at(
-                Hf::NackCode,
-                field::NACK_CODE,
-                u8::from(nack.code()),
-            ));
-            let rnr = nack.rnr_timer();
-            kids.push(Node::at(Hf::RnrTimer, field::RNR_TIMER, rnr));
-            kids.push(Node::uint(Hf::NackPsn, field::NACK_PSN, nack.nack_psn()));
-            end = field::NACK_LEN;
-        } else if let Some(reason) = p.cnp_reason() {
-            kids.push(Node::at(Hf::CnpReason, field::CNP_REASON, u8::from(reason)));
-            end = field::CNP_LEN;
-        }
         let header = match ty {
             PacketType::Ack => Hf::AckHeader,
             PacketType::Nack => Hf::NackHeader,
             PacketType::Cnp => Hf::CnpHeader,
             _ => Hf::FbHeader,
         };
-        d.items.push(
-            Node::field(header, clamp(field::FB_FLAGS..end, cap), Value::Marker)
-                .with(Ett::TypeHeader, kids),
+        let end = if let Some(ack) = p.ack() {
+            field::SACK_BITMAP(ack.sack_words()).end
+        } else if p.nack().is_some() {
+            field::NACK_LEN
+        } else if p.cnp_reason().is_some() {
+            field::CNP_LEN
+        } else {
+            field::FEEDBACK_LEN
+        };
+        d.open(
+            Item::field(header, clamp(field::FB_FLAGS..end, cap), Value::Marker),
+            Ett::TypeHeader,
         );
+        let fb_bits = fb.flags().bits();
+        let fb_flags = field::FB_FLAGS..field::FB_FLAGS + 1;
+        d.open(
+            Item::at(Hf::FbFlags, field::FB_FLAGS, fb_bits),
+            Ett::FbFlags,
+        );
+        for hf in [Hf::FbEce, Hf::FbTrim, Hf::FbDup, Hf::FbCoal] {
+            d.add(Item::bits(hf, fb_flags.clone(), fb_bits));
+        }
+        if fb_bits & FbFlags::RESERVED != 0 {
+            d.add(Item::at(
+                Hf::FbReserved,
+                field::FB_FLAGS,
+                fb_bits & FbFlags::RESERVED,
+            ));
+        }
+        d.close();
+        d.add(Item::at(Hf::SackWords, field::SACK_WORDS, fb.sack_words()));
+        d.add(Item::uint(Hf::EchoEv, field::ECHO_EV, fb.echo_ev()));
+        d.add(Item::uint(Hf::EchoPsn, field::ECHO_PSN, fb.echo_psn()));
+        d.add(Item::uint(Hf::EchoTxTs, field::ECHO_TX_TS, fb.echo_tx_ts()));
+        d.add(Item::uint(Hf::RxTs, field::RX_TS, fb.rx_ts()));
+        d.add(Item::uint(Hf::CeCount, field::CE_COUNT, fb.ce_count()));
+        d.add(Item::at(
+            Hf::RxBufLevel,
+            field::RX_BUF_LEVEL,
+            fb.rx_buf_level(),
+        ));
+        d.add(Item::at(Hf::FwdHops, field::FWD_HOPS, fb.fwd_hops()));
+        d.add(Item::uint(Hf::Credit, field::CREDIT, fb.credit()));
+        if let Some(ack) = p.ack() {
+            let words = ack.sack_words();
+            d.add(Item::uint(Hf::SackBase, field::SACK_BASE, ack.sack_base()));
+            if words > 0 {
+                d.add(Item::field(
+                    Hf::SackBitmap,
+                    field::SACK_BITMAP(words),
+                    Value::Bytes,
+                ));
+                d.add(
+                    Item::field(
+                        Hf::SackRanges,
+                        field::SACK_BITMAP(words),
+                        Value::Text(ranges_text(&ack.sack_ranges()).into()),
+                    )
+                    .generated(),
+                );
+            }
+        } else if let Some(nack) = p.nack() {
+            d.add(Item::at(
+                Hf::NackCode,
+                field::NACK_CODE,
+                u8::from(nack.code()),
+            ));
+            d.add(Item::at(Hf::RnrTimer, field::RNR_TIMER, nack.rnr_timer()));
+            d.add(Item::uint(Hf::NackPsn, field::NACK_PSN, nack.nack_psn()));
+        } else if let Some(reason) = p.cnp_reason() {
+            d.add(Item::at(Hf::CnpReason, field::CNP_REASON, u8::from(reason)));
+        }
+        d.close();
         return;
     }
     if let Some(ctrl) = p.ctrl() {
-        let features = ctrl.features();
-        let fbits = features.bits();
-        let feature_bits = [
+        let fbits = ctrl.features().bits();
+        d.open(
+            Item::field(
+                Hf::CtrlHeader,
+                clamp(field::CTRL_OP..field::CTRL_LEN, cap),
+                Value::Marker,
+            ),
+            Ett::TypeHeader,
+        );
+        d.add(Item::at(Hf::CtrlOp, field::CTRL_OP, u8::from(ctrl.op())));
+        d.add(Item::at(
+            Hf::CcAlgo,
+            field::CC_ALGO,
+            u8::from(ctrl.cc_algo()),
+        ));
+        d.add(Item::uint(Hf::Mtu, field::MTU, ctrl.mtu()));
+        d.add(Item::uint(Hf::InitPsn, field::INIT_PSN, ctrl.init_psn()));
+        d.open(
+            Item::uint(Hf::Features, field::FEATURES, fbits),
+            Ett::Features,
+        );
+        for hf in [
             Hf::FeatCrc,
             Hf::FeatPathSeq,
             Hf::FeatTelemetry,
             Hf::FeatTrimAware,
             Hf::FeatClockSync,
-        ]
-        .into_iter()
-        .map(|hf| Node::field(hf, field::FEATURES, Value::Bits(fbits)))
-        .collect();
-        let unit = ctrl.ts_unit_ps();
-        let kids = vec![
-            Node::at(Hf::CtrlOp, field::CTRL_OP, u8::from(ctrl.op())),
-            Node::at(Hf::CcAlgo, field::CC_ALGO, u8::from(ctrl.cc_algo())),
-            Node::uint(Hf::Mtu, field::MTU, ctrl.mtu()),
-            Node::uint(Hf::InitPsn, field::INIT_PSN, ctrl.init_psn()),
-            Node::uint(Hf::Features, field::FEATURES, fbits).with(Ett::Features, feature_bits),
-            Node::uint(Hf::TsUnitPs, field::TS_UNIT_PS, unit),
-        ];
-        d.items.push(
-            Node::field(
-                Hf::CtrlHeader,
-                clamp(field::CTRL_OP..field::CTRL_LEN, cap),
-                Value::Marker,
-            )
-            .with(Ett::TypeHeader, kids),
-        );
+        ] {
+            d.add(Item::bits(hf, field::FEATURES, fbits));
+        }
+        d.close();
+        d.add(Item::uint(
+            Hf::TsUnitPs,
+            field::TS_UNIT_PS,
+            ctrl.ts_unit_ps(),
+        ));
+        d.close();
     }
 }
 
-fn tlv_node(tlv: &Tlv<'_>, labels: bool) -> Node {
+/// Adds the subtree of one TLV.
+fn tlv_items(tlv: &Tlv<'_>, labels: bool, d: &mut Dissection) {
     let start = tlv.offset;
     let range = start..start + tlv.bytes.len();
     let ty = tlv.tlv_type;
-    let mut kids = vec![Node::at(Hf::TlvType, start + field::TLV_TYPE, u8::from(ty))];
     if ty == TlvType::Pad {
+        d.open(
+            Item::text(
+                title(labels, || format!("PAD ({} bytes)", tlv.bytes.len())),
+                range.clone(),
+            ),
+            Ett::Tlv,
+        );
+        d.add(Item::at(Hf::TlvType, start + field::TLV_TYPE, u8::from(ty)));
         if tlv.bytes.len() > 1 {
-            kids.push(Node::field(
+            d.add(Item::field(
                 Hf::TlvPadding,
                 start + 1..range.end,
                 Value::Bytes,
             ));
         }
-        return Node::text(
-            title(labels, || format!("PAD ({} bytes)", tlv.bytes.len())),
-            range,
-            Ett::Tlv,
-        )
-        .with(Ett::Tlv, kids);
+        d.close();
+        return;
     }
-    let words = tlv.len_words();
-    kids.push(Node::at(Hf::TlvLen, start + field::TLV_LEN, words));
+    d.open(
+        Item::text(
+            title(labels, || format!("TLV: {ty} ({} bytes)", tlv.bytes.len())),
+            range.clone(),
+        ),
+        Ett::Tlv,
+    );
+    d.add(Item::at(Hf::TlvType, start + field::TLV_TYPE, u8::from(ty)));
+    d.add(Item::at(
+        Hf::TlvLen,
+        start + field::TLV_LEN,
+        tlv.len_words(),
+    ));
     let value_start = start + field::TLV_VALUE_START;
     if let Some(hops) = tlv.hop_telemetry() {
         for (i, hop) in hops.enumerate() {
             let at = value_start + i * field::HOP_TELEMETRY_ENTRY_LEN;
-            kids.push(
-                Node::text(
+            d.open(
+                Item::text(
                     title(labels, || {
                         format!(
                             "Hop {i}: switch 0x{:08x}, queue {} cells, latency {} ns",
@@ -669,72 +724,68 @@ fn tlv_node(tlv: &Tlv<'_>, labels: bool) -> Node {
                         )
                     }),
                     at..at + field::HOP_TELEMETRY_ENTRY_LEN,
-                    Ett::TlvEntry,
-                )
-                .with(
-                    Ett::TlvEntry,
-                    vec![
-                        Node::uint(Hf::HopSwitchId, at..at + 4, hop.switch_id),
-                        Node::uint(Hf::HopQueueDepth, at + 4..at + 6, hop.queue_depth),
-                        Node::uint(Hf::HopLatency, at + 6..at + 8, hop.hop_latency),
-                    ],
                 ),
+                Ett::TlvEntry,
             );
+            d.add(Item::uint(Hf::HopSwitchId, at..at + 4, hop.switch_id));
+            d.add(Item::uint(
+                Hf::HopQueueDepth,
+                at + 4..at + 6,
+                hop.queue_depth,
+            ));
+            d.add(Item::uint(Hf::HopLatency, at + 6..at + 8, hop.hop_latency));
+            d.close();
         }
     } else if let Some(paths) = tlv.path_status() {
         for (i, path) in paths.enumerate() {
             let at = value_start + i * field::PATH_STATUS_ENTRY_LEN;
-            kids.push(
-                Node::text(
+            d.open(
+                Item::text(
                     title(labels, || format!("Path ev {}: {}", path.ev, path.state)),
                     at..at + field::PATH_STATUS_ENTRY_LEN,
-                    Ett::TlvEntry,
-                )
-                .with(
-                    Ett::TlvEntry,
-                    vec![
-                        Node::uint(Hf::PathEv, at..at + 2, path.ev),
-                        Node::at(Hf::PathStateF, at + 2, u8::from(path.state)),
-                    ],
                 ),
+                Ett::TlvEntry,
             );
+            d.add(Item::uint(Hf::PathEv, at..at + 2, path.ev));
+            d.add(Item::at(Hf::PathStateF, at + 2, u8::from(path.state)));
+            d.close();
         }
     } else if let Some(ts) = tlv.ts64() {
-        kids.push(Node::uint(
+        d.add(Item::uint(
             Hf::Ts64,
             value_start..start + field::TS64_LEN,
             ts,
         ));
     } else if tlv.bytes.len() > 2 {
-        kids.push(Node::field(
+        d.add(Item::field(
             Hf::TlvValue,
             start + 2..range.end,
             Value::Bytes,
         ));
     }
-    Node::text(
-        title(labels, || format!("TLV: {ty} ({} bytes)", tlv.bytes.len())),
-        range,
-        Ett::Tlv,
-    )
-    .with(Ett::Tlv, kids)
+    d.close();
 }
 
-fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, opts: &Options, d: &mut Dissection) {
+fn tlvs_items(p: &Packet<&[u8]>, stop: Option<&Error>, opts: &Options, d: &mut Dissection) {
     // TLVs follow the fixed header: nothing to show unless it is captured.
     if !p.flags().contains(Flags::EXT) || fixed_len(p).is_none() {
         return;
     }
     let cap = p.as_bytes().len();
-    let mut kids = Vec::new();
+    // The "TLVs (n)" head is added now and completed (title, range) once
+    // the TLVs are read, or taken out again when there is none.
+    let head = d.items.len();
+    d.open(Item::text("", 0..0), Ett::Tlvs);
+    let mut n = 0usize;
     let mut first = usize::MAX;
     let mut last = 0;
     for tlv in p.tlvs() {
         match tlv {
             Ok(tlv) => {
+                n += 1;
                 first = first.min(tlv.offset);
                 last = last.max(tlv.offset + tlv.bytes.len());
-                kids.push(tlv_node(&tlv, opts.labels));
+                tlv_items(&tlv, opts.labels, d);
             }
             Err(err) => {
                 // The lax parse reports the same error when it stopped there.
@@ -744,16 +795,13 @@ fn tlv_items(p: &Packet<&[u8]>, stop: Option<&Error>, opts: &Options, d: &mut Di
             }
         }
     }
-    if !kids.is_empty() {
-        let n = kids.len();
-        d.items.push(
-            Node::text(
-                title(opts.labels, || format!("TLVs ({n})")),
-                clamp(first..last, cap),
-                Ett::Tlvs,
-            )
-            .with(Ett::Tlvs, kids),
-        );
+    d.close();
+    if n == 0 {
+        d.items.truncate(head);
+    } else {
+        let item = &mut d.items[head];
+        item.label = Label::Text(title(opts.labels, || format!("TLVs ({n})")));
+        item.range = clamp(first..last, cap);
     }
 }
 
@@ -778,8 +826,7 @@ fn padding_item(p: &Packet<&[u8]>, cap: usize, d: &mut Dissection) {
     let Some(fixed) = fixed_len(p) else { return };
     let end = p.header_len().min(cap);
     if end > fixed {
-        d.items
-            .push(Node::field(Hf::HeaderPadding, fixed..end, Value::Bytes));
+        d.add(Item::field(Hf::HeaderPadding, fixed..end, Value::Bytes));
     }
 }
 
@@ -826,8 +873,7 @@ fn layout_items(p: &Packet<&[u8]>, layout: &Layout, opts: &Options, d: &mut Diss
     let cap = bytes.len();
     if layout.trimmed {
         let declared = p.data().map_or(0, |data| usize::from(data.payload_len()));
-        d.items
-            .push(Node::field(Hf::Trimmed, 0..0, Value::Marker).generated());
+        d.add(Item::field(Hf::Trimmed, 0..0, Value::Marker).generated());
         d.notes.push(Note {
             ei: Ei::Trimmed,
             text: format!(
@@ -1093,12 +1139,13 @@ mod test {
     /// Every item and note range lies within the captured bytes, at every
     /// depth: `ffi` relies on it.
     fn assert_ranges_within(d: &Dissection, captured: usize) {
-        d.walk(|n| {
+        for n in &d.items {
             assert!(
                 n.range.end <= captured && n.range.start <= n.range.end,
                 "{n:?}"
-            )
-        });
+            );
+        }
+        assert_tree_shape(d);
         for note in &d.notes {
             assert!(note.range.end <= captured, "{note:?}");
         }
@@ -1109,6 +1156,94 @@ mod test {
             assert!(offset + 4 <= captured);
         }
         assert!(d.header.end <= captured.max(d.header.start));
+    }
+
+    /// The flat list is a well-formed tree: it starts at depth 0, goes at
+    /// most one level deeper from an item to the next, and every text
+    /// item has a subtree kind.
+    fn assert_tree_shape(d: &Dissection) {
+        let mut prev = None::<u8>;
+        for n in &d.items {
+            assert!(n.depth <= prev.map_or(0, |p| p + 1), "{:?}", d.items);
+            assert!(n.depth <= MAX_DEPTH);
+            if let Label::Text(_) = n.label {
+                assert!(n.subtree.is_some(), "{n:?}");
+            }
+            prev = Some(n.depth);
+        }
+    }
+
+    /// The tree of a DATA WRITE, level by level, as Wireshark shows it.
+    #[test]
+    fn items_are_in_tree_order_with_depths() {
+        static PAYLOAD: [u8; 8] = [1; 8];
+        let mut r = repr(write(8), &PAYLOAD, false);
+        r.flags |= Flags::EXT;
+        r.tlvs = vec![TlvRepr::Ts64(1)];
+        let bytes = r.to_vec();
+        let d = dissect(&bytes, bytes.len(), &Options::default());
+        let top: Vec<_> = d
+            .items
+            .iter()
+            .filter(|n| n.depth == 0)
+            .map(|n| n.hf())
+            .collect();
+        assert_eq!(
+            top,
+            [
+                Some(Hf::Version),
+                Some(Hf::Type),
+                Some(Hf::Flags),
+                Some(Hf::Hlen),
+                Some(Hf::TxAttempt),
+                Some(Hf::Ev),
+                Some(Hf::PathSeq),
+                Some(Hf::DstConn),
+                Some(Hf::SrcConn),
+                Some(Hf::Psn),
+                Some(Hf::TxTs),
+                Some(Hf::DataHeader),
+                None, // TLVs (1)
+            ]
+        );
+        let at = |hf| d.items.iter().position(|n| n.hf() == Some(hf)).unwrap();
+        let flags: Vec<_> = d.children(at(Hf::Flags)).map(|i| d.items[i].hf()).collect();
+        assert_eq!(flags.len(), 6);
+        assert!(flags.iter().all(|hf| hf.is_some_and(|hf| {
+            hf.def()
+                .abbrev
+                .to_str()
+                .unwrap()
+                .starts_with("metaroce.flags.")
+        })));
+        assert_eq!(d.items[at(Hf::Flags)].subtree, Some(Ett::Flags));
+        let data: Vec<_> = d
+            .children(at(Hf::DataHeader))
+            .map(|i| d.items[i].hf().unwrap())
+            .collect();
+        assert_eq!(
+            data,
+            [
+                Hf::DataOp,
+                Hf::PayloadLen,
+                Hf::MsgId,
+                Hf::MsgOffset,
+                Hf::MsgLen,
+                Hf::RemoteVa,
+                Hf::Rkey
+            ]
+        );
+        let tlvs = d.items.len() - 1 - d.items.iter().rev().position(|n| n.depth == 0).unwrap();
+        assert_eq!(d.items[tlvs].label, Label::Text("TLVs (1)".into()));
+        let tlv: Vec<_> = d.children(tlvs).collect();
+        assert_eq!(tlv.len(), 1);
+        let tlv_fields: Vec<_> = d
+            .children(tlv[0])
+            .map(|i| d.items[i].hf().unwrap())
+            .collect();
+        assert_eq!(tlv_fields, [Hf::TlvType, Hf::TlvLen, Hf::Ts64]);
+        assert_eq!(d.depth, 0, "every subtree closed");
+        assert_tree_shape(&d);
     }
 
     #[test]
@@ -1168,13 +1303,13 @@ mod test {
         assert_eq!(lean.checksum, full.checksum);
         assert_eq!(lean.payload, full.payload);
         let fields = |d: &Dissection| {
-            let mut v = Vec::new();
-            d.walk(|n| {
-                if let Label::Field(hf, value) = &n.label {
-                    v.push((*hf, value.clone(), n.range.clone()));
-                }
-            });
-            v
+            d.items
+                .iter()
+                .filter_map(|n| match &n.label {
+                    Label::Field(hf, value) => Some((*hf, value.clone(), n.range.clone(), n.depth)),
+                    Label::Text(_) => None,
+                })
+                .collect::<Vec<_>>()
         };
         assert_eq!(fields(&lean), fields(&full));
         let info_only = Options {

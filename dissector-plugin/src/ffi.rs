@@ -27,7 +27,7 @@ use proto_parse::frame::LinkType;
 use proto_parse::metaroce;
 
 use crate::analysis::{self, FrameMeta};
-use crate::decode::{self, Checksum, Dissection, Label, Node, Options, Value};
+use crate::decode::{self, Checksum, Dissection, Item, Label, MAX_DEPTH, Options, Value};
 use crate::fields::{
     Base, Custom, EXPERTS, Ei, Ett, FIELDS, FieldDef, Group, Hf, Kind, Names, Severity,
 };
@@ -651,16 +651,7 @@ unsafe fn dissect_packet(
     decode::dissect_parsed_into(bytes, &lax, &opts, &mut d);
     // SAFETY: valid pointers (see above).
     if let Some(verdict) = unsafe { verdict(pinfo, bytes, &lax) } {
-        let (nodes, notes, tags) = analysis::items(&verdict);
-        d.items.extend(nodes);
-        d.notes.extend(notes);
-        if opts.info || opts.labels {
-            for tag in tags {
-                d.info.push_str(" [");
-                d.info.push_str(tag);
-                d.info.push(']');
-            }
-        }
+        analysis::add_items(&verdict, &mut d, opts.info || opts.labels);
     }
     if opts.info {
         let info = cstring(&d.info);
@@ -868,10 +859,8 @@ impl Emitter {
             ws::proto_item_add_subtree(item, ett_id(Ett::Root))
         };
         if !root.is_null() {
-            for node in &d.items {
-                // SAFETY: as above.
-                unsafe { self.node(root, node, bytes) };
-            }
+            // SAFETY: as above.
+            unsafe { self.items(root, &d.items, bytes) };
         }
         // SAFETY: as above.
         unsafe { self.checksum(root, d.checksum) };
@@ -895,48 +884,76 @@ impl Emitter {
         }
     }
 
+    /// Adds `items` (a flat list in tree order, see [`Item`]) under `root`
+    /// in one pass: `trees[d]` is the tree that takes the items of depth
+    /// `d`, i.e. the subtree of the last item of depth `d - 1`.
+    ///
     /// # Safety
     /// Valid pointers; `bytes` are the captured bytes.
-    unsafe fn node(&self, tree: *mut ws::proto_tree, node: &Node, bytes: &[u8]) {
+    unsafe fn items(&self, root: *mut ws::proto_tree, items: &[Item], bytes: &[u8]) {
+        let mut trees = [null_mut::<ws::proto_tree>(); MAX_DEPTH as usize + 2];
+        trees[0] = root;
+        for (i, item) in items.iter().enumerate() {
+            let depth = usize::from(item.depth.min(MAX_DEPTH));
+            let parent = trees[depth];
+            let has_children = items.get(i + 1).is_some_and(|n| n.depth > item.depth);
+            // SAFETY: parent is root, a subtree added during this packet, or
+            // NULL (accepted by every proto_tree_add_* call).
+            trees[depth + 1] = unsafe { self.item(parent, item, has_children, bytes) };
+        }
+    }
+
+    /// Adds one item to `tree`; returns the tree its children go to.
+    ///
+    /// # Safety
+    /// Valid pointers; `bytes` are the captured bytes.
+    unsafe fn item(
+        &self,
+        tree: *mut ws::proto_tree,
+        item: &Item,
+        has_children: bool,
+        bytes: &[u8],
+    ) -> *mut ws::proto_tree {
         if !self.visible {
-            let wanted = match &node.label {
+            let wanted = match &item.label {
                 Label::Text(_) => false,
-                // SAFETY: tree is a valid proto_tree; the id is registered.
+                // SAFETY: tree is NULL or a valid proto_tree; the id is
+                // registered.
                 Label::Field(hf, _) => unsafe {
-                    ws::proto_field_is_referenced(tree, hf_id(*hf)) != 0
+                    !tree.is_null() && ws::proto_field_is_referenced(tree, hf_id(*hf)) != 0
                 },
             };
             if !wanted {
                 // What Wireshark does with a faked item: no item, the
                 // children go to the parent tree.
-                for child in &node.children {
-                    // SAFETY: as above.
-                    unsafe { self.node(tree, child, bytes) };
-                }
-                return;
+                return tree;
             }
         }
-        let (start, len) = self.span(&node.range);
+        let (start, len) = self.span(&item.range);
         let tvb = self.tvb;
+        let ett = ett_id(item.subtree.unwrap_or(Ett::Root));
         // SAFETY: checked range; literal formats; strings are copied by
         // Wireshark; the bytes pointer covers `len` bytes at `start`.
-        let item = unsafe {
-            match &node.label {
+        let added = unsafe {
+            match &item.label {
                 Label::Text(text) => {
                     let (n, text) = text_arg(text);
-                    let mut item: *mut ws::proto_item = null_mut();
-                    ws::proto_tree_add_subtree_format(
+                    let mut added: *mut ws::proto_item = null_mut();
+                    let sub = ws::proto_tree_add_subtree_format(
                         tree,
                         tvb,
                         start,
                         len,
-                        ett_id(node.subtree.unwrap_or(Ett::Root)),
-                        &mut item,
+                        ett,
+                        &mut added,
                         c"%.*s".as_ptr(),
                         n,
                         text,
                     );
-                    item
+                    if item.generated {
+                        set_generated(added);
+                    }
+                    return sub;
                 }
                 Label::Field(hf, value) => {
                     let id = hf_id(*hf);
@@ -978,19 +995,16 @@ impl Emitter {
                 }
             }
         };
-        if node.generated {
-            // SAFETY: item is NULL or a valid proto_item.
-            unsafe { set_generated(item) };
+        if item.generated {
+            // SAFETY: added is NULL or a valid proto_item.
+            unsafe { set_generated(added) };
         }
-        if !node.children.is_empty() {
-            // SAFETY: item is NULL or valid; a NULL subtree is accepted below.
-            let sub = unsafe {
-                ws::proto_item_add_subtree(item, ett_id(node.subtree.unwrap_or(Ett::Root)))
-            };
-            for child in &node.children {
-                // SAFETY: as above.
-                unsafe { self.node(sub, child, bytes) };
-            }
+        if has_children {
+            // SAFETY: added is NULL or valid (NULL gives a NULL subtree,
+            // which the children's proto_tree_add_* calls accept).
+            unsafe { ws::proto_item_add_subtree(added, ett) }
+        } else {
+            null_mut()
         }
     }
 
