@@ -43,6 +43,15 @@ pub fn outer_layers(
     frame_bytes: &[u8],
     udp_payload: &[u8],
 ) -> Option<(IpAddr, IpAddr, u8)> {
+    let same = |payload: &[u8]| std::ptr::eq(payload, udp_payload) || payload == udp_payload;
+    // The common frame (Ethernet, IPv4, UDP) in one pass, without building
+    // a `Frame`; anything else (or another UDP payload: a tunnel) goes
+    // through the full decode.
+    if let Some(udp) = frame::ipv4_udp(link, frame_bytes)
+        && same(udp.payload)
+    {
+        return Some((udp.src.into(), udp.dst.into(), udp.ecn.bits()));
+    }
     let cfg = DecodeConfig {
         verify_crc: false,
         ..DecodeConfig::default()
@@ -50,8 +59,7 @@ pub fn outer_layers(
     let decoded = frame::decode(link, frame_bytes, &cfg);
     let ip = decoded.ip?;
     let udp = decoded.udp?;
-    let same = std::ptr::eq(udp.payload, udp_payload) || udp.payload == udp_payload;
-    same.then_some((ip.src, ip.dst, ip.ecn.bits()))
+    same(udp.payload).then_some((ip.src, ip.dst, ip.ecn.bits()))
 }
 
 /// `flows[frame]` of a frame with no flow (or not analysed).
@@ -441,6 +449,56 @@ mod test {
         add_items(&plain, &mut d, true);
         assert_eq!(d.items.len(), 1);
         assert!(d.notes.is_empty() && d.info.is_empty());
+    }
+
+    /// The one-pass reading of the common frame gives what the full
+    /// decode gives, on the frame and on every bit flip of its outer
+    /// headers (and with a VLAN tag, IPv6, an ECN mark: the full decode).
+    #[test]
+    fn outer_layers_fast_path_agrees_with_the_full_decode() {
+        use proto_parse::build::UdpFrameBuilder;
+        let reference = |data: &[u8], payload: &[u8]| {
+            let cfg = DecodeConfig {
+                verify_crc: false,
+                ..DecodeConfig::default()
+            };
+            let f = frame::decode(LinkType::Ethernet, data, &cfg);
+            let (ip, udp) = (f.ip?, f.udp?);
+            (udp.payload == payload).then_some((ip.src, ip.dst, ip.ecn.bits()))
+        };
+        let packet = data_packet(7, 0);
+        let v4 = |port| std::net::SocketAddr::from(([10, 0, 0, port], 4794));
+        let v6 = |port| std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+        let frames = [
+            UdpFrameBuilder::new(v4(1), v4(2)).build(&packet),
+            UdpFrameBuilder::new(v4(1), v4(2))
+                .with_ecn(3)
+                .build(&packet),
+            UdpFrameBuilder::new(v4(1), v4(2))
+                .with_vlan(5)
+                .build(&packet),
+            UdpFrameBuilder::new(v6(1), v6(4794)).build(&packet),
+        ];
+        let mut fast = 0;
+        for frame in &frames {
+            let at = frame.len() - packet.len();
+            for i in 0..at {
+                for bit in 0..=8 {
+                    let mut f = frame.clone();
+                    if bit < 8 {
+                        f[i] ^= 1 << bit;
+                    }
+                    let payload = &f[at..];
+                    let got = outer_layers(LinkType::Ethernet, &f, payload);
+                    assert_eq!(got, reference(&f, payload), "byte {i} bit {bit}");
+                    fast += usize::from(frame::ipv4_udp(LinkType::Ethernet, &f).is_some());
+                }
+            }
+        }
+        assert!(fast > 0);
+        let marked = &frames[1];
+        let (src, _, ecn) = outer_layers(LinkType::Ethernet, marked, &marked[42..]).unwrap();
+        assert_eq!((src, ecn), (IpAddr::from(Ipv4Addr::new(10, 0, 0, 1)), 3));
     }
 
     #[test]
