@@ -375,21 +375,52 @@ pub fn custom_label(custom: Custom, value: u32) -> Cow<'static, str> {
     }
 }
 
-/// SACK ranges as inclusive "a-b,c" text.
-fn ranges_text(ranges: &[Range<u32>]) -> String {
-    let mut out = String::new();
-    for r in ranges {
-        if !out.is_empty() {
-            out.push(',');
+/// Appends the PSNs a SACK bitmap reports received (bit `i`, counted from
+/// the most significant bit of the first byte, is PSN `base + i`) as
+/// inclusive ranges, "a-b,c" (what `Ack::sack_ranges` gives, joined). Reads
+/// the bitmap a 64-bit word at a time, a run of bits at a time.
+fn push_sack_ranges(s: &mut String, base: u32, bitmap: &[u8]) {
+    // The run being built, as bit indices [start, end).
+    let mut run: Option<(usize, usize)> = None;
+    let mut first = true;
+    let mut flush = |s: &mut String, (start, end): (usize, usize)| {
+        if !first {
+            s.push(',');
         }
-        let last = r.end.wrapping_sub(1);
-        if last == r.start {
-            let _ = write!(out, "{}", r.start);
-        } else {
-            let _ = write!(out, "{}-{}", r.start, last);
+        first = false;
+        let lo = base.wrapping_add(start as u32);
+        let hi = base.wrapping_add((end - 1) as u32);
+        push_dec(s, lo);
+        if hi != lo {
+            s.push('-');
+            push_dec(s, hi);
+        }
+    };
+    for (wi, chunk) in bitmap.chunks(8).enumerate() {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        let mut w = u64::from_be_bytes(word);
+        let mut at = wi * 64;
+        while w != 0 {
+            let zeros = w.leading_zeros() as usize;
+            w <<= zeros;
+            at += zeros;
+            let ones = (!w).leading_zeros() as usize;
+            w = w.checked_shl(ones as u32).unwrap_or(0);
+            run = match run {
+                Some((start, end)) if end == at => Some((start, at + ones)),
+                Some(done) => {
+                    flush(s, done);
+                    Some((at, at + ones))
+                }
+                None => Some((at, at + ones)),
+            };
+            at += ones;
         }
     }
-    out
+    if let Some(done) = run {
+        flush(s, done);
+    }
 }
 
 /// Decodes one UDP payload: `captured` are the bytes the capture holds,
@@ -610,11 +641,13 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
                     field::SACK_BITMAP(words),
                     Value::Bytes,
                 ));
+                let mut ranges = String::new();
+                push_sack_ranges(&mut ranges, ack.sack_base(), ack.sack_bitmap());
                 d.add(
                     Item::field(
                         Hf::SackRanges,
                         field::SACK_BITMAP(words),
-                        Value::Text(ranges_text(&ack.sack_ranges()).into()),
+                        Value::Text(ranges.into()),
                     )
                     .generated(),
                 );
@@ -1015,12 +1048,11 @@ fn info_line(s: &mut String, p: &Packet<&[u8]>, layout: Option<&Layout>, stop: O
                 s.push_str(" nack_psn=");
                 push_dec(s, nack.nack_psn());
             }
-            if let Some(ack) = p.ack() {
-                let ranges = ack.sack_ranges();
-                if !ranges.is_empty() {
-                    s.push_str(" SACK=");
-                    s.push_str(&ranges_text(&ranges));
-                }
+            if let Some(ack) = p.ack()
+                && ack.sack_bitmap().iter().any(|&b| b != 0)
+            {
+                s.push_str(" SACK=");
+                push_sack_ranges(s, ack.sack_base(), ack.sack_bitmap());
             }
             if let Some(fb) = p.feedback() {
                 s.push_str(" echo=");
@@ -1382,6 +1414,77 @@ mod test {
             Some(&Value::Text("101-102,104,200".into()))
         );
         assert_ranges_within(&d, bytes.len());
+    }
+
+    /// The SACK ranges text is what `Ack::sack_ranges` gives, on bitmaps
+    /// of every size with runs across word boundaries and a base that
+    /// wraps.
+    #[test]
+    fn sack_ranges_text_matches_proto_parse_ranges() {
+        let reference = |ranges: &[Range<u32>]| {
+            ranges
+                .iter()
+                .map(|r| {
+                    let last = r.end.wrapping_sub(1);
+                    if last == r.start {
+                        format!("{}", r.start)
+                    } else {
+                        format!("{}-{last}", r.start)
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for case in 0..3000 {
+            let words = case % 5;
+            let base = match case % 3 {
+                0 => next() as u32,
+                1 => u32::MAX - (case as u32 % 70),
+                _ => 100,
+            };
+            let mut bitmap = vec![0u8; words * 8];
+            for b in &mut bitmap {
+                // Dense, sparse and empty bytes.
+                *b = match next() % 4 {
+                    0 => 0,
+                    1 => 0xFF,
+                    _ => next() as u8,
+                };
+            }
+            let psns = bitmap
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &byte)| {
+                    (0..8)
+                        .filter(move |bit| byte & (0x80 >> bit) != 0)
+                        .map(move |bit| base.wrapping_add((i * 8 + bit) as u32))
+                })
+                .collect::<Vec<_>>();
+            let sack = SackBitmap::from_psns(base, psns.iter().copied());
+            let mut r = repr(
+                Body::Ack(AckRepr {
+                    feedback: FeedbackRepr::default(),
+                    sack_base: base,
+                    sack,
+                }),
+                &[],
+                false,
+            );
+            r.flags = Flags::empty();
+            let bytes = r.to_vec();
+            let p = Packet::new_checked(&bytes[..]).unwrap();
+            let ack = p.ack().unwrap();
+            let mut got = String::new();
+            push_sack_ranges(&mut got, ack.sack_base(), ack.sack_bitmap());
+            assert_eq!(got, reference(&ack.sack_ranges()), "case {case}");
+        }
     }
 
     #[test]
