@@ -128,6 +128,18 @@ fn cstring(s: &str) -> CString {
     }
 }
 
+/// Calls `f` with `s` as a C string for Wireshark to copy: from a stack
+/// buffer when it is short (no allocation), else as [`cstring`].
+fn with_cstr<R>(s: &str, f: impl FnOnce(*const c_char) -> R) -> R {
+    let mut buf = [0u8; 128];
+    if s.len() < buf.len() && !s.as_bytes().contains(&0) {
+        buf[..s.len()].copy_from_slice(s.as_bytes());
+        f(buf.as_ptr().cast())
+    } else {
+        f(cstring(s).as_ptr())
+    }
+}
+
 /// `(length, pointer)` of `s` for a `"%.*s"` format argument: Wireshark
 /// formats (copies) at most `length` bytes, so the text needs no NUL
 /// terminator and no copy (a NUL inside ends it early, harmlessly).
@@ -979,10 +991,9 @@ impl Emitter {
                                 .map_or(null(), <[u8]>::as_ptr);
                             ws::proto_tree_add_bytes(tree, id, tvb, start, len, ptr)
                         }
-                        (Value::Text(t), _) => {
-                            let t = cstring(t);
-                            ws::proto_tree_add_string(tree, id, tvb, start, len, t.as_ptr())
-                        }
+                        (Value::Text(t), _) => with_cstr(t, |t| {
+                            ws::proto_tree_add_string(tree, id, tvb, start, len, t)
+                        }),
                         (Value::Marker, _) => {
                             ws::proto_tree_add_item(tree, id, tvb, start, len, ws::ENC_NA)
                         }
