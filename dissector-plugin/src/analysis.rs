@@ -226,14 +226,6 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
     if let Some(flow) = v.flow {
         d.add(uint(Hf::AnFlow, flow));
     }
-    let plain = Verdict {
-        frame: v.frame,
-        flow: v.flow,
-        ..Verdict::default()
-    };
-    if *v == plain {
-        return;
-    }
     let tag = |d: &mut Dissection, t: &str| {
         if tags {
             d.info.push_str(" [");
@@ -241,7 +233,8 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
             d.info.push(']');
         }
     };
-    // The subtree's head; taken out again below if nothing goes under it.
+    // The subtree's head; taken out again below if nothing goes under it
+    // (the common case: cheaper than comparing the verdict first).
     let head = d.items.len();
     d.open(
         Item::text("Sequence analysis", 0..0).generated(),
@@ -349,8 +342,7 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
     }
     d.close();
     if d.items.len() == head + 1 {
-        // Nothing besides the flow after all (fields of the verdict this
-        // module does not show).
+        // Nothing besides the flow.
         d.items.truncate(head);
     }
 }

@@ -1205,6 +1205,21 @@ mod test {
         }
     }
 
+    #[test]
+    fn numbers_in_the_info_line() {
+        let mut s = String::new();
+        for v in [0u64, 7, 10, 4_294_967_295, u64::MAX] {
+            s.clear();
+            push_dec(&mut s, v);
+            assert_eq!(s, v.to_string());
+        }
+        for v in [0u32, 0xa, 0x11, u32::MAX] {
+            s.clear();
+            push_hex(&mut s, v);
+            assert_eq!(s, format!("{v:#x}"));
+        }
+    }
+
     /// The tree of a DATA WRITE, level by level, as Wireshark shows it.
     #[test]
     fn items_are_in_tree_order_with_depths() {
