@@ -236,20 +236,16 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
     // The subtree's head; taken out again below if nothing goes under it
     // (the common case: cheaper than comparing the verdict first).
     let head = d.items.len();
-    d.open(
-        Item::text("Sequence analysis", 0..0).generated(),
-        Ett::Analysis,
-    );
+    let title = d.push_text("Sequence analysis");
+    d.open(Item::text(title, 0..0).generated(), Ett::Analysis);
     if let Some(r) = v.retransmission {
         d.open(marker(Hf::AnRetx), Ett::Analysis);
         if let Some(orig) = r.original_frame {
             d.add(uint(Hf::AnRetxOriginal, orig));
         }
         d.add(uint(Hf::AnRetxAttempt, r.attempt));
-        d.add(generated(
-            Hf::AnRetxKind,
-            Value::Text(r.kind.as_str().into()),
-        ));
+        let kind = d.push_text(r.kind.as_str());
+        d.add(generated(Hf::AnRetxKind, Value::Text(kind)));
         d.close();
         if r.kind == RetxKind::Spurious {
             d.add(marker(Hf::AnSpurious));
@@ -316,8 +312,10 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
         };
         d.open(uint(Hf::AnMsgCount, v.messages_completed), Ett::Analysis);
         d.add(uint(Hf::AnMsgId, m.msg_id));
-        d.add(generated(Hf::AnMsgOp, Value::Text(m.op.into())));
-        d.add(generated(Hf::AnMsgView, Value::Text(view.into())));
+        let op = d.push_text(m.op);
+        d.add(generated(Hf::AnMsgOp, Value::Text(op)));
+        let view = d.push_text(view);
+        d.add(generated(Hf::AnMsgView, Value::Text(view)));
         d.add(time(Hf::AnMsgLatency, m.latency_ns));
         d.close();
     }
@@ -411,10 +409,8 @@ mod test {
             .collect();
         assert_eq!(top.len(), 2);
         assert_eq!(d.items[top[0]].hf(), Some(Hf::AnFlow));
-        assert_eq!(
-            d.items[top[1]].label,
-            Label::Text("Sequence analysis".into())
-        );
+        assert_eq!(d.item_text(&d.items[top[1]]), Some("Sequence analysis"));
+        assert!(matches!(d.items[top[1]].label, Label::Text(_)));
         let retx: Vec<_> = d.children(top[1]).collect();
         assert_eq!(d.items[retx[0]].hf(), Some(Hf::AnRetx));
         let kids: Vec<_> = d.children(retx[0]).map(|i| d.items[i].hf()).collect();

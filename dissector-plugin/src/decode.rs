@@ -48,8 +48,17 @@ impl Default for Options {
     }
 }
 
+/// A text of a packet's items: a range of [`Dissection::texts`], where
+/// every text of the packet is written (one reused buffer: items own no
+/// string, so building and clearing the list allocates and drops nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextRef {
+    start: u32,
+    end: u32,
+}
+
 /// An item's value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Value {
     Uint(u64),
     /// The whole octet(s) of a field with a bit mask (flag bits, version,
@@ -57,7 +66,7 @@ pub enum Value {
     Bits(u32),
     /// The bytes of the item's range.
     Bytes,
-    Text(Cow<'static, str>),
+    Text(TextRef),
     /// `FT_NONE` marker.
     Marker,
     /// A duration in ns (`FT_RELATIVE_TIME`).
@@ -65,12 +74,12 @@ pub enum Value {
 }
 
 /// What a tree item shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Label {
     /// A registered field.
     Field(Hf, Value),
     /// A text-only item that heads a subtree ("TLV: HOP_TELEMETRY").
-    Text(Cow<'static, str>),
+    Text(TextRef),
 }
 
 /// Deepest subtree level below the protocol item ([`Item::depth`]).
@@ -118,9 +127,9 @@ impl Item {
         Item::field(hf, range, Value::Bits(bits.into()))
     }
 
-    pub(crate) fn text(text: impl Into<Cow<'static, str>>, range: Range<usize>) -> Self {
+    pub(crate) fn text(text: TextRef, range: Range<usize>) -> Self {
         Item {
-            label: Label::Text(text.into()),
+            label: Label::Text(text),
             range,
             generated: false,
             subtree: None,
@@ -179,6 +188,8 @@ pub struct Dissection {
     pub info: String,
     /// The items under the protocol item, in tree order (see [`Item`]).
     pub items: Vec<Item>,
+    /// The texts of the items ([`TextRef`]; [`Dissection::text`]).
+    pub texts: String,
     pub notes: Vec<Note>,
     pub checksum: Checksum,
     /// The captured payload bytes, handed to the `data` dissector.
@@ -195,6 +206,7 @@ impl Default for Dissection {
             header: 0..0,
             info: String::new(),
             items: Vec::new(),
+            texts: String::new(),
             notes: Vec::new(),
             checksum: Checksum::Absent,
             payload: None,
@@ -210,11 +222,45 @@ impl Dissection {
         self.header = 0..captured;
         self.info.clear();
         self.items.clear();
+        self.texts.clear();
         self.notes.clear();
         self.checksum = Checksum::Absent;
         self.payload = None;
         self.packet_type = None;
         self.depth = 0;
+    }
+
+    /// Keeps `text` for an item.
+    pub(crate) fn push_text(&mut self, text: &str) -> TextRef {
+        self.write_text(|s| s.push_str(text))
+    }
+
+    /// Keeps the text `write` appends for an item.
+    pub(crate) fn write_text(&mut self, write: impl FnOnce(&mut String)) -> TextRef {
+        let start = self.texts.len();
+        write(&mut self.texts);
+        let end = self.texts.len();
+        // Texts of one packet stay far below 4 GiB; a wrap could only show
+        // a wrong (never an out-of-bounds) text.
+        TextRef {
+            start: start as u32,
+            end: end as u32,
+        }
+    }
+
+    /// The text `t` refers to ("" if it is not one of this packet's).
+    pub fn text(&self, t: TextRef) -> &str {
+        self.texts
+            .get(t.start as usize..t.end as usize)
+            .unwrap_or_default()
+    }
+
+    /// The text of a text item or of a string field's value.
+    pub fn item_text(&self, item: &Item) -> Option<&str> {
+        match item.label {
+            Label::Text(t) | Label::Field(_, Value::Text(t)) => Some(self.text(t)),
+            Label::Field(..) => None,
+        }
     }
 
     /// Adds `item` at the current depth.
@@ -230,6 +276,12 @@ impl Dissection {
         self.add(item);
         debug_assert!(self.depth < MAX_DEPTH, "subtrees nested too deep");
         self.depth = (self.depth + 1).min(MAX_DEPTH);
+    }
+
+    /// [`Dissection::open`] of a text item.
+    pub(crate) fn open_text(&mut self, text: &str, range: Range<usize>, ett: Ett) {
+        let text = self.push_text(text);
+        self.open(Item::text(text, range), ett);
     }
 
     /// Ends the subtree opened last.
@@ -641,13 +693,13 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
                     field::SACK_BITMAP(words),
                     Value::Bytes,
                 ));
-                let mut ranges = String::new();
-                push_sack_ranges(&mut ranges, ack.sack_base(), ack.sack_bitmap());
+                let ranges =
+                    d.write_text(|s| push_sack_ranges(s, ack.sack_base(), ack.sack_bitmap()));
                 d.add(
                     Item::field(
                         Hf::SackRanges,
                         field::SACK_BITMAP(words),
-                        Value::Text(ranges.into()),
+                        Value::Text(ranges),
                     )
                     .generated(),
                 );
@@ -713,11 +765,9 @@ fn tlv_items(tlv: &Tlv<'_>, labels: bool, d: &mut Dissection) {
     let range = start..start + tlv.bytes.len();
     let ty = tlv.tlv_type;
     if ty == TlvType::Pad {
-        d.open(
-            Item::text(
-                title(labels, || format!("PAD ({} bytes)", tlv.bytes.len())),
-                range.clone(),
-            ),
+        d.open_text(
+            &title(labels, || format!("PAD ({} bytes)", tlv.bytes.len())),
+            range.clone(),
             Ett::Tlv,
         );
         d.add(Item::at(Hf::TlvType, start + field::TLV_TYPE, u8::from(ty)));
@@ -731,11 +781,9 @@ fn tlv_items(tlv: &Tlv<'_>, labels: bool, d: &mut Dissection) {
         d.close();
         return;
     }
-    d.open(
-        Item::text(
-            title(labels, || format!("TLV: {ty} ({} bytes)", tlv.bytes.len())),
-            range.clone(),
-        ),
+    d.open_text(
+        &title(labels, || format!("TLV: {ty} ({} bytes)", tlv.bytes.len())),
+        range.clone(),
         Ett::Tlv,
     );
     d.add(Item::at(Hf::TlvType, start + field::TLV_TYPE, u8::from(ty)));
@@ -748,16 +796,14 @@ fn tlv_items(tlv: &Tlv<'_>, labels: bool, d: &mut Dissection) {
     if let Some(hops) = tlv.hop_telemetry() {
         for (i, hop) in hops.enumerate() {
             let at = value_start + i * field::HOP_TELEMETRY_ENTRY_LEN;
-            d.open(
-                Item::text(
-                    title(labels, || {
-                        format!(
-                            "Hop {i}: switch 0x{:08x}, queue {} cells, latency {} ns",
-                            hop.switch_id, hop.queue_depth, hop.hop_latency
-                        )
-                    }),
-                    at..at + field::HOP_TELEMETRY_ENTRY_LEN,
-                ),
+            d.open_text(
+                &title(labels, || {
+                    format!(
+                        "Hop {i}: switch 0x{:08x}, queue {} cells, latency {} ns",
+                        hop.switch_id, hop.queue_depth, hop.hop_latency
+                    )
+                }),
+                at..at + field::HOP_TELEMETRY_ENTRY_LEN,
                 Ett::TlvEntry,
             );
             d.add(Item::uint(Hf::HopSwitchId, at..at + 4, hop.switch_id));
@@ -772,11 +818,9 @@ fn tlv_items(tlv: &Tlv<'_>, labels: bool, d: &mut Dissection) {
     } else if let Some(paths) = tlv.path_status() {
         for (i, path) in paths.enumerate() {
             let at = value_start + i * field::PATH_STATUS_ENTRY_LEN;
-            d.open(
-                Item::text(
-                    title(labels, || format!("Path ev {}: {}", path.ev, path.state)),
-                    at..at + field::PATH_STATUS_ENTRY_LEN,
-                ),
+            d.open_text(
+                &title(labels, || format!("Path ev {}: {}", path.ev, path.state)),
+                at..at + field::PATH_STATUS_ENTRY_LEN,
                 Ett::TlvEntry,
             );
             d.add(Item::uint(Hf::PathEv, at..at + 2, path.ev));
@@ -808,7 +852,8 @@ fn tlvs_items(p: &Packet<&[u8]>, stop: Option<&Error>, opts: &Options, d: &mut D
     // The "TLVs (n)" head is added now and completed (title, range) once
     // the TLVs are read, or taken out again when there is none.
     let head = d.items.len();
-    d.open(Item::text("", 0..0), Ett::Tlvs);
+    let none = d.push_text("");
+    d.open(Item::text(none, 0..0), Ett::Tlvs);
     let mut n = 0usize;
     let mut first = usize::MAX;
     let mut last = 0;
@@ -832,8 +877,9 @@ fn tlvs_items(p: &Packet<&[u8]>, stop: Option<&Error>, opts: &Options, d: &mut D
     if n == 0 {
         d.items.truncate(head);
     } else {
+        let text = d.push_text(&title(opts.labels, || format!("TLVs ({n})")));
         let item = &mut d.items[head];
-        item.label = Label::Text(title(opts.labels, || format!("TLVs ({n})")));
+        item.label = Label::Text(text);
         item.range = clamp(first..last, cap);
     }
 }
@@ -1281,7 +1327,7 @@ mod test {
             ]
         );
         let tlvs = d.items.len() - 1 - d.items.iter().rev().position(|n| n.depth == 0).unwrap();
-        assert_eq!(d.items[tlvs].label, Label::Text("TLVs (1)".into()));
+        assert_eq!(d.item_text(&d.items[tlvs]), Some("TLVs (1)"));
         let tlv: Vec<_> = d.children(tlvs).collect();
         assert_eq!(tlv.len(), 1);
         let tlv_fields: Vec<_> = d
@@ -1353,7 +1399,13 @@ mod test {
             d.items
                 .iter()
                 .filter_map(|n| match &n.label {
-                    Label::Field(hf, value) => Some((*hf, value.clone(), n.range.clone(), n.depth)),
+                    Label::Field(hf, value) => Some((
+                        *hf,
+                        *value,
+                        d.item_text(n).map(str::to_owned),
+                        n.range.clone(),
+                        n.depth,
+                    )),
                     Label::Text(_) => None,
                 })
                 .collect::<Vec<_>>()
@@ -1425,8 +1477,14 @@ mod test {
             "ACK 0x11\u{2192}0x22 cack=100 SACK=101-102,104,200 echo=104@ev2 <DUP> try=1"
         );
         assert_eq!(
-            d.value(Hf::SackRanges),
-            Some(&Value::Text("101-102,104,200".into()))
+            d.value(Hf::SackRanges).map(|_| d.item_text(
+                &d.items[d
+                    .items
+                    .iter()
+                    .position(|n| n.hf() == Some(Hf::SackRanges))
+                    .unwrap()]
+            )),
+            Some(Some("101-102,104,200"))
         );
         assert_ranges_within(&d, bytes.len());
     }

@@ -874,7 +874,7 @@ impl Emitter {
         };
         if !root.is_null() {
             // SAFETY: as above.
-            unsafe { self.items(root, &d.items, bytes) };
+            unsafe { self.items(root, d, bytes) };
         }
         // SAFETY: as above.
         unsafe { self.checksum(root, d.checksum) };
@@ -904,7 +904,8 @@ impl Emitter {
     ///
     /// # Safety
     /// Valid pointers; `bytes` are the captured bytes.
-    unsafe fn items(&self, root: *mut ws::proto_tree, items: &[Item], bytes: &[u8]) {
+    unsafe fn items(&self, root: *mut ws::proto_tree, d: &Dissection, bytes: &[u8]) {
+        let items = &d.items[..];
         let mut trees = [null_mut::<ws::proto_tree>(); MAX_DEPTH as usize + 2];
         trees[0] = root;
         for (i, item) in items.iter().enumerate() {
@@ -913,7 +914,7 @@ impl Emitter {
             let has_children = items.get(i + 1).is_some_and(|n| n.depth > item.depth);
             // SAFETY: parent is root, a subtree added during this packet, or
             // NULL (accepted by every proto_tree_add_* call).
-            trees[depth + 1] = unsafe { self.item(parent, item, has_children, bytes) };
+            trees[depth + 1] = unsafe { self.item(parent, d, item, has_children, bytes) };
         }
     }
 
@@ -924,6 +925,7 @@ impl Emitter {
     unsafe fn item(
         &self,
         tree: *mut ws::proto_tree,
+        d: &Dissection,
         item: &Item,
         has_children: bool,
         bytes: &[u8],
@@ -951,7 +953,7 @@ impl Emitter {
         let added = unsafe {
             match &item.label {
                 Label::Text(text) => {
-                    let (n, text) = text_arg(text);
+                    let (n, text) = text_arg(d.text(*text));
                     let mut added: *mut ws::proto_item = null_mut();
                     let sub = ws::proto_tree_add_subtree_format(
                         tree,
@@ -991,7 +993,7 @@ impl Emitter {
                                 .map_or(null(), <[u8]>::as_ptr);
                             ws::proto_tree_add_bytes(tree, id, tvb, start, len, ptr)
                         }
-                        (Value::Text(t), _) => with_cstr(t, |t| {
+                        (Value::Text(t), _) => with_cstr(d.text(*t), |t| {
                             ws::proto_tree_add_string(tree, id, tvb, start, len, t)
                         }),
                         (Value::Marker, _) => {
