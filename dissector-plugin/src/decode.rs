@@ -992,33 +992,9 @@ fn layout_items(p: &Packet<&[u8]>, layout: &Layout, opts: &Options, d: &mut Diss
 
 /// The Info line is written with these instead of `write!`: it is built
 /// for every packet whose tree is shown (the protocol item repeats it), and
-/// `core::fmt` costs several times more per number. (Two digits per push
-/// from a table: 200 instructions a packet less than a char per digit.)
+/// `core::fmt` costs several times more per number.
 fn push_dec(s: &mut String, v: impl Into<u64>) {
-    let mut v: u64 = v.into();
-    // Base-100 digits, least significant first; two characters per push.
-    let mut pairs = [0u8; 10];
-    let mut n = 0;
-    while v >= 100 {
-        pairs[n] = (v % 100) as u8;
-        v /= 100;
-        n += 1;
-    }
-    if v < 10 {
-        s.push(char::from(b'0' + v as u8));
-    } else {
-        s.push_str(digit_pair(v as u8));
-    }
-    for &p in pairs[..n].iter().rev() {
-        s.push_str(digit_pair(p));
-    }
-}
-
-/// "00" to "99".
-fn digit_pair(p: u8) -> &'static str {
-    const PAIRS: &str = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
-    let at = usize::from(p.min(99)) * 2;
-    PAIRS.get(at..at + 2).unwrap_or("??")
+    s.push_str(itoa::Buffer::new().format(v.into()));
 }
 
 /// "0x" and `v` in lower-case hex, no padding.
