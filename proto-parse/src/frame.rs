@@ -57,6 +57,30 @@ impl Default for DecodeConfig {
 }
 
 /// The two ECN bits of the IP header (RFC 3168).
+/// What a UDP datagram's ports say it carries (the rule in the module
+/// documentation, before any heuristic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortChoice {
+    RoceV2,
+    MetaRoce,
+    /// Neither port is configured: the heuristic, when on, decides.
+    Unknown,
+}
+
+impl DecodeConfig {
+    /// The protocol of a UDP datagram by its ports.
+    #[inline]
+    pub fn port_choice(&self, src_port: u16, dst_port: u16) -> PortChoice {
+        if dst_port == self.rocev2_port {
+            PortChoice::RoceV2
+        } else if dst_port == self.metaroce_port || src_port == self.metaroce_port {
+            PortChoice::MetaRoce
+        } else {
+            PortChoice::Unknown
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Ecn {
     /// 0b00
@@ -521,7 +545,8 @@ fn decode_into<'a>(
     };
     frame.udp = Some(udp);
 
-    if udp.dst_port == cfg.rocev2_port {
+    let choice = cfg.port_choice(udp.src_port, udp.dst_port);
+    if choice == PortChoice::RoceV2 {
         let lax = rocev2::parse_lax(payload, payload_wire_len);
         let icrc = match (&lax.packet, cfg.verify_crc) {
             (Some(p), true) => p.verify_icrc(ip.headers, udp.header),
@@ -538,10 +563,7 @@ fn decode_into<'a>(
             .stop
             .map_or(Ok(()), |e| Err(e.at_offset(payload_offset)));
     }
-    if udp.dst_port == cfg.metaroce_port
-        || udp.src_port == cfg.metaroce_port
-        || (cfg.heuristic && metaroce::looks_like(payload))
-    {
+    if choice == PortChoice::MetaRoce || (cfg.heuristic && metaroce::looks_like(payload)) {
         let lax = metaroce::parse_lax(payload, payload_wire_len);
         let stop = lax.stop.clone();
         frame.payload = Transport::MetaRoce(lax);
@@ -1067,6 +1089,10 @@ mod test {
         assert_eq!(kind(&build(4791, 5000), &cfg()), "other");
         assert_eq!(kind(&build(49152, 4794), &cfg()), "metaroce");
         assert_eq!(kind(&build(4794, 49152), &cfg()), "metaroce");
+        // the RoCEv2 destination port wins over a MetaRoCE source port
+        assert_eq!(kind(&build(4794, 4791), &cfg()), "rocev2");
+        assert_eq!(cfg().port_choice(4794, 4791), PortChoice::RoceV2);
+        assert_eq!(cfg().port_choice(1, 2), PortChoice::Unknown);
         let custom = DecodeConfig {
             rocev2_port: 5000,
             metaroce_port: 6000,

@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use proto_parse::frame::{self, DecodeConfig, Frame, LinkType, Transport};
+use proto_parse::frame::{self, DecodeConfig, Frame, LinkType, PortChoice, Transport};
 use proto_parse::metaroce::{
     self, CnpReason, CtrlOp, DataOp, FbFlags, Flags, Layout, NackCode, Packet, PacketType,
 };
@@ -306,9 +306,8 @@ impl Observation {
         cfg: &DecodeConfig,
     ) -> Option<Observation> {
         if let Some(udp) = frame::ipv4_udp(link, data) {
-            let is_metaroce = udp.dst_port != cfg.rocev2_port
-                && (udp.dst_port == cfg.metaroce_port || udp.src_port == cfg.metaroce_port);
-            if is_metaroce {
+            let choice = cfg.port_choice(udp.src_port, udp.dst_port);
+            if choice == PortChoice::MetaRoce {
                 // Complete and valid: what `parse_lax` returns without a stop.
                 let packet = Packet::new_unchecked(udp.payload);
                 let layout = (udp.payload.len() == udp.payload_wire_len)
@@ -328,7 +327,7 @@ impl Observation {
                         kind: ObsKind::MetaRoce(mr),
                     });
                 }
-            } else if udp.dst_port != cfg.rocev2_port && !cfg.heuristic {
+            } else if choice == PortChoice::Unknown && !cfg.heuristic {
                 return None; // other UDP
             }
         }
