@@ -65,6 +65,18 @@ fn ack(cum: u32, seq: u16, tx_ts: u32) -> MrObs {
     }
 }
 
+/// The engine of two capture points, matching within 20 ms.
+fn two_captures() -> MultiEngine {
+    MultiEngine::new(
+        2,
+        Config::default(),
+        MergeConfig {
+            window_ns: 20_000_000,
+            ..MergeConfig::default()
+        },
+    )
+}
+
 #[test]
 fn offset_one_way_delay_and_loss_between_captures() {
     let a: IpAddr = "10.3.0.1".parse().unwrap();
@@ -88,14 +100,7 @@ fn offset_one_way_delay_and_loss_between_captures() {
         events.push((0, t + owd + 100_000 + 20_000, false, k));
     }
     events.sort_by_key(|e| e.1);
-    let mut m = MultiEngine::new(
-        2,
-        Config::default(),
-        MergeConfig {
-            window_ns: 20_000_000,
-            ..MergeConfig::default()
-        },
-    );
+    let mut m = two_captures();
     for (n, (c, ts, from_a, mr)) in events.iter().enumerate() {
         let (src, dst) = if *from_a { (a, b) } else { (b, a) };
         let obs = Observation {
@@ -194,14 +199,7 @@ fn rocev2_flows_are_matched_between_captures() {
         events.push((0, t_rx + 10_000 + 20_000, false, ack));
     }
     events.sort_by_key(|e| e.1);
-    let mut m = MultiEngine::new(
-        2,
-        Config::default(),
-        MergeConfig {
-            window_ns: 20_000_000,
-            ..MergeConfig::default()
-        },
-    );
+    let mut m = two_captures();
     for (n, (c, ts, from_a, r)) in events.iter().enumerate() {
         let (src, dst, port) = if *from_a {
             (a, b, 0xD001)
