@@ -615,3 +615,28 @@ fn usage_and_io_errors_exit_1() {
     assert!(help.contains("Exit status"), "{help}");
     assert!(help.contains("malformed"), "{help}");
 }
+
+/// The benchmark's baseline, `walk` (and `walk --engine`), counts the
+/// frames `report` counts, on MetaRoCE and on real RoCEv2 captures.
+#[test]
+fn walk_counts_what_report_counts() {
+    for name in [
+        "generated/multipath_loss_sender.pcap",
+        "real/montybeatnik_roce_capture_read-write-ecn.pcap",
+    ] {
+        let capture = fixture(name);
+        let (report, _) = run_json(&["report", "--json", "--no-progress", path_str(&capture)]);
+        for extra in [&[][..], &["--engine"][..]] {
+            let mut args = vec!["walk", path_str(&capture)];
+            args.extend_from_slice(extra);
+            let (walk, out) = run_json(&args);
+            assert!(out.status.success(), "{name} {extra:?}");
+            let c = &report["capture"];
+            assert_eq!(walk["frames"], c["frames"], "{name} {extra:?}");
+            assert_eq!(walk["metaroce"], c["metaroce_packets"], "{name} {extra:?}");
+            assert_eq!(walk["rocev2"], c["rocev2_packets"], "{name} {extra:?}");
+            let counted = walk["metaroce"].as_u64().unwrap() + walk["rocev2"].as_u64().unwrap();
+            assert!(counted > 0, "{name}: nothing decoded");
+        }
+    }
+}
