@@ -389,12 +389,15 @@ impl<'a> Packet<&'a [u8]> {
     pub fn bth(&self) -> bth::Packet<&'a [u8]> {
         bth::Packet::new_unchecked(&self.buffer[..bth::HEADER_LEN])
     }
+    #[inline]
     pub fn deth(&self) -> Option<deth::Packet<&'a [u8]>> {
         ext(self.buffer, self.headers, ExtHeaders::DETH).map(deth::Packet::new_unchecked)
     }
+    #[inline]
     pub fn reth(&self) -> Option<reth::Packet<&'a [u8]>> {
         ext(self.buffer, self.headers, ExtHeaders::RETH).map(reth::Packet::new_unchecked)
     }
+    #[inline]
     pub fn aeth(&self) -> Option<aeth::Packet<&'a [u8]>> {
         ext(self.buffer, self.headers, ExtHeaders::AETH).map(aeth::Packet::new_unchecked)
     }

@@ -249,6 +249,7 @@ pub fn ext_len(opcode: u8) -> usize {
 
 impl Opcode {
     /// The transport service (top three bits).
+    #[inline]
     pub fn service(self) -> Service {
         match u8::from(self) >> 5 {
             0 => Service::Rc,
