@@ -394,11 +394,12 @@ fn analyze_one(
     let decode = opts.decode;
     let read = std::thread::scope(|scope| {
         let parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
+        let mut v = Verdict::default();
         while let Some(batch) = parser.next_batch() {
             for item in &batch.items {
                 match item {
                     Item::Packet(obs) => {
-                        let v = engine.ingest(obs);
+                        engine.ingest_into(obs, &mut v);
                         sink.packet(0, obs, &v, engine.messages_done());
                     }
                     Item::Other { ts_ns, .. } => engine.ingest_other(*ts_ns),
@@ -656,6 +657,7 @@ pub fn walk(
 ) -> io::Result<WalkStats> {
     let mut reader = open(path)?;
     let mut stats = WalkStats::default();
+    let mut verdict = Verdict::default();
     while let Some(next) = reader.next_record() {
         let Ok(record) = next else {
             stats.corrupt_records += 1;
@@ -679,7 +681,8 @@ pub fn walk(
         if let Some(engine) = &mut engine {
             match &obs {
                 Some(obs) => {
-                    std::hint::black_box(engine.ingest(obs));
+                    engine.ingest_into(obs, &mut verdict);
+                    std::hint::black_box(&verdict);
                 }
                 None => engine.ingest_other(record.ts_ns),
             }
