@@ -144,6 +144,7 @@ pub struct RoceObs {
 
 impl MrObs {
     /// Reads a checked MetaRoCE packet whose layout has been computed.
+    #[inline(always)]
     pub fn from_packet<T: AsRef<[u8]>>(packet: &Packet<T>, layout: &Layout) -> MrObs {
         let ptype = packet.packet_type();
         let body = match ptype {
