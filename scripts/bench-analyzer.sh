@@ -3,7 +3,10 @@
 # and against a bare walk (capture records + the analysis' own decode of
 # every frame into an observation, no engine: the hidden
 # `metaroce-analyze walk`), in one run, with peak RSS from /usr/bin/time -v
-# for a small and a large capture (RSS must stay flat).
+# for a small and a large capture (RSS must stay flat). The issue's own
+# reference walk (proto-parse/examples/reference_walk.rs: mmap +
+# pcap-parser + etherparse, no code of ours) runs beside them: it calibrates
+# this host against the one the issue's figures were measured on.
 #
 #   scripts/bench-analyzer.sh [SMALL_PACKETS] [LARGE_PACKETS] [TSHARK_PACKETS]
 #
@@ -28,7 +31,12 @@ mkdir -p "$dir"
 
 cargo build --quiet --release -p analyzer --no-default-features \
     --bin metaroce-analyze --example gen-large-capture
+cargo build --quiet --release -p proto-parse --example reference_walk
 bin=target/release/metaroce-analyze
+# The issue's own floor, without this project's code (mmap + pcap-parser +
+# etherparse; the issue measured it at about 23 M packets/s): it tells how
+# fast this host is compared with the one the issue's figures come from.
+reference=target/release/examples/reference_walk
 
 capture() {
     local n=$1 f="$dir/bench-$1.pcap"
@@ -70,7 +78,7 @@ fi
 
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
 
-printf '%-34s %11s %9s %9s %13s %13s %10s\n' \
+printf '%-46s %11s %9s %9s %13s %13s %10s\n' \
     "what" "packets" "wall s" "cpu s" "packets/s" "pkts/cpu-s" "max RSS"
 results=()
 for n in "$small" "$large"; do
@@ -79,12 +87,16 @@ for n in "$small" "$large"; do
     cat "$f" >/dev/null # warm the page cache
     read -r aw ac ar < <(measure "$bin" report --json --no-progress "$f")
     read -r ww wc wr < <(measure "$bin" walk "$f")
-    printf '%-34s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json" "$n" "$aw" "$ac" "$(rate "$n" "$aw")" "$(rate "$n" "$ac")" "$ar"
-    printf '%-34s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "bare walk (records + decode)" "$n" "$ww" "$wc" "$(rate "$n" "$ww")" "$(rate "$n" "$wc")" "$wr"
+    read -r rw rc rr < <(measure "$reference" "$f")
+    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json" "$n" "$aw" "$ac" "$(rate "$n" "$aw")" "$(rate "$n" "$ac")" "$ar"
+    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "bare walk (records + decode)" "$n" "$ww" "$wc" "$(rate "$n" "$ww")" "$(rate "$n" "$wc")" "$wr"
+    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "reference walk (mmap+pcap-parser+etherparse)" "$n" "$rw" "$rc" "$(rate "$n" "$rw")" "$(rate "$n" "$rc")" "$rr"
+    awk -v n="$n" -v a="$aw" -v w="$ww" -v r="$rw" 'BEGIN {
+        printf "  ratios (wall): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time; the reference walks at %.0f%% of the 23 M/s the issue measured\n", a / w, a / r, 100 * n / r / 23e6 }'
     results+=("$n $aw $ar $ww")
     if [ "$n" -le "$tshark_max" ] && command -v tshark >/dev/null; then
         read -r tw tc tr < <(measure "${tshark_run[@]}" -r "$f")
-        printf '%-34s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "tshark -T fields" "$n" "$tw" "$tc" "$(rate "$n" "$tw")" "$(rate "$n" "$tc")" "$tr"
+        printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "tshark -T fields" "$n" "$tw" "$tc" "$(rate "$n" "$tw")" "$(rate "$n" "$tc")" "$tr"
         awk -v a="$aw" -v t="$tw" -v w="$ww" 'BEGIN {
             printf "  ratios (wall): analyzer is %.1fx faster than tshark; analyzer takes %.2fx the bare walk time\n", t / a, a / w }'
         echo "  tshark: ${tshark_run[*]} -r $f"
