@@ -4,7 +4,7 @@
 
 mod common;
 
-use analyzer::engine::{Config, Engine, MsgView, RetxKind};
+use analyzer::engine::{Config, Engine, MsgView, RetxKind, Verdict};
 use common::*;
 use proto_parse::metaroce::{FbFlags, NackCode, Op};
 
@@ -122,6 +122,36 @@ fn run() -> (Engine, Vec<analyzer::engine::Verdict>) {
     let verdicts = scenario().run(&mut engine);
     engine.finish(us(5000));
     (engine, verdicts)
+}
+
+/// One verdict reused for every packet (`ingest_into`, as the CLI's loop
+/// does) carries nothing over from the packet before: every verdict equals
+/// the fresh one `ingest` returns, and so do the completed messages.
+#[test]
+fn a_reused_verdict_equals_fresh_ones() {
+    let observations = scenario().observations();
+    let mut fresh = Engine::new(Config::default());
+    let mut reused = Engine::new(Config::default());
+    let mut verdict = Verdict::default();
+    let mut differ_from_previous = 0;
+    let mut previous = Verdict::default();
+    for obs in &observations {
+        let expected = fresh.ingest(obs);
+        reused.ingest_into(obs, &mut verdict);
+        assert_eq!(verdict, expected, "frame {}", obs.frame);
+        assert_eq!(reused.messages_done(), fresh.messages_done());
+        let previous_but_frame = Verdict {
+            frame: verdict.frame,
+            ..previous
+        };
+        if verdict != previous_but_frame {
+            differ_from_previous += 1;
+        }
+        previous = verdict;
+    }
+    // The scenario's verdicts vary (retransmissions, RTTs, NACKs, CE, ...),
+    // so a stale field would have shown.
+    assert!(differ_from_previous > observations.len() / 2);
 }
 
 #[test]
