@@ -82,7 +82,7 @@ pub fn run(
     out: &mut dyn Write,
     errors: &mut dyn Write,
 ) -> io::Result<DecodeStats> {
-    let mut reader = Reader::open(path).map_err(|e| {
+    let mut reader = Reader::open_or_stdin(path).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: {e}", path.display()),

@@ -90,8 +90,8 @@ impl ProtocolArgs {
 /// The captures and how to analyse them.
 #[derive(Debug, Args)]
 struct AnalysisArgs {
-    /// Capture files (pcap or pcapng; `-` reads standard input), one per
-    /// host: each is analysed on its own clock.
+    /// Capture files (pcap or pcapng, plain or gzip-compressed; `-` reads
+    /// standard input), one per host: each is analysed on its own clock.
     #[arg(required = true, value_name = "CAPTURE")]
     captures: Vec<PathBuf>,
     #[command(flatten)]
@@ -184,7 +184,8 @@ struct WalkArgs {
 
 #[derive(Debug, Args)]
 struct DecodeArgs {
-    /// The capture file (pcap or pcapng).
+    /// The capture file (pcap or pcapng, plain or gzip-compressed; `-`
+    /// reads standard input).
     capture: PathBuf,
     /// Print JSON Lines: {"frame", "ts_ns", "proto", "error", "crc", "fields"}.
     #[arg(long)]

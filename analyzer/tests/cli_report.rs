@@ -342,6 +342,56 @@ fn several_captures_give_one_report() {
     assert_eq!(views[1]["data_packets"], 11);
 }
 
+/// Gzip-compressed captures (`host.pcap.gz`) give the report of the plain
+/// ones, stems included; `decode` reads them too.
+#[test]
+fn gzip_compressed_captures_give_the_same_report() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut plain = Vec::new();
+    let mut compressed = Vec::new();
+    for name in ["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"] {
+        let path = fixture(&format!("generated/{name}"));
+        let gz = dir.path().join(format!("{name}.gz"));
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&std::fs::read(&path).unwrap()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        plain.push(path_str(&path).to_string());
+        compressed.push(path_str(&gz).to_string());
+    }
+    let args = |files: &[String]| {
+        let mut a = vec!["report".to_string(), "--json".to_string()];
+        a.extend_from_slice(files);
+        a
+    };
+    let run_strings = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run_json(&a)
+    };
+    let (want, _) = run_strings(args(&plain));
+    let (got, out) = run_strings(args(&compressed));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(got, want);
+    // The text report names captures by stem: `x.pcap.gz` is `x`.
+    // Compared without the lines that name the files themselves.
+    let text = |files: &[String]| {
+        let mut a = vec!["report"];
+        a.extend(files.iter().map(String::as_str));
+        let out = String::from_utf8(run(&a).stdout).unwrap();
+        out.lines()
+            .filter(|l| !files.iter().any(|f| l.contains(f.as_str())))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let compressed_text = text(&compressed);
+    assert!(compressed_text.contains("multipath_loss_sender <-> multipath_loss_receiver"));
+    assert_eq!(compressed_text, text(&plain));
+
+    let decoded = run(&["decode", "--json", &compressed[0]]);
+    assert_eq!(decoded.status.code(), Some(0));
+    assert_eq!(decoded.stdout, run(&["decode", "--json", &plain[0]]).stdout);
+}
+
 const KNOWN_BETWEEN: &[&str] = &[];
 
 #[test]

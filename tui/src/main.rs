@@ -26,7 +26,7 @@ struct Cli {
     /// Capture live on this interface.
     #[arg(short, long, value_name = "IFACE")]
     interface: Option<String>,
-    /// Replay this capture file (pcap or pcapng).
+    /// Replay this capture file (pcap or pcapng, plain or gzip-compressed).
     #[arg(short, long, value_name = "CAPTURE")]
     read: Option<PathBuf>,
     /// Replay speed: 1 = recorded pace, 10 = ten times faster, 0 = as fast

@@ -158,7 +158,7 @@ pub fn start(kind: SourceKind, pipeline: Pipeline, tick: Duration) -> anyhow::Re
                 .spawn(move || run_live(cap, pipeline, &sh, &rx, tick))?
         }
         SourceKind::Replay { file, speed } => {
-            let reader = Reader::open(&file)
+            let reader = Reader::open_or_stdin(&file)
                 .map_err(|e| anyhow!("cannot read capture {}: {e}", file.display()))?;
             thread::Builder::new()
                 .name("replay".into())
@@ -288,7 +288,7 @@ fn widen(prev: u64, now: u32) -> u64 {
 }
 
 fn run_replay(
-    mut reader: Reader,
+    mut reader: Reader<Box<dyn std::io::Read + Send>>,
     mut pipeline: Pipeline,
     shared: &Shared,
     rx: &Receiver<Command>,

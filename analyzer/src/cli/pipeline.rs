@@ -222,11 +222,17 @@ pub struct NoProgress;
 
 impl Progress for NoProgress {}
 
-/// The stem of a capture path (`-` for standard input).
+/// The stem of a capture path (`-` for standard input): the file name
+/// without its extension, and without `.gz` first (`host1.pcap.gz` is
+/// `host1`, like `host1.pcap`).
 pub fn capture_stem(path: &Path) -> String {
     if path.as_os_str() == "-" {
         return "stdin".to_string();
     }
+    let path = match path.extension() {
+        Some(ext) if ext.eq_ignore_ascii_case("gz") => path.with_extension(""),
+        _ => path.to_path_buf(),
+    };
     path.file_stem().map_or_else(
         || "capture".to_string(),
         |s| s.to_string_lossy().into_owned(),
@@ -345,7 +351,9 @@ impl Parser<'_> {
 /// Opens a capture and its length (for the progress bar).
 fn open_with_len(path: &Path) -> io::Result<(CaptureReader, Option<u64>)> {
     let reader = open(path)?;
-    let len = if path.as_os_str() == "-" {
+    // The progress bar counts bytes read: a length only for a plain file
+    // (a compressed one yields more bytes than its size).
+    let len = if path.as_os_str() == "-" || reader.is_gzip() {
         None
     } else {
         std::fs::metadata(path).ok().map(|m| m.len())

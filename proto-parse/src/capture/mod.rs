@@ -9,7 +9,9 @@
 //! refills from any [`std::io::Read`]: a file is never loaded whole, and no
 //! memory map is needed (this crate forbids `unsafe`). Every record is lent
 //! as a [`Record`] whose `data` borrows the buffer: there is no copy and no
-//! allocation per packet. The loop is the rusticata one (parse the buffered
+//! allocation per packet. [`Reader::open_or_stdin`] also takes a
+//! gzip-compressed capture (`.pcap.gz`, `.pcapng.gz`), decompressed on the
+//! fly. The loop is the rusticata one (parse the buffered
 //! bytes with `pcap-parser`, consume, refill when a record is incomplete):
 //!
 //! ```no_run

@@ -2,8 +2,10 @@
 //! lent out of it.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+
+use flate2::read::MultiGzDecoder;
 
 use pcap_parser::pcapng::{BOM_MAGIC, SHB_MAGIC};
 use pcap_parser::{PcapHeader, parse_pcap_header};
@@ -67,6 +69,8 @@ pub struct Reader<R = File> {
     /// File offset from which to resynchronise before the next record.
     pub(super) resync_from: Option<u64>,
     pub(super) stats: Stats,
+    /// The input was gzip-compressed (offsets count decompressed bytes).
+    gzip: bool,
 }
 
 impl Reader<File> {
@@ -84,7 +88,9 @@ impl Reader<File> {
 
 impl Reader<Box<dyn Read + Send>> {
     /// Opens a capture file, or reads standard input when `path` is `-`
-    /// (for command lines: `tool -r -` after `tcpdump -w -`).
+    /// (for command lines: `tool -r -` after `tcpdump -w -`). A
+    /// gzip-compressed capture (`trace.pcap.gz`, as Wireshark opens them)
+    /// is decompressed on the fly; see [`Reader::is_gzip`].
     pub fn open_or_stdin(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         let path = path.as_ref();
         let src: Box<dyn Read + Send> = if path.as_os_str() == "-" {
@@ -92,9 +98,29 @@ impl Reader<Box<dyn Read + Send>> {
         } else {
             Box::new(File::open(path)?)
         };
-        Reader::from_reader(src)
+        Reader::from_maybe_gzip(src)
+    }
+
+    /// Reads a capture from a byte stream that may be gzip-compressed
+    /// (recognised by its magic, `1f 8b`).
+    pub fn from_maybe_gzip(src: impl Read + Send + 'static) -> Result<Self, OpenError> {
+        // The peek buffer is bypassed by the reader's own larger reads, so
+        // an uncompressed stream is not copied twice.
+        let mut peek = BufReader::new(src);
+        let gzip = peek.fill_buf()?.starts_with(&GZIP_MAGIC);
+        let src: Box<dyn Read + Send> = if gzip {
+            Box::new(MultiGzDecoder::new(peek))
+        } else {
+            Box::new(peek)
+        };
+        let mut reader = Reader::from_reader(src)?;
+        reader.gzip = gzip;
+        Ok(reader)
     }
 }
+
+/// The first two bytes of a gzip stream (RFC 1952).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 impl<R: Read> Reader<R> {
     /// Reads a capture from any byte stream (a pipe, stdin, a slice).
@@ -118,6 +144,7 @@ impl<R: Read> Reader<R> {
             done: false,
             resync_from: None,
             stats: Stats::default(),
+            gzip: false,
         };
         reader.read_file_header()?;
         Ok(reader)
@@ -281,6 +308,12 @@ impl<R: Read> Reader<R> {
     /// Counters so far.
     pub const fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// True when the input was gzip-compressed: file offsets in errors,
+    /// records and [`Reader::position`] then count decompressed bytes.
+    pub const fn is_gzip(&self) -> bool {
+        self.gzip
     }
 
     /// The container format (for pcapng, the byte order of the first section).
