@@ -54,16 +54,21 @@ fn compressed_and_plain_read_the_same() {
     for plain in [pcap(), pcapng()] {
         let (expected, expected_stats) = read_bytes(&plain, 4096);
         assert!(records(&expected).len() >= 50);
-        let (items, reader) = read_gzip(gzip(&plain));
+        let compressed = gzip(&plain);
+        let (items, reader) = read_gzip(compressed.clone());
         assert!(reader.is_gzip());
         assert_eq!(items, expected);
         assert_eq!(*reader.stats(), expected_stats);
         assert!(reader.io_error().is_none());
+        // Progress counts the compressed input, all of it at the end.
+        assert_eq!(reader.input_position(), compressed.len() as u64);
+        assert_eq!(reader.position(), plain.len() as u64);
 
         // Not compressed: read as it is, and said so.
         let (items, reader) = read_gzip(plain.clone());
         assert!(!reader.is_gzip());
         assert_eq!(items, expected);
+        assert_eq!(reader.input_position(), plain.len() as u64);
     }
 }
 

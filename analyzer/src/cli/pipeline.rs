@@ -297,7 +297,7 @@ fn parse_loop(
             raw = queued.load(Ordering::Relaxed) < RAW_WHEN_QUEUED_BELOW;
             batches += 1;
             if batches.is_multiple_of(64) {
-                progress.set(reader.position());
+                progress.set(reader.input_position());
             }
         }
     }
@@ -305,7 +305,7 @@ fn parse_loop(
         queued.fetch_add(1, Ordering::Relaxed);
         let _ = tx.send(batch);
     }
-    progress.set(reader.position());
+    progress.set(reader.input_position());
     let s = reader.stats();
     stats.frames = s.records;
     stats.skipped_bytes = s.skipped_bytes;
@@ -351,9 +351,9 @@ impl Parser<'_> {
 /// Opens a capture and its length (for the progress bar).
 fn open_with_len(path: &Path) -> io::Result<(CaptureReader, Option<u64>)> {
     let reader = open(path)?;
-    // The progress bar counts bytes read: a length only for a plain file
-    // (a compressed one yields more bytes than its size).
-    let len = if path.as_os_str() == "-" || reader.is_gzip() {
+    // The progress bar counts the file's own bytes (`input_position`:
+    // compressed ones for a gzip file).
+    let len = if path.as_os_str() == "-" {
         None
     } else {
         std::fs::metadata(path).ok().map(|m| m.len())

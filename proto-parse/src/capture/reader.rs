@@ -5,6 +5,9 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use flate2::read::MultiGzDecoder;
 
 use pcap_parser::pcapng::{BOM_MAGIC, SHB_MAGIC};
@@ -69,8 +72,9 @@ pub struct Reader<R = File> {
     /// File offset from which to resynchronise before the next record.
     pub(super) resync_from: Option<u64>,
     pub(super) stats: Stats,
-    /// The input was gzip-compressed (offsets count decompressed bytes).
-    gzip: bool,
+    /// For a gzip-compressed input (offsets count decompressed bytes): the
+    /// compressed bytes read so far.
+    gzip_read: Option<Arc<AtomicU64>>,
 }
 
 impl Reader<File> {
@@ -106,7 +110,11 @@ impl Reader<Box<dyn Read + Send>> {
     pub fn from_maybe_gzip(src: impl Read + Send + 'static) -> Result<Self, OpenError> {
         // The peek buffer is bypassed by the reader's own larger reads, so
         // an uncompressed stream is not copied twice.
-        let mut peek = BufReader::new(src);
+        let read = Arc::new(AtomicU64::new(0));
+        let mut peek = BufReader::new(CountingRead {
+            inner: src,
+            read: Arc::clone(&read),
+        });
         let gzip = peek.fill_buf()?.starts_with(&GZIP_MAGIC);
         let src: Box<dyn Read + Send> = if gzip {
             Box::new(MultiGzDecoder::new(peek))
@@ -114,13 +122,28 @@ impl Reader<Box<dyn Read + Send>> {
             Box::new(peek)
         };
         let mut reader = Reader::from_reader(src)?;
-        reader.gzip = gzip;
+        reader.gzip_read = gzip.then_some(read);
         Ok(reader)
     }
 }
 
 /// The first two bytes of a gzip stream (RFC 1952).
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Counts the bytes read through it (the compressed bytes of a gzip
+/// input), for [`Reader::input_position`].
+struct CountingRead<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for CountingRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
 
 impl<R: Read> Reader<R> {
     /// Reads a capture from any byte stream (a pipe, stdin, a slice).
@@ -144,7 +167,7 @@ impl<R: Read> Reader<R> {
             done: false,
             resync_from: None,
             stats: Stats::default(),
-            gzip: false,
+            gzip_read: None,
         };
         reader.read_file_header()?;
         Ok(reader)
@@ -313,7 +336,17 @@ impl<R: Read> Reader<R> {
     /// True when the input was gzip-compressed: file offsets in errors,
     /// records and [`Reader::position`] then count decompressed bytes.
     pub const fn is_gzip(&self) -> bool {
-        self.gzip
+        self.gzip_read.is_some()
+    }
+
+    /// How far into the input itself reading has gone, for progress
+    /// against its size: [`Reader::position`], or for a gzip input the
+    /// compressed bytes read so far (a little ahead of what was parsed).
+    pub fn input_position(&self) -> u64 {
+        match &self.gzip_read {
+            Some(read) => read.load(Ordering::Relaxed),
+            None => self.position(),
+        }
     }
 
     /// The container format (for pcapng, the byte order of the first section).
