@@ -997,6 +997,12 @@ fn push_dec(s: &mut String, v: impl Into<u64>) {
     s.push_str(itoa::Buffer::new().format(v.into()));
 }
 
+/// `label` and `v` in decimal (" PSN=100").
+fn push_field(s: &mut String, label: &str, v: impl Into<u64>) {
+    s.push_str(label);
+    push_dec(s, v);
+}
+
 /// "0x" and `v` in lower-case hex, no padding.
 fn push_hex(s: &mut String, v: u32) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -1048,19 +1054,13 @@ fn info_line(s: &mut String, p: &Packet<&[u8]>, layout: Option<&Layout>, stop: O
                 s.push(' ');
             }
             push_conn(s, p);
-            s.push_str(" PSN=");
-            push_dec(s, p.psn());
-            s.push_str(" ev=");
-            push_dec(s, p.ev());
+            push_field(s, " PSN=", p.psn());
+            push_field(s, " ev=", p.ev());
             if let Some(data) = p.data() {
-                s.push_str(" msg=");
-                push_dec(s, data.msg_id());
-                s.push(':');
-                push_dec(s, data.msg_offset());
-                s.push('/');
-                push_dec(s, data.msg_len());
-                s.push_str(" len=");
-                push_dec(s, data.payload_len());
+                push_field(s, " msg=", data.msg_id());
+                push_field(s, ":", data.msg_offset());
+                push_field(s, "/", data.msg_len());
+                push_field(s, " len=", data.payload_len());
             }
         }
         PacketType::Ack | PacketType::Nack | PacketType::Cnp | PacketType::ProbeReply => {
@@ -1075,11 +1075,9 @@ fn info_line(s: &mut String, p: &Packet<&[u8]>, layout: Option<&Layout>, stop: O
             }
             s.push(' ');
             push_conn(s, p);
-            s.push_str(" cack=");
-            push_dec(s, p.psn());
+            push_field(s, " cack=", p.psn());
             if let Some(nack) = p.nack() {
-                s.push_str(" nack_psn=");
-                push_dec(s, nack.nack_psn());
+                push_field(s, " nack_psn=", nack.nack_psn());
             }
             if let Some(ack) = p.ack()
                 && ack.sack_bitmap().iter().any(|&b| b != 0)
@@ -1088,10 +1086,8 @@ fn info_line(s: &mut String, p: &Packet<&[u8]>, layout: Option<&Layout>, stop: O
                 push_sack_ranges(s, ack.sack_base(), ack.sack_bitmap());
             }
             if let Some(fb) = p.feedback() {
-                s.push_str(" echo=");
-                push_dec(s, fb.echo_psn());
-                s.push_str("@ev");
-                push_dec(s, fb.echo_ev());
+                push_field(s, " echo=", fb.echo_psn());
+                push_field(s, "@ev", fb.echo_ev());
                 let mut names = fb.flags().iter_names().map(|(n, _)| n).peekable();
                 if names.peek().is_some() {
                     s.push_str(" <");
@@ -1106,10 +1102,8 @@ fn info_line(s: &mut String, p: &Packet<&[u8]>, layout: Option<&Layout>, stop: O
                 push_enum!(s, ctrl.op());
                 s.push(' ');
                 push_conn(s, p);
-                s.push_str(" init_psn=");
-                push_dec(s, ctrl.init_psn());
-                s.push_str(" mtu=");
-                push_dec(s, ctrl.mtu());
+                push_field(s, " init_psn=", ctrl.init_psn());
+                push_field(s, " mtu=", ctrl.mtu());
                 s.push_str(" cc=");
                 push_enum!(s, ctrl.cc_algo());
             } else {
@@ -1119,24 +1113,19 @@ fn info_line(s: &mut String, p: &Packet<&[u8]>, layout: Option<&Layout>, stop: O
         PacketType::Probe => {
             s.push_str("PROBE ");
             push_conn(s, p);
-            s.push_str(" seq=");
-            push_dec(s, p.psn());
-            s.push_str(" ev=");
-            push_dec(s, p.ev());
+            push_field(s, " seq=", p.psn());
+            push_field(s, " ev=", p.ev());
         }
         _ => {
             push_enum!(s, ty);
             s.push(' ');
             push_conn(s, p);
-            s.push_str(" PSN=");
-            push_dec(s, p.psn());
-            s.push_str(" ev=");
-            push_dec(s, p.ev());
+            push_field(s, " PSN=", p.psn());
+            push_field(s, " ev=", p.ev());
         }
     }
     if p.tx_attempt() > 0 {
-        s.push_str(" try=");
-        push_dec(s, p.tx_attempt());
+        push_field(s, " try=", p.tx_attempt());
     }
     let flags = p.flags() & !(Flags::EXT | Flags::CRC);
     if !flags.is_empty() {
