@@ -56,7 +56,6 @@ impl Default for DecodeConfig {
     }
 }
 
-/// The two ECN bits of the IP header (RFC 3168).
 /// What a UDP datagram's ports say it carries (the rule in the module
 /// documentation, before any heuristic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +80,7 @@ impl DecodeConfig {
     }
 }
 
+/// The two ECN bits of the IP header (RFC 3168).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Ecn {
     /// 0b00

@@ -1,9 +1,10 @@
 //! The two-thread analysis pipeline of `metaroce-analyze`.
 //!
 //! One thread reads capture records and decodes every frame into a small,
-//! owned [`Observation`] (`Observation::decode`); batches of them (reused) go over a bounded channel to
-//! the calling thread, which feeds the engine in capture order and hands
-//! each packet and its [`Verdict`] to an optional sink (export, plots).
+//! owned [`Observation`] (`Observation::decode`); batches of them (reused)
+//! go over a bounded channel to the calling thread, which feeds the engine
+//! in capture order and hands each packet and its [`Verdict`] to an
+//! optional sink (export, plots).
 //! Parsing and analysis thus run on two cores at once; memory is a few
 //! batches plus the engine's bounded state, whatever the file size.
 //!

@@ -4,7 +4,6 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
