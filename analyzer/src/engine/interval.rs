@@ -20,15 +20,22 @@ impl IntervalSet {
     }
 
     /// Adds `[start, end)`; returns the number of bytes that were new.
+    #[inline]
     pub fn insert(&mut self, start: u32, end: u32) -> u64 {
         if end <= start {
             return 0;
         }
+        // Fast path, inlined: a message's first range, or in-order data
+        // that extends or follows the last range.
         if self.spill.is_empty() {
-            // Fast path: in-order data extends or follows the last range.
             let n = usize::from(self.n);
-            if n > 0 && start >= self.inline[n - 1].0 {
-                let last = &mut self.inline[n - 1];
+            if n == 0 {
+                self.inline[0] = (start, end);
+                self.n = 1;
+                return u64::from(end - start);
+            }
+            let last = &mut self.inline[n - 1];
+            if start >= last.0 {
                 if start <= last.1 {
                     let added = u64::from(end.saturating_sub(last.1));
                     last.1 = last.1.max(end);
@@ -40,6 +47,15 @@ impl IntervalSet {
                     return u64::from(end - start);
                 }
             }
+        }
+        self.insert_out_of_order(start, end)
+    }
+
+    /// [`IntervalSet::insert`] of a range that lands before the last one,
+    /// or past four inline ranges.
+    #[inline(never)]
+    fn insert_out_of_order(&mut self, start: u32, end: u32) -> u64 {
+        if self.spill.is_empty() {
             let mut tmp = [(0u32, 0u32); 5];
             let n = usize::from(self.n);
             tmp[..n].copy_from_slice(&self.inline[..n]);
@@ -62,6 +78,7 @@ impl IntervalSet {
     }
 
     /// True when `[0, len)` is covered.
+    #[inline]
     pub fn covers(&self, len: u32) -> bool {
         let first = if self.spill.is_empty() {
             (self.n > 0).then(|| self.inline[0])

@@ -395,6 +395,7 @@ impl Dir {
 
     /// Every non-CTRL packet this direction sends: path_seq loss and
     /// per-path counters.
+    #[inline]
     pub fn on_path_packet(&mut self, mr: &MrObs, ce: bool, cfg: &Config, v: &mut Verdict) {
         if self.paths.len() >= cfg.max_paths && !self.paths.contains_key(&mr.ev) {
             self.paths_overflow += 1;

@@ -269,10 +269,16 @@ impl Engine {
     #[inline]
     fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
         let packed = key.packed();
-        for (k, i) in self.recent.iter().flatten() {
-            if *k == packed {
-                return *i;
-            }
+        // Unrolled: an iterator over the two costs a fifth of the lookup.
+        if let Some((k, i)) = self.recent[0]
+            && k == packed
+        {
+            return i;
+        }
+        if let Some((k, i)) = self.recent[1]
+            && k == packed
+        {
+            return i;
         }
         self.dir_index_lookup(key, packed, frame, ts, protect)
     }

@@ -54,6 +54,7 @@ impl<T: Default> Window<T> {
         self.slots.get(d as usize)
     }
 
+    #[inline]
     pub fn get_mut(&mut self, psn: u32) -> Option<&mut T> {
         let d = diff(self.base, psn);
         if d < 0 {
@@ -64,7 +65,26 @@ impl<T: Default> Window<T> {
 
     /// The slot of `psn`, created (with empty slots up to it) if needed.
     /// `None` when `psn` lies too far below the window to fit.
+    #[inline]
     pub fn entry(&mut self, psn: u32) -> Option<&mut T> {
+        // Fast path, inlined: the next PSN, or one already tracked.
+        let d = diff(self.base, psn);
+        if !self.slots.is_empty() && d >= 0 && (d as usize) < self.cap {
+            let idx = d as usize;
+            if idx == self.slots.len() {
+                self.slots.push_back(T::default());
+            }
+            if idx < self.slots.len() {
+                return self.slots.get_mut(idx);
+            }
+        }
+        self.entry_far(psn)
+    }
+
+    /// [`Window::entry`] for the first PSN, one below the window, or one
+    /// past a gap or past the capacity.
+    #[inline(never)]
+    fn entry_far(&mut self, psn: u32) -> Option<&mut T> {
         if self.slots.is_empty() {
             self.base = psn;
             self.slots.push_back(T::default());
@@ -114,8 +134,11 @@ impl<T: Default> Window<T> {
             return;
         }
         let n = (d as usize).min(self.slots.len());
-        for (i, slot) in self.slots.drain(..n).enumerate() {
-            f(self.base.wrapping_add(i as u32), &slot);
+        // pop_front beats drain(..n) for the few slots an ack prunes.
+        for i in 0..n {
+            if let Some(slot) = self.slots.pop_front() {
+                f(self.base.wrapping_add(i as u32), &slot);
+            }
         }
         self.base = if self.slots.is_empty() {
             psn
