@@ -10,6 +10,11 @@
 #
 #   scripts/bench-analyzer.sh [SMALL_PACKETS] [LARGE_PACKETS] [TSHARK_PACKETS]
 #
+# The analyzer runs in two builds, the plain release build and the
+# profile-guided one (scripts/build-pgo.sh, trained on other captures), in
+# alternation ROUNDS times (default 3); each row shows the median. The PGO
+# build must print the same JSON as the plain one (checked here).
+#
 # Defaults: 1,000,000 and 10,000,000 packets; tshark runs on the small
 # capture only (about 80k packets/s: 10M packets would take minutes), set
 # TSHARK_PACKETS to the large count to run it on both. Captures are written
@@ -33,6 +38,8 @@ cargo build --quiet --release -p analyzer --no-default-features \
     --bin metaroce-analyze --example gen-large-capture
 cargo build --quiet --release -p proto-parse --example reference_walk
 bin=target/release/metaroce-analyze
+pgo=$(scripts/build-pgo.sh --no-default-features)
+rounds=${ROUNDS:-3}
 # The issue's own floor, without this project's code (mmap + pcap-parser +
 # etherparse; the issue measured it at about 23 M packets/s): it tells how
 # fast this host is compared with the one the issue's figures come from.
@@ -76,6 +83,26 @@ else
     tshark_run=(tshark -T fields -e frame.number -e udp.srcport -d udp.port==4794,data)
 fi
 
+# Median of the numbers on standard input.
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# The plain and the PGO build of `report --json` on "$1", alternated
+# $rounds times: prints "wall cpu rss" medians for plain, then for PGO.
+report_pair() {
+    local i plain=() opt=()
+    for ((i = 0; i < rounds; i++)); do
+        plain+=("$(measure "$bin" report --json --no-progress "$1")")
+        opt+=("$(measure "$pgo" report --json --no-progress "$1")")
+    done
+    for runs in "${plain[*]}" "${opt[*]}"; do
+        # "${x[*]}" joined the "wall cpu rss" triples with spaces.
+        read -ra v <<<"$runs"
+        local w=() c=() r=()
+        for ((i = 0; i < ${#v[@]}; i += 3)); do w+=("${v[i]}"); c+=("${v[i + 1]}"); r+=("${v[i + 2]}"); done
+        echo "$(printf '%s\n' "${w[@]}" | median) $(printf '%s\n' "${c[@]}" | median) $(printf '%s\n' "${r[@]}" | sort -g | tail -1)"
+    done
+}
+
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
 
 printf '%-46s %11s %9s %9s %13s %13s %10s\n' \
@@ -85,20 +112,25 @@ for n in "$small" "$large"; do
     f=$(capture "$n")
     chmod a+r "$f"; chmod a+rx "$dir"
     cat "$f" >/dev/null # warm the page cache
-    read -r aw ac ar < <(measure "$bin" report --json --no-progress "$f")
+    if ! cmp -s <("$bin" report --json --no-progress "$f") <("$pgo" report --json --no-progress "$f"); then
+        echo "the PGO build's report differs from the plain build's on $f" >&2
+        exit 1
+    fi
+    { read -r aw ac ar; read -r pw pc pr; } < <(report_pair "$f")
     read -r ww wc wr < <(measure "$bin" walk "$f")
     read -r rw rc rr < <(measure "$reference" "$f")
     printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json" "$n" "$aw" "$ac" "$(rate "$n" "$aw")" "$(rate "$n" "$ac")" "$ar"
+    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json (PGO build)" "$n" "$pw" "$pc" "$(rate "$n" "$pw")" "$(rate "$n" "$pc")" "$pr"
     printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "bare walk (records + decode)" "$n" "$ww" "$wc" "$(rate "$n" "$ww")" "$(rate "$n" "$wc")" "$wr"
     printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "reference walk (mmap+pcap-parser+etherparse)" "$n" "$rw" "$rc" "$(rate "$n" "$rw")" "$(rate "$n" "$rc")" "$rr"
-    awk -v n="$n" -v a="$aw" -v w="$ww" -v r="$rw" 'BEGIN {
-        printf "  ratios (wall): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time; the reference walks at %.0f%% of the 23 M/s the issue measured\n", a / w, a / r, 100 * n / r / 23e6 }'
+    awk -v n="$n" -v a="$aw" -v p="$pw" -v w="$ww" -v r="$rw" 'BEGIN {
+        printf "  ratios (wall): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time (PGO build: %.2fx and %.2fx); the reference walks at %.0f%% of the 23 M/s the issue measured\n", a / w, a / r, p / w, p / r, 100 * n / r / 23e6 }'
     results+=("$n $aw $ar $ww")
     if [ "$n" -le "$tshark_max" ] && command -v tshark >/dev/null; then
         read -r tw tc tr < <(measure "${tshark_run[@]}" -r "$f")
         printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "tshark -T fields" "$n" "$tw" "$tc" "$(rate "$n" "$tw")" "$(rate "$n" "$tc")" "$tr"
-        awk -v a="$aw" -v t="$tw" -v w="$ww" 'BEGIN {
-            printf "  ratios (wall): analyzer is %.1fx faster than tshark; analyzer takes %.2fx the bare walk time\n", t / a, a / w }'
+        awk -v a="$aw" -v p="$pw" -v t="$tw" 'BEGIN {
+            printf "  ratios (wall): analyzer is %.1fx faster than tshark (PGO build: %.1fx)\n", t / a, t / p }'
         echo "  tshark: ${tshark_run[*]} -r $f"
     fi
 done
@@ -121,8 +153,9 @@ if command -v valgrind >/dev/null; then
     ai=$(instr "$bin" report --json --no-progress "$f")
     ei=$(instr "$bin" walk --engine "$f")
     wi=$(instr "$bin" walk "$f")
-    awk -v n="$small" -v a="$ai" -v e="$ei" -v w="$wi" 'BEGIN {
-        printf "instructions per packet (%d packets): report %.0f, one-thread analysis %.0f, bare walk %.0f (report x%.2f)\n", n, a / n, e / n, w / n, a / w }'
+    pi=$(instr "$pgo" walk --engine "$f")
+    awk -v n="$small" -v a="$ai" -v e="$ei" -v w="$wi" -v p="$pi" 'BEGIN {
+        printf "instructions per packet (%d packets): report %.0f, one-thread analysis %.0f (PGO build %.0f), bare walk %.0f (report x%.2f)\n", n, a / n, e / n, p / n, w / n, a / w }'
 else
     echo "instructions per packet: skipped (valgrind is not installed: apt-get install valgrind)"
 fi
