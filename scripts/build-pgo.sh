@@ -11,8 +11,10 @@
 # Needs llvm-profdata from the toolchain: the llvm-tools component, which
 # this script adds with rustup when it is missing.
 # Two release builds in their own target dirs (RUSTFLAGS differ, so they
-# would otherwise rebuild the shared one): about 2.5 minutes with
-# --no-default-features, about 35 with the default (polars) features.
+# would otherwise rebuild the shared one): 2.5 minutes with
+# --no-default-features on the 2-core machine; with the default features
+# polars is built twice from scratch (a release build of the analyzer crate
+# alone takes about 17 minutes there).
 #
 # The training set is not the benchmark's capture: a generated capture of
 # another shape (64 connections, 2 % DATA loss, 256-byte payloads), every

@@ -572,7 +572,7 @@ fn type_layer(ty: PacketType) -> Layer {
 /// The validation of spec sections 8 and 11, shared by the strict and lax
 /// constructors. `buf` holds the captured bytes (at least the base header);
 /// `wire_len` is the UDP payload length on the wire.
-#[inline]
+#[inline(always)]
 fn inspect(buf: &[u8], wire_len: usize) -> Result<Layout, Error> {
     if buf.len() < field::BASE_LEN || wire_len < field::BASE_LEN {
         return Err(short(
