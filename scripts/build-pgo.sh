@@ -8,6 +8,8 @@
 #   scripts/build-pgo.sh [CARGO_BUILD_ARGS...]      e.g. --no-default-features
 #
 # Prints the binary's path: target/pgo/release/metaroce-analyze.
+# PGO_RUSTFLAGS adds flags to both builds, e.g. "-Ctarget-cpu=native" for a
+# binary that runs only on CPUs like this one (docs/performance.md).
 # Needs llvm-profdata from the toolchain: the llvm-tools component, which
 # this script adds with rustup when it is missing.
 # Two release builds in their own target dirs (RUSTFLAGS differ, so they
@@ -39,7 +41,7 @@ rm -rf "$work"
 mkdir -p "$work/raw"
 
 echo "build-pgo: instrumented build" >&2
-RUSTFLAGS="-Cprofile-generate=$work/raw" \
+RUSTFLAGS="-Cprofile-generate=$work/raw ${PGO_RUSTFLAGS:-}" \
     cargo build --quiet --release -p analyzer --bin metaroce-analyze "$@" --target-dir target/pgo-gen
 # Build scripts of the instrumented build wrote profiles too: not training.
 rm -rf "$work/raw"/*
@@ -65,6 +67,6 @@ fi
 rm -f "$work/train.pcap"
 
 echo "build-pgo: optimised build" >&2
-RUSTFLAGS="-Cprofile-use=$work/merged.profdata" \
+RUSTFLAGS="-Cprofile-use=$work/merged.profdata ${PGO_RUSTFLAGS:-}" \
     cargo build --quiet --release -p analyzer --bin metaroce-analyze "$@" --target-dir target/pgo
 echo target/pgo/release/metaroce-analyze
