@@ -214,6 +214,59 @@ impl<T: Default + Copy> Window<T> {
 #[cfg(test)]
 mod test {
     use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Entry(u32, u8),
+        Prune(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u32..96, any::<u8>()).prop_map(|(d, v)| Op::Entry(d, v)),
+            1 => (0u32..96).prop_map(Op::Prune),
+        ]
+    }
+
+    proptest! {
+        /// The ring keeps the PSN -> slot mapping of a plain map through
+        /// growth, pruning and wrap-around of its head (PSNs near the u32
+        /// wrap too): what `entry` created or pruned, it shows or forgets.
+        #[test]
+        fn ring_matches_a_map(ops in proptest::collection::vec(op(), 1..200), start in any::<u32>()) {
+            let cap = 64;
+            let mut w: Window<u8> = Window::new(cap);
+            let mut model: BTreeMap<u32, u8> = BTreeMap::new(); // offset from `start`
+            for op in ops {
+                match op {
+                    Op::Entry(d, v) => {
+                        let psn = start.wrapping_add(d);
+                        let fits = model.keys().next().is_none_or(|&lo| d >= lo || model.keys().last().unwrap() - d < cap as u32);
+                        match w.entry(psn) {
+                            Some(slot) => {
+                                *slot = v;
+                                model.insert(d, v);
+                            }
+                            None => prop_assert!(!fits, "entry({d}) refused"),
+                        }
+                        // Slots beyond the capacity were dropped from the front.
+                        let hi = *model.keys().last().unwrap();
+                        model.retain(|&k, _| hi - k < cap as u32 || k > hi);
+                    }
+                    Op::Prune(d) => {
+                        w.prune_below(start.wrapping_add(d), |_, _| {});
+                        model.retain(|&k, _| k >= d);
+                    }
+                }
+                for (&k, &v) in &model {
+                    prop_assert_eq!(w.get(start.wrapping_add(k)).copied(), Some(v), "psn offset {}", k);
+                }
+                prop_assert!(w.len() <= cap);
+            }
+        }
+    }
 
     #[test]
     fn grows_prunes_and_wraps() {
