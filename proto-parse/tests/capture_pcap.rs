@@ -215,6 +215,44 @@ fn corrupt_record_in_the_middle_resyncs() {
     }
 }
 
+/// Resynchronisation trusts a candidate header only near the last good
+/// record's time: two chained record headers dated 1970, hidden in the
+/// payload after a corrupt header, are skipped, not read as records.
+#[test]
+fn resync_skips_headers_far_from_the_last_good_time() {
+    let mut w = PcapWriter::new(Vec::new()).unwrap();
+    let base_ns = 1_700_000_000_000_000_000u64;
+    let decoy = [
+        record(false, 1000, 0, &[0; 8], 8),
+        record(false, 1000, 0, &[0; 8], 8),
+    ]
+    .concat();
+    // The file header, then three records of 64 bytes before the decoy's.
+    let bad = 24 + 3 * (16 + 64);
+    for i in 0..6usize {
+        if i == 3 {
+            w.write_frame(base_ns + i as u64 * 1000, &decoy).unwrap();
+        } else {
+            w.write_frame(base_ns + i as u64 * 1000, &frame(i, 64))
+                .unwrap();
+        }
+    }
+    let mut file = w.into_inner().unwrap();
+    file[bad + 8..bad + 12].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+    for cap in [64, 4096] {
+        let (items, stats) = read_bytes(&file, cap);
+        assert_eq!(errors(&items).len(), 1, "{items:?}");
+        let recs = records(&items);
+        assert!(
+            recs.iter().all(|r| r.ts_ns >= base_ns),
+            "a 1970 decoy was read as a record: {recs:?}"
+        );
+        assert_eq!(recs.len(), 5);
+        assert_eq!(recs[3].data, frame(4, 64));
+        assert_eq!(stats.skipped_bytes, 16 + decoy.len() as u64);
+    }
+}
+
 #[test]
 fn garbage_between_records_resyncs() {
     let mut w = PcapWriter::new(Vec::new()).unwrap();

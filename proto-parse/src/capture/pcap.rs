@@ -116,6 +116,37 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// The common case of [`Reader::step_pcap`], checked first: a classic
+    /// pcap record wholly in the buffer with a plausible `caplen`. `None`
+    /// sends the caller down the general path (refill, errors, pcapng).
+    #[inline(always)]
+    pub(super) fn pcap_buffered(&mut self) -> Option<RecordMeta> {
+        let offset = self.position();
+        let State::Pcap(st) = &mut self.state else {
+            return None;
+        };
+        let hl = st.header_len();
+        let head = self.buf[self.start..self.end].first_chunk::<16>()?;
+        let [ts_sec, ts_frac, caplen, origlen] = st.record_header(head);
+        let total = hl + caplen as usize;
+        if caplen > st.max_caplen || total > self.end - self.start {
+            return None;
+        }
+        st.last_ts_sec = Some(ts_sec);
+        let meta = RecordMeta {
+            data_start: self.start + hl,
+            data_len: caplen as usize,
+            ts_ns: st.ts_ns(ts_sec, ts_frac),
+            linktype: st.linktype,
+            orig_len: origlen,
+            interface: None,
+            offset,
+        };
+        self.start += total;
+        self.stats.file_bytes += total as u64;
+        Some(meta)
+    }
+
     pub(super) fn step_pcap(&mut self) -> Step {
         let Some(st) = self.pcap_state() else {
             return Step::End;

@@ -284,7 +284,10 @@ impl<R: Read> Reader<R> {
             self.stats.resyncs += 1;
         }
         let step = match self.state {
-            State::Pcap(_) => self.step_pcap(),
+            State::Pcap(_) => match self.pcap_buffered() {
+                Some(m) => Step::Record(m),
+                None => self.step_pcap(),
+            },
             State::PcapNg(_) => self.step_pcapng(),
         };
         match step {
