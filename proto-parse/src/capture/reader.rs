@@ -283,27 +283,20 @@ impl<R: Read> Reader<R> {
             }
             self.stats.resyncs += 1;
         }
+        let fast = if self.resync_from.is_none() {
+            self.pcap_buffered()
+        } else {
+            None
+        };
+        if let Some(m) = fast {
+            return Some(Ok(self.yield_record(m)));
+        }
         let step = match self.state {
-            State::Pcap(_) => match self.pcap_buffered() {
-                Some(m) => Step::Record(m),
-                None => self.step_pcap(),
-            },
+            State::Pcap(_) => self.step_pcap(),
             State::PcapNg(_) => self.step_pcapng(),
         };
         match step {
-            Step::Record(m) => {
-                self.stats.records += 1;
-                self.stats.bytes += m.data_len as u64;
-                Some(Ok(Record {
-                    index: self.stats.records,
-                    ts_ns: m.ts_ns,
-                    linktype: m.linktype,
-                    data: &self.buf[m.data_start..m.data_start + m.data_len],
-                    orig_len: m.orig_len,
-                    interface: m.interface,
-                    offset: m.offset,
-                }))
-            }
+            Step::Record(m) => Some(Ok(self.yield_record(m))),
             Step::Error(e) => {
                 self.stats.errors += 1;
                 if self.resync_from.is_none() && self.at_end() {
@@ -315,6 +308,22 @@ impl<R: Read> Reader<R> {
                 self.done = true;
                 None
             }
+        }
+    }
+
+    /// Counts a record read and lends it.
+    #[inline(always)]
+    fn yield_record(&mut self, m: RecordMeta) -> Record<'_> {
+        self.stats.records += 1;
+        self.stats.bytes += m.data_len as u64;
+        Record {
+            index: self.stats.records,
+            ts_ns: m.ts_ns,
+            linktype: m.linktype,
+            data: &self.buf[m.data_start..m.data_start + m.data_len],
+            orig_len: m.orig_len,
+            interface: m.interface,
+            offset: m.offset,
         }
     }
 
