@@ -95,6 +95,23 @@ impl PcapState {
         u64::from(sec) * 1_000_000_000 + frac_ns
     }
 
+    /// The record with these header fields (seconds, fraction, caplen,
+    /// origlen), its data at buffer index `data_start`, its header at file
+    /// offset `offset`.
+    #[inline]
+    fn record_meta(&self, header: [u32; 4], data_start: usize, offset: u64) -> RecordMeta {
+        let [ts_sec, ts_frac, caplen, origlen] = header;
+        RecordMeta {
+            data_start,
+            data_len: caplen as usize,
+            ts_ns: self.ts_ns(ts_sec, ts_frac),
+            linktype: self.linktype,
+            orig_len: origlen,
+            interface: None,
+            offset,
+        }
+    }
+
     /// Is `b` (at least a record header) a plausible record header? Returns
     /// its `caplen` and seconds.
     fn plausible(&self, b: &[u8], near_sec: Option<u32>) -> Option<(usize, u32)> {
@@ -133,15 +150,7 @@ impl<R: Read> Reader<R> {
             return None;
         }
         st.last_ts_sec = Some(ts_sec);
-        let meta = RecordMeta {
-            data_start: self.start + hl,
-            data_len: caplen as usize,
-            ts_ns: st.ts_ns(ts_sec, ts_frac),
-            linktype: st.linktype,
-            orig_len: origlen,
-            interface: None,
-            offset,
-        };
+        let meta = st.record_meta([ts_sec, ts_frac, caplen, origlen], self.start + hl, offset);
         self.start += total;
         self.stats.file_bytes += total as u64;
         Some(meta)
@@ -181,15 +190,7 @@ impl<R: Read> Reader<R> {
             self.consume(avail);
             return Step::Error(truncated_tail(offset, total, avail));
         }
-        let meta = RecordMeta {
-            data_start: self.start + hl,
-            data_len: caplen as usize,
-            ts_ns: st.ts_ns(ts_sec, ts_frac),
-            linktype: st.linktype,
-            orig_len: origlen,
-            interface: None,
-            offset,
-        };
+        let meta = st.record_meta([ts_sec, ts_frac, caplen, origlen], self.start + hl, offset);
         if let State::Pcap(p) = &mut self.state {
             p.last_ts_sec = Some(ts_sec);
         }
