@@ -283,12 +283,8 @@ impl<R: Read> Reader<R> {
             }
             self.stats.resyncs += 1;
         }
-        let fast = if self.resync_from.is_none() {
-            self.pcap_buffered()
-        } else {
-            None
-        };
-        if let Some(m) = fast {
+        // `resync_from` is clear here: the common case first.
+        if let Some(m) = self.pcap_buffered() {
             return Some(Ok(self.yield_record(m)));
         }
         let step = match self.state {
