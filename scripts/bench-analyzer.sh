@@ -86,21 +86,24 @@ fi
 # Median of the numbers on standard input.
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# "wall cpu rss" lines on standard input: the median wall and CPU times and
+# the largest RSS.
+summarize() {
+    local runs
+    runs=$(cat)
+    echo "$(cut -d' ' -f1 <<<"$runs" | median) $(cut -d' ' -f2 <<<"$runs" | median) $(cut -d' ' -f3 <<<"$runs" | sort -g | tail -1)"
+}
+
 # The plain and the PGO build of `report --json` on "$1", alternated
-# $rounds times: prints "wall cpu rss" medians for plain, then for PGO.
+# $rounds times: prints the summary of the plain runs, then of the PGO ones.
 report_pair() {
-    local i plain=() opt=()
+    local i plain="" opt=""
     for ((i = 0; i < rounds; i++)); do
-        plain+=("$(measure "$bin" report --json --no-progress "$1")")
-        opt+=("$(measure "$pgo" report --json --no-progress "$1")")
+        plain+="$(measure "$bin" report --json --no-progress "$1")"$'\n'
+        opt+="$(measure "$pgo" report --json --no-progress "$1")"$'\n'
     done
-    for runs in "${plain[*]}" "${opt[*]}"; do
-        # "${x[*]}" joined the "wall cpu rss" triples with spaces.
-        read -ra v <<<"$runs"
-        local w=() c=() r=()
-        for ((i = 0; i < ${#v[@]}; i += 3)); do w+=("${v[i]}"); c+=("${v[i + 1]}"); r+=("${v[i + 2]}"); done
-        echo "$(printf '%s\n' "${w[@]}" | median) $(printf '%s\n' "${c[@]}" | median) $(printf '%s\n' "${r[@]}" | sort -g | tail -1)"
-    done
+    printf '%s' "$plain" | summarize
+    printf '%s' "$opt" | summarize
 }
 
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
