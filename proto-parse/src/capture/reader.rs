@@ -265,7 +265,24 @@ impl<R: Read> Reader<R> {
     /// After an `Err` the reader either resynchronises (the next call goes
     /// on after the corrupt bytes) or ends (the next call returns `None`).
     #[allow(clippy::should_implement_trait)]
+    #[inline(always)]
     pub fn next_record(&mut self) -> Option<Result<Record<'_>, Error>> {
+        // The common case, inlined into the caller's loop: a classic pcap
+        // record wholly in the buffer. The rest stays out of line (inlining
+        // all of it cost more than the call).
+        if !self.done
+            && self.resync_from.is_none()
+            && let Some(m) = self.pcap_buffered()
+        {
+            return Some(Ok(self.yield_record(m)));
+        }
+        self.next_record_general()
+    }
+
+    /// [`Reader::next_record`] in every case: refills, errors,
+    /// resynchronisation, pcapng, the end.
+    #[inline(never)]
+    fn next_record_general(&mut self) -> Option<Result<Record<'_>, Error>> {
         if self.done {
             return None;
         }
@@ -282,10 +299,6 @@ impl<R: Read> Reader<R> {
                 return None;
             }
             self.stats.resyncs += 1;
-        }
-        // `resync_from` is clear here: the common case first.
-        if let Some(m) = self.pcap_buffered() {
-            return Some(Ok(self.yield_record(m)));
         }
         let step = match self.state {
             State::Pcap(_) => self.step_pcap(),
