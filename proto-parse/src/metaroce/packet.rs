@@ -181,6 +181,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The DATA header, if this is a DATA packet whose header is present.
+    #[inline]
     pub fn data(&self) -> Option<Data<'_>> {
         let buf = self.buf();
         if self.packet_type() != PacketType::Data || buf.len() <= field::DATA_OP {
@@ -191,12 +192,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The feedback block of ACK, NACK, CNP and PROBE_REPLY.
+    #[inline]
     pub fn feedback(&self) -> Option<Feedback<'_>> {
         let buf = self.buf();
         (self.packet_type().has_feedback() && buf.len() >= field::FEEDBACK_LEN)
             .then_some(Feedback { buf })
     }
 
+    #[inline]
     pub fn ack(&self) -> Option<Ack<'_>> {
         let feedback = self.feedback()?;
         let words = feedback.sack_words();
@@ -206,12 +209,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
             .then_some(Ack { feedback, words })
     }
 
+    #[inline]
     pub fn nack(&self) -> Option<Nack<'_>> {
         let feedback = self.feedback()?;
         (self.packet_type() == PacketType::Nack && self.buf().len() >= field::NACK_LEN)
             .then_some(Nack { feedback })
     }
 
+    #[inline]
     pub fn cnp_reason(&self) -> Option<CnpReason> {
         let buf = self.buf();
         (self.packet_type() == PacketType::Cnp && buf.len() >= field::CNP_LEN)

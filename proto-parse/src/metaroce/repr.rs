@@ -112,6 +112,7 @@ impl SackBitmap {
     pub const MAX_BITS: usize = field::MAX_SACK_WORDS as usize * 64;
 
     /// A bitmap of `len` words (at most 4), all clear.
+    #[inline]
     pub fn with_words(len: u8) -> Self {
         SackBitmap {
             words: [0; 4],
@@ -133,19 +134,23 @@ impl SackBitmap {
         bitmap
     }
 
+    #[inline]
     pub fn words(&self) -> &[u64] {
         &self.words[..usize::from(self.len)]
     }
 
+    #[inline]
     pub fn len_words(&self) -> u8 {
         self.len
     }
 
+    #[inline]
     pub fn get(&self, i: usize) -> bool {
         i < usize::from(self.len) * 64 && self.words[i / 64] & (1 << (63 - i % 64)) != 0
     }
 
     /// Sets word `i` (0..len) as read from the wire.
+    #[inline]
     pub(super) fn set_word(&mut self, i: usize, word: u64) {
         self.words[i] = word;
     }
