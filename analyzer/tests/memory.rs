@@ -189,3 +189,60 @@ fn no_feedback_capture_stays_bounded() {
     assert!(sizes[1].messages <= 32);
     engine.finish(0);
 }
+
+/// A direction evicted under the flow cap, then seen again, starts anew:
+/// its packets never land in the direction that took its slot (the
+/// engine's direction cache must forget evicted directions).
+#[test]
+fn an_evicted_direction_comes_back_as_new() {
+    let mut engine = Engine::new(Config {
+        max_flows: 2,
+        ..Config::default()
+    });
+    let a: IpAddr = "10.1.0.1".parse().unwrap();
+    let b: IpAddr = "10.1.0.2".parse().unwrap();
+    let mut frame = 0;
+    let mut send = |engine: &mut Engine, conn: u32, psn: u32| {
+        frame += 1;
+        let mr = MrObs {
+            ptype: PacketType::Data,
+            flags: Flags::SOM | Flags::EOM,
+            tx_attempt: 0,
+            ev: 1,
+            path_seq: 0,
+            dst_conn: 1000 + conn,
+            src_conn: conn,
+            psn,
+            tx_ts: 0,
+            body: MrBody::Data(DataObs {
+                op: DataOp::Send,
+                payload_len: 100,
+                actual_len: 100,
+                trimmed: false,
+                msg_id: psn,
+                msg_offset: 0,
+                msg_len: 100,
+            }),
+        };
+        engine.ingest(&obs(frame, 1_000_000 + frame * 100, a, b, mr));
+    };
+    // Directions 1 and 2; 3 evicts 1 (the least recently seen) and takes
+    // its slot; 1 comes back and evicts 2.
+    for (conn, packets) in [(1, 5), (2, 3), (3, 7), (1, 2)] {
+        for psn in 0..packets {
+            send(&mut engine, conn, psn);
+        }
+    }
+    let report = engine.snapshot();
+    let count = |conn: u32| {
+        report
+            .directions
+            .iter()
+            .find(|d| d.src_conn == conn)
+            .map(|d| d.data_packets)
+    };
+    assert_eq!(count(3), Some(7), "{:?}", report.directions);
+    assert_eq!(count(1), Some(2), "{:?}", report.directions);
+    assert_eq!(count(2), None, "{:?}", report.directions);
+    assert_eq!(report.engine.evicted_directions, 2);
+}

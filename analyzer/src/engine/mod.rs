@@ -132,6 +132,22 @@ pub struct StateSize {
     pub paths_overflow: u64,
 }
 
+/// Slots of the engine's direction cache (a power of two).
+const DIR_CACHE_SLOTS: usize = 128;
+
+/// A direction's slot in the cache: the low bits of both addresses and
+/// both connection ids, mixed by a multiplication (the two directions of a
+/// connection get different slots).
+#[inline]
+fn dir_cache_slot(key: &DirKey) -> usize {
+    let low = |ip: IpAddr| match ip {
+        IpAddr::V4(a) => a.to_bits(),
+        IpAddr::V6(a) => a.to_bits() as u32,
+    };
+    let x = (u64::from(low(key.src) ^ key.dst_conn) << 32) | u64::from(low(key.dst) ^ key.src_conn);
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - DIR_CACHE_SLOTS.trailing_zeros())) as usize
+}
+
 /// The flow engine.
 pub struct Engine {
     cfg: Config,
@@ -141,10 +157,10 @@ pub struct Engine {
     dirs: Vec<Option<Dir>>,
     free: Vec<u32>,
     index: FxHashMap<PackedKey, u32>,
-    /// The two most recently used directions (DATA bursts, and the two
-    /// directions a feedback touches).
-    recent: [Option<(DirKey, u32)>; 2],
-    recent_next: usize,
+    /// Directions by a hash of their key's low bits (direct-mapped): most
+    /// packets find their direction here, without hashing the whole key
+    /// for `index`.
+    dir_cache: Box<[Option<(DirKey, u32)>; DIR_CACHE_SLOTS]>,
     /// ts_unit_ps announced by CTRL, by (sender IP, sender conn).
     units: FxHashMap<(IpAddr, u32), u32>,
     /// Senders (IP, conn) whose CONNECT or ACCEPT was captured.
@@ -174,8 +190,7 @@ impl Engine {
             dirs: Vec::new(),
             free: Vec::new(),
             index: FxHashMap::default(),
-            recent: [None; 2],
-            recent_next: 0,
+            dir_cache: Box::new([None; DIR_CACHE_SLOTS]),
             units: FxHashMap::default(),
             started: FxHashMap::default(),
             evicted_dirs: 0,
@@ -268,15 +283,7 @@ impl Engine {
 
     #[inline]
     fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
-        // Unrolled, and on the key as it is: fewer instructions than an
-        // iterator over the two, or than packing the key first (measured in
-        // docs/performance.md).
-        if let Some((k, i)) = self.recent[0]
-            && k == key
-        {
-            return i;
-        }
-        if let Some((k, i)) = self.recent[1]
+        if let Some((k, i)) = self.dir_cache[dir_cache_slot(&key)]
             && k == key
         {
             return i;
@@ -284,13 +291,12 @@ impl Engine {
         self.dir_index_lookup(key, frame, ts, protect)
     }
 
-    /// [`Engine::dir_index`] past the two most recent directions: the map,
-    /// or a new direction.
+    /// [`Engine::dir_index`] past the cache: the map, or a new direction.
     #[inline(never)]
     fn dir_index_lookup(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
         let packed = key.packed();
         if let Some(&i) = self.index.get(&packed) {
-            self.remember(key, i);
+            self.dir_cache[dir_cache_slot(&key)] = Some((key, i));
             return i;
         }
         if self.index.len() >= self.cfg.max_flows {
@@ -309,14 +315,8 @@ impl Engine {
             }
         };
         self.index.insert(packed, i);
-        self.remember(key, i);
+        self.dir_cache[dir_cache_slot(&key)] = Some((key, i));
         i
-    }
-
-    #[inline]
-    fn remember(&mut self, key: DirKey, i: u32) {
-        self.recent[self.recent_next] = Some((key, i));
-        self.recent_next ^= 1;
     }
 
     /// Evicts the least recently seen sixteenth of the directions.
@@ -331,7 +331,8 @@ impl Engine {
         if ages.is_empty() {
             return;
         }
-        self.recent = [None; 2];
+        // Evicted slots are reused: no cache entry may point at one.
+        self.dir_cache.fill(None);
         let n = (ages.len() / 16).max(1);
         ages.select_nth_unstable(n - 1);
         for &(_, i) in &ages[..n] {
