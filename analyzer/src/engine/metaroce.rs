@@ -72,7 +72,10 @@ struct Tx {
     sampled: bool,
 }
 
+/// The window's state of one PSN: 64 bytes, aligned so that a slot is one
+/// cache line (feedback reads a slot written many packets earlier).
 #[derive(Debug, Default, Clone, Copy)]
+#[repr(align(64))]
 pub(crate) struct Slot {
     seen: bool,
     sacked: bool,
@@ -89,17 +92,21 @@ pub(crate) struct Slot {
     last: Tx,
 }
 
+/// Per-path state of one direction. `repr(C)` keeps the fields every
+/// packet touches in the first 32 bytes, so they share a cache line (the
+/// default layout put `last_seq` after the histogram, on another line).
 #[derive(Debug, Default, Clone)]
+#[repr(C)]
 struct Path {
+    last_seq: u16,
     packets: u64,
     data_packets: u64,
     data_bytes: u64,
+    ce_marked: u64,
     retransmissions: u64,
     lost: u64,
     lost_inferred: u64,
     reordered: u64,
-    ce_marked: u64,
-    last_seq: u16,
     rtt: LazyHist,
 }
 
