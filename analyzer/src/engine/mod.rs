@@ -350,6 +350,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     fn ingest_metaroce(&mut self, obs: &Observation, mr: &MrObs, v: &mut Verdict) {
         let key = DirKey {
             src: obs.src,
