@@ -160,26 +160,8 @@ fn no_feedback_capture_stays_bounded() {
     for n in [1_000u32, 10_000] {
         let mut e = Engine::new(cfg);
         for psn in 0..n {
-            let mr = MrObs {
-                ptype: PacketType::Data,
-                flags: Flags::SOM | Flags::EOM,
-                tx_attempt: 0,
-                ev: (psn % 4) as u16,
-                path_seq: (psn / 4 + 1) as u16,
-                dst_conn: 2,
-                src_conn: 1,
-                psn,
-                tx_ts: psn,
-                body: MrBody::Data(DataObs {
-                    op: DataOp::Send,
-                    payload_len: 100,
-                    actual_len: 100,
-                    trimmed: false,
-                    msg_id: psn,
-                    msg_offset: 0,
-                    msg_len: 100,
-                }),
-            };
+            let mr =
+                common::one_packet_send(1, 2, psn, (psn % 4) as u16, (psn / 4 + 1) as u16, psn);
             e.ingest(&obs(u64::from(psn) + 1, u64::from(psn) * 10, a, b, mr));
         }
         sizes.push(e.state_size());
@@ -204,26 +186,7 @@ fn an_evicted_direction_comes_back_as_new() {
     let mut frame = 0;
     let mut send = |engine: &mut Engine, conn: u32, psn: u32| {
         frame += 1;
-        let mr = MrObs {
-            ptype: PacketType::Data,
-            flags: Flags::SOM | Flags::EOM,
-            tx_attempt: 0,
-            ev: 1,
-            path_seq: 0,
-            dst_conn: 1000 + conn,
-            src_conn: conn,
-            psn,
-            tx_ts: 0,
-            body: MrBody::Data(DataObs {
-                op: DataOp::Send,
-                payload_len: 100,
-                actual_len: 100,
-                trimmed: false,
-                msg_id: psn,
-                msg_offset: 0,
-                msg_len: 100,
-            }),
-        };
+        let mr = common::one_packet_send(conn, 1000 + conn, psn, 1, 0, 0);
         engine.ingest(&obs(frame, 1_000_000 + frame * 100, a, b, mr));
     };
     // Directions 1 and 2; 3 evicts 1 (the least recently seen) and takes

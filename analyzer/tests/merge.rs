@@ -4,37 +4,19 @@
 //! (on ev 7). One DATA on ev 2 is lost between the two capture points.
 //! Expected values are worked out by hand.
 
+mod common;
+
 use std::net::IpAddr;
 
 use analyzer::engine::{
-    Config, DataObs, FbKind, FeedbackObs, MergeConfig, MrBody, MrObs, MultiEngine, ObsKind,
-    Observation,
+    Config, FbKind, FeedbackObs, MergeConfig, MrBody, MrObs, MultiEngine, ObsKind, Observation,
 };
-use proto_parse::metaroce::{DataOp, FbFlags, Flags, PacketType};
+use proto_parse::metaroce::{FbFlags, Flags, PacketType};
 
 const OFFSET: u64 = 5_000_000;
 
 fn data(psn: u32, ev: u16, seq: u16, tx_ts: u32) -> MrObs {
-    MrObs {
-        ptype: PacketType::Data,
-        flags: Flags::SOM | Flags::EOM,
-        tx_attempt: 0,
-        ev,
-        path_seq: seq,
-        dst_conn: 2,
-        src_conn: 1,
-        psn,
-        tx_ts,
-        body: MrBody::Data(DataObs {
-            op: DataOp::Send,
-            payload_len: 100,
-            actual_len: 100,
-            trimmed: false,
-            msg_id: psn,
-            msg_offset: 0,
-            msg_len: 100,
-        }),
-    }
+    common::one_packet_send(1, 2, psn, ev, seq, tx_ts)
 }
 
 fn ack(cum: u32, seq: u16, tx_ts: u32) -> MrObs {

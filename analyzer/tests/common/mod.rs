@@ -6,12 +6,13 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use analyzer::engine::{Engine, Observation, Verdict};
+use analyzer::engine::{DataObs, Engine, MrBody, MrObs, Observation, Verdict};
 use proto_parse::build::{ECN_CE, ECN_ECT0, UdpFrameBuilder};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::metaroce::{
-    AckRepr, Body, CcAlgo, CnpReason, CnpRepr, CtrlOp, CtrlRepr, DataRepr, FbFlags, Features,
-    FeedbackRepr, Flags, NackCode, NackRepr, Op, Repr, SackBitmap, udp_source_port,
+    AckRepr, Body, CcAlgo, CnpReason, CnpRepr, CtrlOp, CtrlRepr, DataOp, DataRepr, FbFlags,
+    Features, FeedbackRepr, Flags, NackCode, NackRepr, Op, PacketType, Repr, SackBitmap,
+    udp_source_port,
 };
 
 pub const A: &str = "10.0.0.1";
@@ -29,6 +30,38 @@ pub fn ip(s: &str) -> IpAddr {
 /// Microseconds after T0.
 pub fn us(t: u64) -> u64 {
     T0 + t * 1000
+}
+
+/// A one-packet SEND message (SOM and EOM, 100 bytes) as the engine sees
+/// it, for tests that feed observations directly.
+pub fn one_packet_send(
+    src_conn: u32,
+    dst_conn: u32,
+    psn: u32,
+    ev: u16,
+    path_seq: u16,
+    tx_ts: u32,
+) -> MrObs {
+    MrObs {
+        ptype: PacketType::Data,
+        flags: Flags::SOM | Flags::EOM,
+        tx_attempt: 0,
+        ev,
+        path_seq,
+        dst_conn,
+        src_conn,
+        psn,
+        tx_ts,
+        body: MrBody::Data(DataObs {
+            op: DataOp::Send,
+            payload_len: 100,
+            actual_len: 100,
+            trimmed: false,
+            msg_id: psn,
+            msg_offset: 0,
+            msg_len: 100,
+        }),
+    }
 }
 
 /// A scripted capture: frames numbered from 1 in the order added.
