@@ -43,15 +43,15 @@ pub fn one_packet_send(
     tx_ts: u32,
 ) -> MrObs {
     MrObs {
+        src_conn,
+        dst_conn,
+        psn,
+        ev,
+        path_seq,
+        tx_ts,
         ptype: PacketType::Data,
         flags: Flags::SOM | Flags::EOM,
         tx_attempt: 0,
-        ev,
-        path_seq,
-        dst_conn,
-        src_conn,
-        psn,
-        tx_ts,
         body: MrBody::Data(DataObs {
             op: DataOp::Send,
             payload_len: 100,
