@@ -95,23 +95,6 @@ impl PcapState {
         u64::from(sec) * 1_000_000_000 + frac_ns
     }
 
-    /// The record with these header fields (seconds, fraction, caplen,
-    /// origlen), its data at buffer index `data_start`, its header at file
-    /// offset `offset`.
-    #[inline]
-    fn record_meta(&self, header: [u32; 4], data_start: usize, offset: u64) -> RecordMeta {
-        let [ts_sec, ts_frac, caplen, origlen] = header;
-        RecordMeta {
-            data_start,
-            data_len: caplen as usize,
-            ts_ns: self.ts_ns(ts_sec, ts_frac),
-            linktype: self.linktype,
-            orig_len: origlen,
-            interface: None,
-            offset,
-        }
-    }
-
     /// Is `b` (at least a record header) a plausible record header? Returns
     /// its `caplen` and seconds.
     fn plausible(&self, b: &[u8], near_sec: Option<u32>) -> Option<(usize, u32)> {
@@ -133,9 +116,10 @@ impl<R: Read> Reader<R> {
         }
     }
 
-    /// The common case of [`Reader::step_pcap`], checked first: a classic
-    /// pcap record wholly in the buffer with a plausible `caplen`. `None`
-    /// sends the caller down the general path (refill, errors, pcapng).
+    /// A classic pcap record wholly in the buffer with a plausible `caplen`:
+    /// the common case, which `next_record` checks first and
+    /// [`Reader::step_pcap`] ends with. `None` sends the caller down the
+    /// general path (refill, errors, pcapng).
     #[inline(always)]
     pub(super) fn pcap_buffered(&mut self) -> Option<RecordMeta> {
         let offset = self.position();
@@ -150,7 +134,15 @@ impl<R: Read> Reader<R> {
             return None;
         }
         st.last_ts_sec = Some(ts_sec);
-        let meta = st.record_meta([ts_sec, ts_frac, caplen, origlen], self.start + hl, offset);
+        let meta = RecordMeta {
+            data_start: self.start + hl,
+            data_len: caplen as usize,
+            ts_ns: st.ts_ns(ts_sec, ts_frac),
+            linktype: st.linktype,
+            orig_len: origlen,
+            interface: None,
+            offset,
+        };
         self.start += total;
         self.stats.file_bytes += total as u64;
         Some(meta)
@@ -173,7 +165,7 @@ impl<R: Read> Reader<R> {
         let Some(head) = self.window().first_chunk::<16>() else {
             return Step::End; // unreachable: `hl` >= 16 bytes are available
         };
-        let [ts_sec, ts_frac, caplen, origlen] = st.record_header(head);
+        let [_, _, caplen, _] = st.record_header(head);
         if caplen > st.max_caplen {
             self.resync_from = Some(offset + 1);
             return Step::Error(Error::bad_value(
@@ -190,12 +182,12 @@ impl<R: Read> Reader<R> {
             self.consume(avail);
             return Step::Error(truncated_tail(offset, total, avail));
         }
-        let meta = st.record_meta([ts_sec, ts_frac, caplen, origlen], self.start + hl, offset);
-        if let State::Pcap(p) = &mut self.state {
-            p.last_ts_sec = Some(ts_sec);
+        // The record is now wholly buffered with a plausible caplen: the
+        // common case takes it.
+        match self.pcap_buffered() {
+            Some(meta) => Step::Record(meta),
+            None => Step::End, // unreachable: checked just above
         }
-        self.consume(total);
-        Step::Record(meta)
     }
 
     /// Scans forward from file offset `from` for two consecutive plausible
