@@ -146,8 +146,9 @@ fn flow_cap_evicts_and_counts() {
 
 #[test]
 fn no_feedback_capture_stays_bounded() {
-    // DATA only (a one-way capture): windows and message maps stop at
-    // their caps.
+    // DATA only (a one-way capture), every PSN sent twice: windows,
+    // message maps and the retransmissions kept for pruning stop at their
+    // caps.
     let cfg = Config {
         window: 64,
         max_messages: 32,
@@ -160,15 +161,19 @@ fn no_feedback_capture_stays_bounded() {
     for n in [1_000u32, 10_000] {
         let mut e = Engine::new(cfg);
         for psn in 0..n {
-            let mr =
+            let mut mr =
                 common::one_packet_send(1, 2, psn, (psn % 4) as u16, (psn / 4 + 1) as u16, psn);
-            e.ingest(&obs(u64::from(psn) + 1, u64::from(psn) * 10, a, b, mr));
+            let frame = u64::from(psn) * 2 + 1;
+            e.ingest(&obs(frame, u64::from(psn) * 10, a, b, mr));
+            mr.tx_attempt = 1;
+            e.ingest(&obs(frame + 1, u64::from(psn) * 10 + 5, a, b, mr));
         }
         sizes.push(e.state_size());
     }
     assert_eq!(sizes[0], sizes[1]);
     assert!(sizes[1].window_slots <= 64);
     assert!(sizes[1].messages <= 32);
+    assert!(sizes[1].pending <= 32 + 64 + 1, "{:?}", sizes[1]);
     engine.finish(0);
 }
 

@@ -452,3 +452,58 @@ fn one_ack_completing_several_messages_reports_each() {
     assert_eq!(verdicts[3].messages_completed, 3);
     assert_eq!(verdicts[3].message.map(|m| m.msg_id), Some(0));
 }
+
+/// A DUP feedback for a retransmission whose PSN the cumulative ack has
+/// already pruned from the window (past the acked grace) still marks it
+/// spurious: pruning keeps the retransmissions aside.
+///
+/// ```text
+/// acked grace 2 PSNs
+/// f1 t0    D psn100 ev1 seq1
+/// f2 t1    D psn101 ev1 seq2
+/// f3 t2000 D psn100 att1 ev2 seq1   -> timeout retransmission, ev1 charged lost_inferred
+/// f4..f7   D psn102..105 ev1 seq3..6
+/// f8 t2010 ACK cum106 echo105 (f7)  -> window pruned below 104: psn 100 leaves
+/// f9 t2011 ACK cum106 echo100 (f3) DUP -> f3 was spurious; ev1's charge taken back
+/// ```
+#[test]
+fn a_dup_for_a_pruned_retransmission_marks_it_spurious() {
+    let mut s = Script::default();
+    s.data(0, Data::send(100, 1, 1, 0, 0, 1000));
+    s.data(1, Data::send(101, 1, 2, 1, 0, 1000));
+    let retx = s.data(
+        2000,
+        Data {
+            tx_attempt: 1,
+            ..Data::send(100, 2, 1, 0, 0, 1000)
+        },
+    );
+    for (i, psn) in (102..=105).enumerate() {
+        let i = i as u64;
+        s.data(2001 + i, Data::send(psn, 1, 3 + i as u16, psn, 0, 1000));
+    }
+    s.ack(2010, 106, 105, 2004, FbFlags::empty(), &[]);
+    s.ack(2011, 106, 100, 2000, FbFlags::DUP, &[]);
+
+    let mut engine = Engine::new(Config {
+        acked_grace: 2,
+        ..Config::default()
+    });
+    let v = s.run(&mut engine);
+    let kind = v[retx as usize - 1].retransmission.map(|r| r.kind);
+    assert_eq!(kind, Some(RetxKind::Timeout));
+    assert_eq!(
+        v[8].dup_of_frame,
+        Some(retx),
+        "the DUP names the pruned retransmission"
+    );
+    let r = engine.snapshot();
+    let d = r.directions.iter().find(|d| d.data_packets > 0).unwrap();
+    assert_eq!(d.retransmissions, 1);
+    assert_eq!(d.spurious_retransmissions, 1);
+    let ev1 = d.paths.iter().find(|p| p.ev == 1).unwrap();
+    assert_eq!(
+        ev1.lost_inferred, 0,
+        "the charge for the spurious retransmission is taken back"
+    );
+}

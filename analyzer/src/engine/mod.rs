@@ -42,6 +42,7 @@
 //! and one ACK per 5 packets, every ACK an RTT sample. Not yet the
 //! "few tens of ns" goal.
 
+mod ev_table;
 mod hist;
 mod interval;
 mod merge;
@@ -473,7 +474,7 @@ impl Engine {
             s.window_slots += d.window_slots;
             s.paths += d.paths;
             s.messages += d.messages;
-            s.pending += d.pending_last + d.pending_reads;
+            s.pending += d.pending_last + d.pending_reads + d.retx_psns;
             s.stalls += d.stalls;
             s.paths_overflow += dir.paths_overflow;
         }

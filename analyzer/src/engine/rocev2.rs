@@ -341,7 +341,7 @@ impl Flow {
         if self.acked.is_none_or(|a| lt(a, psn)) {
             v.cum_ack_advance = Some(self.acked.map_or(0, |a| diff(a, psn) as u32));
             self.acked = Some(psn);
-            self.window.prune_below(psn.wrapping_add(1), |_, _| {});
+            self.window.prune_below(psn.wrapping_add(1));
         }
         while let Some(m) = self.msgs.front().copied() {
             match m.last {
