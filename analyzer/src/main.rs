@@ -107,18 +107,25 @@ struct AnalysisArgs {
     /// 64 MiB when stderr is a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Read capture files with read(2) instead of a memory map: for a file
+    /// that another program may truncate or rewrite while it is analysed
+    /// (a mapped file that shrinks kills the process with SIGBUS).
+    #[arg(long)]
+    no_mmap: bool,
 }
 
 impl AnalysisArgs {
     fn options(&self) -> Options {
-        Options::new(
+        let mut opts = Options::new(
             self.protocol.config(),
             Config {
                 stall_threshold_ns: self.stall_threshold,
                 max_flows: self.max_flows.max(1),
                 ..Config::default()
             },
-        )
+        );
+        opts.map_files = !self.no_mmap;
+        opts
     }
 }
 

@@ -392,6 +392,25 @@ fn gzip_compressed_captures_give_the_same_report() {
     assert_eq!(decoded.stdout, run(&["decode", "--json", &plain[0]]).stdout);
 }
 
+/// `--no-mmap` (read(2) instead of a memory map) gives the same report,
+/// for one capture and for two merged.
+#[test]
+fn no_mmap_gives_the_same_report() {
+    let sender = fixture("generated/multipath_loss_sender.pcap");
+    let receiver = fixture("generated/multipath_loss_receiver.pcap");
+    let (sender, receiver) = (path_str(&sender), path_str(&receiver));
+    for files in [vec![sender], vec![sender, receiver]] {
+        let mut mapped = vec!["report", "--json"];
+        mapped.extend(&files);
+        let mut read = vec!["report", "--json", "--no-mmap"];
+        read.extend(&files);
+        let (want, _) = run_json(&mapped);
+        let (got, out) = run_json(&read);
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(got, want, "{files:?}");
+    }
+}
+
 const KNOWN_BETWEEN: &[&str] = &[];
 
 #[test]

@@ -7,7 +7,7 @@
 //! through [`frame::decode`]); getters of a checked view never panic. When
 //! emitting, build a `Repr` and call `emit` on a buffer of `buffer_len()`
 //! bytes.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod build;
 pub mod capture;

@@ -136,6 +136,9 @@ impl Item {
 pub struct Options {
     pub decode: DecodeConfig,
     pub engine: Config,
+    /// Read regular files through a memory map (`Reader::map_or_open`):
+    /// off for a capture that may be truncated while it is read.
+    pub map_files: bool,
 }
 
 impl Options {
@@ -144,7 +147,11 @@ impl Options {
     /// `DecodeConfig::verify_crc`).
     pub fn new(mut decode: DecodeConfig, engine: Config) -> Options {
         decode.verify_crc = false;
-        Options { decode, engine }
+        Options {
+            decode,
+            engine,
+            map_files: true,
+        }
     }
 }
 
@@ -240,9 +247,15 @@ pub fn capture_stem(path: &Path) -> String {
     )
 }
 
-/// Opens a capture (`-` for standard input) or says why not.
-fn open(path: &Path) -> io::Result<CaptureReader> {
-    Reader::open_or_stdin(path).map_err(|e| {
+/// Opens a capture (`-` for standard input), memory-mapped when `map`
+/// allows it, or says why not.
+fn open(path: &Path, map: bool) -> io::Result<CaptureReader> {
+    let reader = if map {
+        Reader::map_or_open(path)
+    } else {
+        Reader::open_or_stdin(path)
+    };
+    reader.map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: {e}", path.display()),
@@ -350,8 +363,8 @@ impl Parser<'_> {
 }
 
 /// Opens a capture and its length (for the progress bar).
-fn open_with_len(path: &Path) -> io::Result<(CaptureReader, Option<u64>)> {
-    let reader = open(path)?;
+fn open_with_len(path: &Path, map: bool) -> io::Result<(CaptureReader, Option<u64>)> {
+    let reader = open(path, map)?;
     // The progress bar counts the file's own bytes (`input_position`:
     // compressed ones for a gzip file).
     let len = if path.as_os_str() == "-" {
@@ -397,7 +410,7 @@ fn analyze_one(
     sink: &mut dyn Sink,
     progress: &dyn Progress,
 ) -> io::Result<CaptureResult> {
-    let (reader, len) = open_with_len(path)?;
+    let (reader, len) = open_with_len(path, opts.map_files)?;
     progress.start(path, len);
     let mut engine = Engine::new(opts.engine);
     let decode = opts.decode;
@@ -492,7 +505,7 @@ fn analyze_many(
     let mut readers = Vec::with_capacity(paths.len());
     let mut total = Some(0u64);
     for path in paths {
-        let (reader, len) = open_with_len(path)?;
+        let (reader, len) = open_with_len(path, opts.map_files)?;
         total = total.zip(len).map(|(a, b)| a + b);
         readers.push(reader);
     }
@@ -664,7 +677,7 @@ pub fn walk(
     decode: &DecodeConfig,
     mut engine: Option<Engine>,
 ) -> io::Result<WalkStats> {
-    let mut reader = open(path)?;
+    let mut reader = open(path, true)?;
     let mut stats = WalkStats::default();
     let mut verdict = Verdict::default();
     while let Some(next) = reader.next_record() {

@@ -1,18 +1,20 @@
-//! Streaming reader and writer of capture files: pcap (microsecond and
+//! Reader and writer of capture files: pcap (microsecond and
 //! nanosecond magic, both byte orders, the "modified" Kuznetzov variant) and
 //! pcapng (several sections and interfaces, Enhanced and Simple packet
 //! blocks, per-interface `if_tsresol` and `if_tsoffset`).
 //!
 //! # Reading
 //! [`Reader`] reads through one buffer (256 KiB by default, grown for a
-//! larger record) that it
-//! refills from any [`std::io::Read`]: a file is never loaded whole, and no
-//! memory map is needed (this crate forbids `unsafe`). Every record is lent
-//! as a [`Record`] whose `data` borrows the buffer: there is no copy and no
-//! allocation per packet. [`Reader::open_or_stdin`] also takes a
-//! gzip-compressed capture (`.pcap.gz`, `.pcapng.gz`), decompressed on the
-//! fly. The loop is the rusticata one (parse the buffered
-//! bytes with `pcap-parser`, consume, refill when a record is incomplete):
+//! larger record) that it refills from any [`std::io::Read`]: a file is
+//! never loaded whole. Every record is lent as a [`Record`] whose `data`
+//! borrows the buffer: there is no allocation per packet.
+//! [`Reader::open_or_stdin`] also takes a gzip-compressed capture
+//! (`.pcap.gz`, `.pcapng.gz`), decompressed on the fly.
+//! [`Reader::map_or_open`] reads a regular file through a memory map
+//! instead (`mapped.rs`: no copy at all, the pages read are given back as
+//! the reader moves on); the parsing code is the same. The loop is the
+//! rusticata one (parse the buffered bytes with `pcap-parser`, consume,
+//! refill when a record is incomplete):
 //!
 //! ```no_run
 //! use proto_parse::capture::Reader;
@@ -47,6 +49,7 @@
 //! the reference stack's `--pcap` option need: frames with a nanosecond
 //! timestamp.
 
+mod mapped;
 mod pcap;
 mod pcapng;
 mod reader;

@@ -12,6 +12,7 @@ use flate2::read::MultiGzDecoder;
 use pcap_parser::pcapng::{BOM_MAGIC, SHB_MAGIC};
 use pcap_parser::{PcapHeader, parse_pcap_header};
 
+use super::mapped::{self, Mapped};
 use super::pcap::PcapState;
 use super::pcapng::NgState;
 use super::{Format, Interface, MAX_RECORD_LEN, OpenError, Record, Stats};
@@ -26,6 +27,25 @@ pub const DEFAULT_BUFFER_SIZE: usize = 256 * 1024;
 
 /// Smallest buffer (it grows when one record needs more).
 const MIN_BUFFER_SIZE: usize = 64;
+
+/// The bytes the reader parses: a buffer refilled from the source, or the
+/// whole file mapped (`refill` then only moves the window's end).
+pub(super) enum Bytes {
+    Buffer(Vec<u8>),
+    Mapped(Mapped),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Buffer(buf) => buf,
+            Bytes::Mapped(map) => map,
+        }
+    }
+}
 
 pub(super) enum State {
     Pcap(PcapState),
@@ -57,7 +77,7 @@ pub(super) struct RecordMeta {
 pub struct Reader<R = File> {
     src: R,
     /// `buf[start..end]` holds unread bytes; `buf.len()` is the capacity.
-    pub(super) buf: Vec<u8>,
+    pub(super) buf: Bytes,
     pub(super) start: usize,
     pub(super) end: usize,
     /// File offset of `buf[0]`.
@@ -102,6 +122,29 @@ impl Reader<Box<dyn Read + Send>> {
             Box::new(File::open(path)?)
         };
         Reader::from_maybe_gzip(src)
+    }
+
+    /// Like [`Reader::open_or_stdin`], but a regular, uncompressed file is
+    /// memory-mapped: records are lent from the page cache without being
+    /// copied (a fifth of a whole analysis' CPU time on a large capture,
+    /// docs/performance.md). The file must not be truncated while it is
+    /// read (SIGBUS): read a capture still being written with
+    /// [`Reader::open_or_stdin`].
+    pub fn map_or_open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        let path = path.as_ref();
+        if path.as_os_str() == "-" {
+            return Reader::open_or_stdin(path);
+        }
+        let file = File::open(path)?;
+        match Mapped::new(&file) {
+            Some(map) if !map.starts_with(&GZIP_MAGIC) => {
+                let src: Box<dyn Read + Send> = Box::new(file);
+                let mut reader = Reader::new(src, Bytes::Mapped(map));
+                reader.read_file_header()?;
+                Ok(reader)
+            }
+            _ => Reader::from_maybe_gzip(file),
+        }
     }
 
     /// Reads a capture from a byte stream that may be gzip-compressed
@@ -153,9 +196,17 @@ impl<R: Read> Reader<R> {
     /// Like [`Reader::from_reader`] with a buffer of `capacity` bytes (it
     /// grows when a single record needs more).
     pub fn with_capacity(src: R, capacity: usize) -> Result<Self, OpenError> {
-        let mut reader = Reader {
+        let buf = vec![0; capacity.clamp(MIN_BUFFER_SIZE, MAX_RECORD_LEN + 64)];
+        let mut reader = Reader::new(src, Bytes::Buffer(buf));
+        reader.read_file_header()?;
+        Ok(reader)
+    }
+
+    /// A reader before its file header is read.
+    fn new(src: R, buf: Bytes) -> Self {
+        Reader {
             src,
-            buf: vec![0; capacity.clamp(MIN_BUFFER_SIZE, MAX_RECORD_LEN + 64)],
+            buf,
             start: 0,
             end: 0,
             base: 0,
@@ -167,9 +218,7 @@ impl<R: Read> Reader<R> {
             resync_from: None,
             stats: Stats::default(),
             gzip_read: None,
-        };
-        reader.read_file_header()?;
-        Ok(reader)
+        }
     }
 
     fn read_file_header(&mut self) -> Result<(), OpenError> {
@@ -369,6 +418,12 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// True when the file is read through a memory map
+    /// ([`Reader::map_or_open`]).
+    pub const fn is_mapped(&self) -> bool {
+        matches!(self.buf, Bytes::Mapped(_))
+    }
+
     /// The container format (for pcapng, the byte order of the first section).
     pub const fn format(&self) -> Format {
         self.format
@@ -433,26 +488,37 @@ impl<R: Read> Reader<R> {
 
     #[inline(never)]
     fn refill(&mut self, need: usize) -> usize {
-        if self.buf.len() < need {
-            let new_len = need.next_power_of_two().max(self.buf.len());
-            self.buf.copy_within(self.start..self.end, 0);
+        let buf = match &mut self.buf {
+            Bytes::Buffer(buf) => buf,
+            Bytes::Mapped(map) => {
+                // Every byte is there: move the window's end, give back
+                // what lies well behind its start.
+                self.end = map.len().min(self.start + need.max(mapped::WINDOW));
+                self.eof = self.end == map.len();
+                map.release_below(self.start);
+                return self.avail();
+            }
+        };
+        if buf.len() < need {
+            let new_len = need.next_power_of_two().max(buf.len());
+            buf.copy_within(self.start..self.end, 0);
             self.base += self.start as u64;
             self.end -= self.start;
             self.start = 0;
-            self.buf.resize(new_len, 0);
-        } else if self.buf.len() - self.start < need {
-            self.buf.copy_within(self.start..self.end, 0);
+            buf.resize(new_len, 0);
+        } else if buf.len() - self.start < need {
+            buf.copy_within(self.start..self.end, 0);
             self.base += self.start as u64;
             self.end -= self.start;
             self.start = 0;
         }
-        while self.avail() < need {
-            match self.src.read(&mut self.buf[self.end..]) {
+        while self.end - self.start < need {
+            match self.src.read(&mut buf[self.end..]) {
                 Ok(0) => {
                     self.eof = true;
                     break;
                 }
-                Ok(n) => self.end += n.min(self.buf.len() - self.end),
+                Ok(n) => self.end += n.min(buf.len() - self.end),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.io_error = Some(e);
