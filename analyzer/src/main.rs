@@ -281,7 +281,7 @@ impl Progress for TermProgress {
 }
 
 /// Runs the pipeline over every capture; `Err` is already reported (exit 1).
-fn analyze(args: &AnalysisArgs, sink: &mut dyn Sink) -> Result<Vec<CaptureResult>, ExitCode> {
+fn analyze<S: Sink>(args: &AnalysisArgs, sink: &mut S) -> Result<Vec<CaptureResult>, ExitCode> {
     let progress = TermProgress::new(args);
     pipeline::analyze(&args.captures, &args.options(), sink, &progress).map_err(|err| {
         eprintln!("metaroce-analyze: {err}");

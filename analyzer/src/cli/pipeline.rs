@@ -403,11 +403,11 @@ fn spawn_parser<'scope, 'env>(
 
 /// One capture: parsing on a second thread, the engine and the sink on
 /// this one.
-fn analyze_one(
+fn analyze_one<S: Sink + ?Sized>(
     path: &Path,
     stem: String,
     opts: &Options,
-    sink: &mut dyn Sink,
+    sink: &mut S,
     progress: &dyn Progress,
 ) -> io::Result<CaptureResult> {
     let (reader, len) = open_with_len(path, opts.map_files)?;
@@ -495,11 +495,11 @@ impl Progress for PartProgress<'_> {
 /// Several captures: one parsing thread each, merged by raw timestamp
 /// into the engine's [`MultiEngine`] (one engine per capture plus the
 /// cross-capture matcher that fills `between_captures`).
-fn analyze_many(
+fn analyze_many<S: Sink + ?Sized>(
     paths: &[PathBuf],
     stems: Vec<String>,
     opts: &Options,
-    sink: &mut dyn Sink,
+    sink: &mut S,
     progress: &dyn Progress,
 ) -> io::Result<Vec<CaptureResult>> {
     let mut readers = Vec::with_capacity(paths.len());
@@ -579,10 +579,13 @@ fn analyze_many(
 /// Analyses every capture and returns one result per capture (in the
 /// order given). Several captures are merged by timestamp into one
 /// analysis (`between_captures` in the first capture's report).
-pub fn analyze(
+///
+/// Generic over the sink so that `report`'s [`NoSink`] costs nothing per
+/// packet (a `dyn` sink was a call per packet).
+pub fn analyze<S: Sink + ?Sized>(
     paths: &[PathBuf],
     opts: &Options,
-    sink: &mut dyn Sink,
+    sink: &mut S,
     progress: &dyn Progress,
 ) -> io::Result<Vec<CaptureResult>> {
     let mut stems: Vec<String> = Vec::new();
