@@ -678,7 +678,12 @@ impl Dir {
                 self.pending_last.pop_front();
             }
             let at = at.min(self.pending_last.len());
-            self.pending_last.insert(at, (psn, key.0, key.1));
+            // `insert` stays a call even at the end, the usual place.
+            if at == self.pending_last.len() {
+                self.pending_last.push_back((psn, key.0, key.1));
+            } else {
+                self.pending_last.insert(at, (psn, key.0, key.1));
+            }
         }
         if !d.trimmed {
             let end = d.msg_offset.saturating_add(d.actual_len);
