@@ -533,7 +533,6 @@ impl Dir {
             ev: mr.ev,
             sampled: false,
         };
-        let highest_sacked = self.highest_sacked;
         let slot = if below_cum {
             self.window.get_mut(psn)
         } else {
@@ -543,70 +542,7 @@ impl Dir {
         let is_retx = mr.tx_attempt > 0 || seen_before || below_cum;
 
         if is_retx {
-            self.c.retransmissions += 1;
-            let mut newly_retx = false;
-            let (original_frame, count, kind, charge) = match slot {
-                Some(slot) => {
-                    let original = slot.seen.then_some(slot.first.frame);
-                    let count = slot.count;
-                    let kind = if below_cum || slot.sacked {
-                        RetxKind::Spurious
-                    } else if slot.nacked || highest_sacked.is_some_and(|h| lt(psn, h)) {
-                        RetxKind::Fast
-                    } else {
-                        RetxKind::Timeout
-                    };
-                    // Sender-side loss: the previous transmission was never
-                    // acked or SACKed.
-                    let charge = (kind != RetxKind::Spurious && slot.seen).then_some(slot.last.ev);
-                    if !slot.seen {
-                        slot.first = tx;
-                        slot.seen = true;
-                    }
-                    slot.last = tx;
-                    if !slot.retx {
-                        slot.retx = true;
-                        newly_retx = true;
-                    }
-                    slot.count = slot.count.saturating_add(1);
-                    if kind == RetxKind::Spurious {
-                        slot.spurious = true;
-                    } else if charge.is_some() {
-                        slot.lost_ev = charge;
-                    }
-                    (original, count, kind, charge)
-                }
-                None => (None, 0, RetxKind::Spurious, None),
-            };
-            if newly_retx {
-                self.track_retx(psn, cfg);
-            }
-            match kind {
-                RetxKind::Fast => self.c.fast += 1,
-                RetxKind::Timeout => self.c.timeout += 1,
-                RetxKind::Spurious => self.c.spurious += 1,
-            }
-            if let Some(ev) = charge
-                && let Some(p) = self.paths.get_mut(ev)
-            {
-                p.lost_inferred += 1;
-            }
-            if let Some(p) = self.paths.get_mut(mr.ev) {
-                p.retransmissions += 1;
-            }
-            v.retransmission = Some(Retransmission {
-                original_frame,
-                attempt: mr.tx_attempt.max(count),
-                kind,
-            });
-            self.stall_event(
-                match kind {
-                    RetxKind::Fast => "fast_retransmission",
-                    RetxKind::Timeout => "timeout_retransmission",
-                    RetxKind::Spurious => "spurious_retransmission",
-                },
-                true,
-            );
+            self.on_retransmission(psn, tx, mr, below_cum, cfg, v);
         } else {
             if let Some(slot) = slot {
                 slot.seen = true;
@@ -638,6 +574,88 @@ impl Dir {
             return None;
         }
         self.on_message(ts, psn, mr.flags, d, cfg, v, done)
+    }
+
+    /// [`Dir::on_data`] for a retransmission (rare: out of line, so that
+    /// the first transmission's path stays short). `psn`'s slot, if the
+    /// window holds it, was made by the caller.
+    #[cold]
+    #[inline(never)]
+    fn on_retransmission(
+        &mut self,
+        psn: u32,
+        tx: Tx,
+        mr: &MrObs,
+        below_cum: bool,
+        cfg: &Config,
+        v: &mut Verdict,
+    ) {
+        let highest_sacked = self.highest_sacked;
+        let slot = self.window.get_mut(psn);
+        self.c.retransmissions += 1;
+        let mut newly_retx = false;
+        let (original_frame, count, kind, charge) = match slot {
+            Some(slot) => {
+                let original = slot.seen.then_some(slot.first.frame);
+                let count = slot.count;
+                let kind = if below_cum || slot.sacked {
+                    RetxKind::Spurious
+                } else if slot.nacked || highest_sacked.is_some_and(|h| lt(psn, h)) {
+                    RetxKind::Fast
+                } else {
+                    RetxKind::Timeout
+                };
+                // Sender-side loss: the previous transmission was never
+                // acked or SACKed.
+                let charge = (kind != RetxKind::Spurious && slot.seen).then_some(slot.last.ev);
+                if !slot.seen {
+                    slot.first = tx;
+                    slot.seen = true;
+                }
+                slot.last = tx;
+                if !slot.retx {
+                    slot.retx = true;
+                    newly_retx = true;
+                }
+                slot.count = slot.count.saturating_add(1);
+                if kind == RetxKind::Spurious {
+                    slot.spurious = true;
+                } else if charge.is_some() {
+                    slot.lost_ev = charge;
+                }
+                (original, count, kind, charge)
+            }
+            None => (None, 0, RetxKind::Spurious, None),
+        };
+        if newly_retx {
+            self.track_retx(psn, cfg);
+        }
+        match kind {
+            RetxKind::Fast => self.c.fast += 1,
+            RetxKind::Timeout => self.c.timeout += 1,
+            RetxKind::Spurious => self.c.spurious += 1,
+        }
+        if let Some(ev) = charge
+            && let Some(p) = self.paths.get_mut(ev)
+        {
+            p.lost_inferred += 1;
+        }
+        if let Some(p) = self.paths.get_mut(mr.ev) {
+            p.retransmissions += 1;
+        }
+        v.retransmission = Some(Retransmission {
+            original_frame,
+            attempt: mr.tx_attempt.max(count),
+            kind,
+        });
+        self.stall_event(
+            match kind {
+                RetxKind::Fast => "fast_retransmission",
+                RetxKind::Timeout => "timeout_retransmission",
+                RetxKind::Spurious => "spurious_retransmission",
+            },
+            true,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
