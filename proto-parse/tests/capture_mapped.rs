@@ -87,15 +87,20 @@ fn frames(count: usize) -> impl Iterator<Item = (u64, Vec<u8>)> {
     })
 }
 
-#[test]
-fn a_large_pcap_with_corrupt_records_at_window_ends_reads_the_same_mapped() {
-    let path = tmp_path("mapped-large.pcap");
+/// A pcap file of `count` of [`frames`].
+fn write_pcap(name: &str, count: usize) -> PathBuf {
+    let path = tmp_path(name);
     let mut w = PcapWriter::create(&path).unwrap();
-    for (ts, data) in frames(6000) {
+    for (ts, data) in frames(count) {
         w.write_frame(ts, &data).unwrap();
     }
     w.flush().unwrap();
-    drop(w);
+    path
+}
+
+#[test]
+fn a_large_pcap_with_corrupt_records_at_window_ends_reads_the_same_mapped() {
+    let path = write_pcap("mapped-large.pcap", 6000);
     let clean = same_both_ways(&path);
     assert!(clean.mapped);
     let recs = records(&clean.items);
@@ -155,13 +160,7 @@ fn a_large_pcapng_reads_the_same_mapped() {
 fn gzip_and_empty_files_are_read_as_streams() {
     use flate2::{Compression, write::GzEncoder};
     use std::io::Write;
-    let plain = tmp_path("mapped-small.pcap");
-    let mut w = PcapWriter::create(&plain).unwrap();
-    for (ts, data) in frames(50) {
-        w.write_frame(ts, &data).unwrap();
-    }
-    w.flush().unwrap();
-    drop(w);
+    let plain = write_pcap("mapped-small.pcap", 50);
     let gz = tmp_path("mapped-small.pcap.gz");
     let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
     enc.write_all(&std::fs::read(&plain).unwrap()).unwrap();
