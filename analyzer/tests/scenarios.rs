@@ -507,3 +507,51 @@ fn a_dup_for_a_pruned_retransmission_marks_it_spurious() {
         "the charge for the spurious retransmission is taken back"
     );
 }
+
+/// RTT samples are recorded into the histograms in batches: a report taken
+/// between batches counts the samples not yet recorded, and says what it
+/// says once they are.
+#[test]
+fn rtt_histograms_count_every_sample_between_batches() {
+    let mut s = Script::default();
+    // 70 DATA, each acked 10 us later: 70 RTT samples over 2 evs (two
+    // batches of 32 and 6 still pending).
+    for i in 0..70u32 {
+        let t = u64::from(i) * 100;
+        s.data(
+            t,
+            Data::send(100 + i, 1 + (i % 2) as u16, 1 + (i / 2) as u16, i, 0, 1000),
+        );
+        s.ack(
+            t + 10 + u64::from(i % 7),
+            101 + i,
+            100 + i,
+            t,
+            FbFlags::empty(),
+            &[],
+        );
+    }
+    let mut engine = Engine::new(Config::default());
+    s.run(&mut engine);
+    let before = engine.snapshot();
+    engine.finish(70 * 100 * 1000 + 1_000_000_000);
+    let after = engine.snapshot();
+    let dir = |r: &analyzer::engine::Report| {
+        r.directions
+            .iter()
+            .find(|d| d.data_packets > 0)
+            .cloned()
+            .unwrap()
+    };
+    let (b, a) = (dir(&before), dir(&after));
+    assert_eq!(b.ack_rtt_ns.count, 70);
+    assert_eq!(b.ack_rtt_ns, a.ack_rtt_ns);
+    assert_eq!(b.fabric_rtt_ns, a.fabric_rtt_ns);
+    assert_eq!(b.ack_rtt_ns.min, 10_000);
+    assert_eq!(b.ack_rtt_ns.max, 16_000);
+    let per_path: Vec<u64> = b.paths.iter().map(|p| p.ack_rtt_ns.count).collect();
+    assert_eq!(per_path, [35, 35]);
+    for (pb, pa) in b.paths.iter().zip(&a.paths) {
+        assert_eq!(pb.ack_rtt_ns, pa.ack_rtt_ns, "ev {}", pb.ev);
+    }
+}

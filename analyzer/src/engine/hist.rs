@@ -118,7 +118,17 @@ impl LazyHist {
             .map_or_else(Summary::default, |h| h.summary())
     }
 
-    pub fn is_allocated(&self) -> bool {
-        self.0.is_some()
+    /// The summary as if `more` had been recorded too (on a copy: the
+    /// histogram itself is unchanged).
+    pub fn summary_with(&self, more: impl IntoIterator<Item = u64>) -> Summary {
+        let mut more = more.into_iter().peekable();
+        if more.peek().is_none() {
+            return self.summary();
+        }
+        let mut copy = self.clone();
+        for ns in more {
+            copy.record(ns);
+        }
+        copy.summary()
     }
 }

@@ -453,6 +453,7 @@ impl Engine {
         let cfg = self.cfg;
         for dir in self.dirs.iter_mut().flatten() {
             dir.check_stall(now, &cfg);
+            dir.flush_rtt();
         }
     }
 
