@@ -672,9 +672,9 @@ pub struct WalkStats {
     pub corrupt_records: u64,
 }
 
-/// Reads every record and decodes every frame, nothing else (the
-/// benchmark's baseline); with an `engine`, feeds it every packet on this
-/// thread.
+/// Reads every record (memory-mapped, as the analysis reads a file) and
+/// decodes every frame, nothing else (the benchmark's baseline); with an
+/// `engine`, feeds it every packet on this thread.
 pub fn walk(
     path: &Path,
     decode: &DecodeConfig,

@@ -3,11 +3,13 @@
 //! Entries live in a `Vec` in the order their ev was first seen and are
 //! never removed (a direction's paths go with the direction). A lookup
 //! first tries one direct-mapped slot chosen by the ev's low bits, then a
-//! hash map. Senders number their paths with small evs in practice, so the
-//! slot almost always holds the answer; spraying means consecutive packets
-//! use different evs, so a "last used" cache would not. The hash map's own
-//! lookup stayed an out-of-line call of 35-46 instructions per packet on
-//! the bench capture (docs/performance.md).
+//! hash map. Evs numbered from 0 or 1 (the reference stack's 1..=N, the
+//! generators') never share a slot up to 64 paths, so the slot holds the
+//! answer; evs spread over the 16 bits may share one and then fall back to
+//! the map. Spraying means consecutive packets use different evs, so a
+//! "last used" cache would miss. The hash map's own lookup stayed an
+//! out-of-line call of 35-46 instructions per packet on the bench capture
+//! (docs/performance.md).
 
 use rustc_hash::FxHashMap;
 

@@ -1,7 +1,7 @@
 //! A capture file read through a memory map: records are lent straight
 //! from the page cache, with no copy into a buffer.
 //!
-//! Why: the kernel's copy into a read buffer was a fifth of the analyzer's
+//! Why: the kernel's copy into a read buffer was 10-17 % of the analyzer's
 //! CPU time. A mapping of a file whose page cache holds large folios (as
 //! readahead leaves a file read from disk) costs next to nothing in the
 //! kernel (docs/performance.md). The reader still sees a window of the
@@ -10,8 +10,10 @@
 //! window moves, so the resident set stays flat however large the file.
 //!
 //! The caveat of every mapping: if another process truncates the file
-//! while it is read, touching the lost pages raises SIGBUS. Captures still
-//! being written are read as streams (`Reader::open_streaming_or_stdin`).
+//! while it is read, touching the lost pages raises SIGBUS. Such files are
+//! read as streams (`Reader::open_or_stdin`, `metaroce-analyze --no-mmap`);
+//! a file that only grows is safe (the mapping covers it as it was when
+//! opened).
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -45,7 +47,7 @@ impl Mapped {
         // SAFETY: the mapping is read-only and every access is bounds-checked
         // against its length; the bytes are parsed as untrusted input. The
         // file must not be truncated or rewritten while mapped (module
-        // documentation): captures still being written are read as streams.
+        // documentation): such files are read as streams instead.
         let map = unsafe { Mmap::map(file) }.ok()?;
         // Readahead for a file not yet in the page cache.
         let _ = map.advise(Advice::Sequential);

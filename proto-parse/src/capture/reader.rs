@@ -126,10 +126,10 @@ impl Reader<Box<dyn Read + Send>> {
 
     /// Like [`Reader::open_or_stdin`], but a regular, uncompressed file is
     /// memory-mapped: records are lent from the page cache without being
-    /// copied (a fifth of a whole analysis' CPU time on a large capture,
-    /// docs/performance.md). The file must not be truncated while it is
-    /// read (SIGBUS): read a capture still being written with
-    /// [`Reader::open_or_stdin`].
+    /// copied (the kernel's copy was 10-17 % of a whole analysis' CPU time
+    /// on a large capture, docs/performance.md). The file must not be
+    /// truncated while it is read (SIGBUS): read a file that another
+    /// program may truncate with [`Reader::open_or_stdin`].
     pub fn map_or_open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         let path = path.as_ref();
         if path.as_os_str() == "-" {
@@ -492,7 +492,7 @@ impl<R: Read> Reader<R> {
             Bytes::Buffer(buf) => buf,
             Bytes::Mapped(map) => {
                 // Every byte is there: move the window's end, give back
-                // what lies well behind its start.
+                // what lies behind its start.
                 self.end = map.len().min(self.start + need.max(mapped::WINDOW));
                 self.eof = self.end == map.len();
                 map.release_below(self.start);
