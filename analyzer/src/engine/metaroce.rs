@@ -983,11 +983,15 @@ impl Dir {
     /// `psn`'s slot has just got `retx` set.
     fn track_retx(&mut self, psn: u32, cfg: &Config) {
         if self.retx_psns.len() >= cfg.window {
-            // Slots dropped by window overflow left their PSNs behind.
-            let window = &self.window;
-            self.retx_psns.retain(|&p| window.get(p).is_some());
+            self.forget_dropped_retx();
         }
         self.retx_psns.push(psn);
+    }
+
+    /// Forgets the PSNs whose slot the window dropped on overflow.
+    fn forget_dropped_retx(&mut self) {
+        let window = &self.window;
+        self.retx_psns.retain(|&psn| window.get(psn).is_some());
     }
 
     /// Before the window drops every slot below `below`: the retransmitted
@@ -996,10 +1000,9 @@ impl Dir {
         if !self.retx_psns.iter().any(|&psn| lt(psn, below)) {
             return;
         }
+        self.forget_dropped_retx();
+        // In PSN order, as the window holds them.
         let window = &self.window;
-        // Slots dropped by window overflow left their PSNs behind; the rest
-        // in PSN order, as the window holds them.
-        self.retx_psns.retain(|&psn| window.get(psn).is_some());
         self.retx_psns
             .sort_unstable_by_key(|&psn| diff(window.base(), psn));
         // A PSN twice: its slot was dropped and made again.

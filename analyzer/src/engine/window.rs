@@ -60,23 +60,21 @@ impl<T: Default + Copy> Window<T> {
         (self.head + i) & (self.ring.len() - 1)
     }
 
+    /// The ring index of `psn`'s slot, if the window holds it.
+    #[inline]
+    fn ring_index(&self, psn: u32) -> Option<usize> {
+        let d = diff(self.base, psn);
+        (d >= 0 && (d as usize) < self.len).then(|| self.at(d as usize))
+    }
+
     #[inline]
     pub fn get(&self, psn: u32) -> Option<&T> {
-        let d = diff(self.base, psn);
-        if d < 0 || d as usize >= self.len {
-            return None;
-        }
-        Some(&self.ring[self.at(d as usize)])
+        self.ring_index(psn).map(|i| &self.ring[i])
     }
 
     #[inline]
     pub fn get_mut(&mut self, psn: u32) -> Option<&mut T> {
-        let d = diff(self.base, psn);
-        if d < 0 || d as usize >= self.len {
-            return None;
-        }
-        let i = self.at(d as usize);
-        Some(&mut self.ring[i])
+        self.ring_index(psn).map(|i| &mut self.ring[i])
     }
 
     /// The slot of `psn`, created (with empty slots up to it) if needed.

@@ -143,8 +143,7 @@ impl<R: Read> Reader<R> {
             interface: None,
             offset,
         };
-        self.start += total;
-        self.stats.file_bytes += total as u64;
+        self.consume(total);
         Some(meta)
     }
 

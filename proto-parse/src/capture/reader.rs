@@ -139,9 +139,7 @@ impl Reader<Box<dyn Read + Send>> {
         match Mapped::new(&file) {
             Some(map) if !map.starts_with(&GZIP_MAGIC) => {
                 let src: Box<dyn Read + Send> = Box::new(file);
-                let mut reader = Reader::new(src, Bytes::Mapped(map));
-                reader.read_file_header()?;
-                Ok(reader)
+                Reader::start(src, Bytes::Mapped(map))
             }
             _ => Reader::from_maybe_gzip(file),
         }
@@ -197,14 +195,12 @@ impl<R: Read> Reader<R> {
     /// grows when a single record needs more).
     pub fn with_capacity(src: R, capacity: usize) -> Result<Self, OpenError> {
         let buf = vec![0; capacity.clamp(MIN_BUFFER_SIZE, MAX_RECORD_LEN + 64)];
-        let mut reader = Reader::new(src, Bytes::Buffer(buf));
-        reader.read_file_header()?;
-        Ok(reader)
+        Reader::start(src, Bytes::Buffer(buf))
     }
 
-    /// A reader before its file header is read.
-    fn new(src: R, buf: Bytes) -> Self {
-        Reader {
+    /// A reader over `buf`, its file header read.
+    fn start(src: R, buf: Bytes) -> Result<Self, OpenError> {
+        let mut reader = Reader {
             src,
             buf,
             start: 0,
@@ -218,7 +214,9 @@ impl<R: Read> Reader<R> {
             resync_from: None,
             stats: Stats::default(),
             gzip_read: None,
-        }
+        };
+        reader.read_file_header()?;
+        Ok(reader)
     }
 
     fn read_file_header(&mut self) -> Result<(), OpenError> {
