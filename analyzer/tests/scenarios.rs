@@ -555,3 +555,82 @@ fn rtt_histograms_count_every_sample_between_batches() {
         assert_eq!(pb.ack_rtt_ns, pa.ack_rtt_ns, "ev {}", pb.ev);
     }
 }
+
+/// A direction's RTT histogram is the sum of its paths' (each sample is
+/// recorded once, in its path's): samples on evs beyond `max_paths`, which
+/// have no path entry, must still count for the direction.
+#[test]
+fn rtt_samples_on_evs_beyond_max_paths_count_for_the_direction() {
+    let mut s = Script::default();
+    // 60 DATA over evs 1, 2, 3 in turn, each acked 10 + (i % 5) us later:
+    // 12 samples each of 10, 11, 12, 13 and 14 us; 20 per ev.
+    for i in 0..60u32 {
+        let t = u64::from(i) * 100;
+        let ev = 1 + (i % 3) as u16;
+        s.data(t, Data::send(100 + i, ev, 1 + (i / 3) as u16, i, 0, 1000));
+        s.ack(
+            t + 10 + u64::from(i % 5),
+            101 + i,
+            100 + i,
+            t,
+            FbFlags::empty(),
+            &[],
+        );
+    }
+    let mut engine = Engine::new(Config {
+        max_paths: 1,
+        ..Config::default()
+    });
+    s.run(&mut engine);
+    engine.finish(60 * 100 * 1000 + 1_000_000_000);
+    let report = engine.snapshot();
+    let d = report
+        .directions
+        .iter()
+        .find(|d| d.data_packets > 0)
+        .unwrap();
+    assert_eq!(d.ack_rtt_ns.count, 60);
+    assert_eq!((d.ack_rtt_ns.min, d.ack_rtt_ns.max), (10_000, 14_000));
+    // The 30th of the 60 sorted samples is 12 us.
+    assert_eq!(d.ack_rtt_ns.p50, 12_000);
+    let paths: Vec<(u16, u64)> = d.paths.iter().map(|p| (p.ev, p.ack_rtt_ns.count)).collect();
+    assert_eq!(paths, [(1, 20)], "only ev 1 has a path entry");
+}
+
+/// A direction's completion latency is the sum of its per-op histograms and
+/// the one of acked messages of no op histogram (READ requests): each
+/// latency is recorded once.
+#[test]
+fn acked_read_requests_count_in_the_completion_latency() {
+    let mut s = Script::default();
+    // t0: SEND msg 1 (psn 100), acked at t12: 12 us.
+    // t1: READ request msg 2 (psn 101), acked at t21: 20 us. No response
+    //     is captured, so no READ completes.
+    s.data(0, Data::send(100, 1, 1, 1, 0, 1000));
+    s.data(
+        1,
+        Data {
+            op: Op::ReadReq {
+                remote_va: 0x1000,
+                rkey: 7,
+            },
+            ..Data::send(101, 1, 2, 2, 0, 1000)
+        },
+    );
+    s.ack(12, 101, 100, 0, FbFlags::empty(), &[]);
+    s.ack(21, 102, 101, 1, FbFlags::empty(), &[]);
+    let mut engine = Engine::new(Config::default());
+    s.run(&mut engine);
+    let report = engine.snapshot();
+    let d = report
+        .directions
+        .iter()
+        .find(|d| d.data_packets > 0)
+        .unwrap();
+    assert_eq!(d.messages_completed, 2);
+    let c = d.msg_completion_ns;
+    assert_eq!((c.count, c.min, c.max), (2, 12_000, 20_000));
+    let by_op = &d.msg_completion_by_op_ns;
+    assert_eq!(by_op["send"].count, 1);
+    assert_eq!((by_op["write"].count, by_op["read"].count), (0, 0));
+}

@@ -45,6 +45,20 @@ impl Hist {
         self.h.len()
     }
 
+    /// Adds `other`'s samples: the sum of two histograms is exactly the
+    /// histogram of both sets of samples (same precision, counts added).
+    pub fn add(&mut self, other: &Hist) {
+        if self.h.add(&other.h).is_err() {
+            // Only past the hard limit that `record` saturates at too.
+            for v in other.h.iter_recorded() {
+                self.h
+                    .saturating_record_n(v.value_iterated_to(), v.count_at_value());
+            }
+        }
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.h.is_empty()
     }
@@ -118,6 +132,21 @@ impl LazyHist {
             .map_or_else(Summary::default, |h| h.summary())
     }
 
+    /// The histogram of every sample of `parts`. A sample is recorded once,
+    /// in the finest histogram it belongs to (a path's, an op's); coarser
+    /// ones (a direction's) are sums made for a report: fewer recordings,
+    /// the same summaries.
+    pub fn sum<'a>(parts: impl IntoIterator<Item = &'a LazyHist>) -> LazyHist {
+        let mut sum: Option<Box<Hist>> = None;
+        for part in parts.into_iter().filter_map(|p| p.0.as_deref()) {
+            match &mut sum {
+                Some(sum) => sum.add(part),
+                None => sum = Some(Box::new(part.clone())),
+            }
+        }
+        LazyHist(sum)
+    }
+
     /// The summary as if `more` had been recorded too (on a copy: the
     /// histogram itself is unchanged).
     pub fn summary_with(&self, more: impl IntoIterator<Item = u64>) -> Summary {
@@ -130,5 +159,34 @@ impl LazyHist {
             copy.record(ns);
         }
         copy.summary()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Recording samples into parts and summing them gives the summary
+        /// of recording them all into one histogram.
+        #[test]
+        fn a_sum_of_parts_summarises_like_one_histogram(
+            samples in prop::collection::vec((0usize..4, 0u64..(1 << 40)), 0..300),
+        ) {
+            let mut parts: [LazyHist; 4] = Default::default();
+            let mut whole = LazyHist::default();
+            for &(part, ns) in &samples {
+                parts[part].record(ns);
+                whole.record(ns);
+            }
+            prop_assert_eq!(LazyHist::sum(&parts).summary(), whole.summary());
+        }
+    }
+
+    #[test]
+    fn the_sum_of_nothing_is_empty() {
+        let parts: [LazyHist; 2] = Default::default();
+        assert_eq!(LazyHist::sum(&parts).summary(), Summary::default());
     }
 }

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use super::Config;
 use super::ev_table::EvTable;
-use super::hist::LazyHist;
+use super::hist::{LazyHist, Summary};
 use super::interval::IntervalSet;
 use super::observation::{DataObs, FbKind, FeedbackObs, MrBody, MrObs};
 use super::report::{DirectionReport, PathReport, StallReport};
@@ -277,11 +277,19 @@ pub(crate) struct Dir {
     pub start_seen: bool,
     rtt_pending_len: u8,
     stall: Option<OpenStall>,
-    rtt: LazyHist,
+    /// Each latency sample is recorded once, in the finest histogram it
+    /// belongs to; the direction's RTT and completion histograms are sums
+    /// made by `report` (`LazyHist::sum`). RTT samples on evs without a
+    /// path entry (beyond `Config::max_paths`) go here; the direction's
+    /// RTT is this plus every path's.
+    rtt_off_path: LazyHist,
     fabric: LazyHist,
-    msg_acked: LazyHist,
+    /// Acked messages that are neither SEND nor WRITE (READ requests and
+    /// responses); the direction's completion latency is this plus
+    /// `by_op`'s send and write.
+    acked_other_op: LazyHist,
     msg_delivered: LazyHist,
-    /// send, write, read.
+    /// send, write (acked messages), read (completed READs).
     by_op: [LazyHist; 3],
     pending_reads: FxHashMap<u32, u64>,
     /// PSNs whose window slot has `retx` set: the only slots pruning reads
@@ -301,11 +309,11 @@ pub(crate) struct Dir {
     pruned_at: usize,
     probes: [Probe; RING],
     probes_at: usize,
-    /// RTT samples not yet in `rtt`, `fabric` and their path's histogram:
+    /// RTT samples not yet in `fabric` and their path's histogram:
     /// recorded [`RTT_BATCH`] at a time, one histogram after the other, so
     /// that each stays in cache for the batch. Recorded one by one, the
-    /// three histograms a sample goes to (among about 150) were cache
-    /// misses: removing the recording took 18 % off the analysis' time.
+    /// histograms a sample goes to (among about 150) were cache misses:
+    /// removing the recording took 18 % off the analysis' time.
     /// `report` counts them too; `flush_rtt` records them.
     rtt_pending: [RttSample; RTT_BATCH],
 }
@@ -374,9 +382,9 @@ impl Dir {
             fb_seen: false,
             window: Window::new(cfg.window),
             paths: EvTable::default(),
-            rtt: LazyHist::default(),
+            rtt_off_path: LazyHist::default(),
             fabric: LazyHist::default(),
-            msg_acked: LazyHist::default(),
+            acked_other_op: LazyHist::default(),
             msg_delivered: LazyHist::default(),
             by_op: Default::default(),
             msgs: FxHashMap::default(),
@@ -1029,15 +1037,13 @@ impl Dir {
     #[inline(never)]
     pub fn flush_rtt(&mut self) {
         let pending = &self.rtt_pending[..usize::from(self.rtt_pending_len)];
-        for s in pending {
-            self.rtt.record(s.rtt);
-        }
         for s in pending.iter().filter(|s| s.fabric >= 0) {
             self.fabric.record(s.fabric as u64);
         }
         for s in pending {
-            if let Some(p) = self.paths.get_mut(s.ev) {
-                p.rtt.record(s.rtt);
+            match self.paths.get_mut(s.ev) {
+                Some(p) => p.rtt.record(s.rtt),
+                None => self.rtt_off_path.record(s.rtt),
             }
         }
         self.rtt_pending_len = 0;
@@ -1121,9 +1127,9 @@ impl Dir {
             if let Some(m) = self.msgs.remove(&(id, resp)) {
                 let Some(som) = m.som_ts else { continue };
                 let latency = ts.saturating_sub(som);
-                self.msg_acked.record(latency);
-                if let Some(i) = op_index(m.op) {
-                    self.by_op[i].record(latency);
+                match op_index(m.op) {
+                    Some(i) => self.by_op[i].record(latency),
+                    None => self.acked_other_op.record(latency),
                 }
                 self.c.messages_completed += 1;
                 v.messages_completed = v.messages_completed.saturating_add(1);
@@ -1138,6 +1144,18 @@ impl Dir {
                 );
             }
         }
+    }
+
+    /// Every RTT sample of the direction, pending ones included: the sum of
+    /// its paths' histograms and `rtt_off_path`.
+    fn ack_rtt_summary(&self) -> Summary {
+        let paths = self.paths.iter().map(|(_, p)| &p.rtt);
+        let mut all = LazyHist::sum(paths.chain([&self.rtt_off_path]));
+        let pending = &self.rtt_pending[..usize::from(self.rtt_pending_len)];
+        for s in pending {
+            all.record(s.rtt);
+        }
+        all.summary()
     }
 
     /// The direction's report; `now` decides which stalls are open.
@@ -1265,14 +1283,19 @@ impl Dir {
             cum_ack: self.cum,
             highest_psn: self.highest,
             outstanding_packets: self.outstanding_packets(),
-            ack_rtt_ns: self.rtt.summary_with(pending.iter().map(|s| s.rtt)),
+            ack_rtt_ns: self.ack_rtt_summary(),
             fabric_rtt_ns: self.fabric.summary_with(
                 pending
                     .iter()
                     .filter(|s| s.fabric >= 0)
                     .map(|s| s.fabric as u64),
             ),
-            msg_completion_ns: self.msg_acked.summary(),
+            msg_completion_ns: LazyHist::sum([
+                &self.by_op[0],
+                &self.by_op[1],
+                &self.acked_other_op,
+            ])
+            .summary(),
             msg_delivery_ns: self.msg_delivered.summary(),
             msg_completion_by_op_ns: [
                 ("send", self.by_op[0].summary()),

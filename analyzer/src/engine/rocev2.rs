@@ -127,7 +127,8 @@ struct Flow {
     window: Window<RSlot>,
     msgs: VecDeque<RMsg>,
     reads: VecDeque<RRead>,
-    msg_hist: LazyHist,
+    /// Completion latency by op (send, write, read, atomic); the flow's
+    /// is their sum, made by `report` (`LazyHist::sum`).
     by_op: [LazyHist; 4],
     rtt: LazyHist,
 }
@@ -215,7 +216,6 @@ impl Flow {
             window: Window::new(cfg.window),
             msgs: VecDeque::new(),
             reads: VecDeque::new(),
-            msg_hist: LazyHist::default(),
             by_op: Default::default(),
             rtt: LazyHist::default(),
         }
@@ -230,7 +230,6 @@ impl Flow {
         v: &mut Verdict,
         done: &mut Vec<MsgDone>,
     ) {
-        self.msg_hist.record(latency);
         self.by_op[op.index()].record(latency);
         self.c.messages_completed += 1;
         v.messages_completed = v.messages_completed.saturating_add(1);
@@ -389,7 +388,7 @@ impl Flow {
             ect_packets: self.c.ect_packets,
             fecn: self.c.fecn,
             becn: self.c.becn,
-            msg_completion_ns: self.msg_hist.summary(),
+            msg_completion_ns: LazyHist::sum(&self.by_op).summary(),
             msg_completion_by_op_ns: [
                 ("send", self.by_op[0].summary()),
                 ("write", self.by_op[1].summary()),
