@@ -11,9 +11,12 @@
 #   scripts/bench-analyzer.sh [SMALL_PACKETS] [LARGE_PACKETS] [TSHARK_PACKETS]
 #
 # The analyzer runs in two builds, the plain release build and the
-# profile-guided one (scripts/build-pgo.sh, trained on other captures), in
-# alternation ROUNDS times (default 3); each row shows the median. The PGO
-# build must print the same JSON as the plain one (checked here).
+# profile-guided one (scripts/build-pgo.sh, trained on other captures). A
+# round runs the two builds, the bare walk and the reference walk in turn;
+# ROUNDS rounds (default 3). Each row shows the median of its program's
+# runs, and each ratio the median of the ratios within a round (the host's
+# speed moves between rounds, far less within one). The PGO build must
+# print the same JSON as the plain one (checked here).
 #
 # Defaults: 1,000,000 and 10,000,000 packets; tshark runs on the small
 # capture only (about 80k packets/s: 10M packets would take minutes), set
@@ -54,16 +57,18 @@ capture() {
 }
 
 # Runs "$@" under /usr/bin/time -v with stdout to /dev/null; prints
-# "wall_s cpu_s max_rss_kib".
+# "wall_s cpu_s max_rss_kib". The wall time comes from the nanosecond
+# clock (time(1) rounds it to 10 ms, a fifth of a bare walk of 1M packets).
 measure() {
-    local log
+    local log t0 t1
     log=$(mktemp)
+    t0=$(date +%s%N)
     /usr/bin/time -v "$@" >/dev/null 2>"$log" || { cat "$log" >&2; rm -f "$log"; return 1; }
-    awk -F': ' '
-        /Elapsed \(wall clock\)/ { n = split($2, t, ":"); w = 0; for (i = 1; i <= n; i++) w = w * 60 + t[i] }
+    t1=$(date +%s%N)
+    awk -F': ' -v ns=$((t1 - t0)) '
         /User time/ { u = $2 } /System time/ { s = $2 }
         /Maximum resident set size/ { r = $2 }
-        END { printf "%.3f %.3f %d\n", w, u + s, r }' "$log"
+        END { printf "%.4f %.3f %d\n", ns / 1e9, u + s, r }' "$log"
     rm -f "$log"
 }
 
@@ -86,24 +91,32 @@ fi
 # Median of the numbers on standard input.
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-# "wall cpu rss" lines on standard input: the median wall and CPU times and
-# the largest RSS.
-summarize() {
-    local runs
-    runs=$(cat)
-    echo "$(cut -d' ' -f1 <<<"$runs" | median) $(cut -d' ' -f2 <<<"$runs" | median) $(cut -d' ' -f3 <<<"$runs" | sort -g | tail -1)"
+# The programs compared, run in turn on "$1", $rounds times: the four runs
+# of a round see the same phase of this noisy host, so the ratios are taken
+# within each round (then their median). One line per round:
+#   analyzer(wall cpu rss) PGO(...) bare-walk(...) reference-walk(...)
+rounds_on() {
+    local i
+    for ((i = 0; i < rounds; i++)); do
+        echo "$(measure "$bin" report --json --no-progress "$1")" \
+            "$(measure "$pgo" report --json --no-progress "$1")" \
+            "$(measure "$bin" walk "$1")" \
+            "$(measure "$reference" "$1")"
+    done
 }
 
-# The plain and the PGO build of `report --json` on "$1", alternated
-# $rounds times: prints the summary of the plain runs, then of the PGO ones.
-report_pair() {
-    local i plain="" opt=""
-    for ((i = 0; i < rounds; i++)); do
-        plain+="$(measure "$bin" report --json --no-progress "$1")"$'\n'
-        opt+="$(measure "$pgo" report --json --no-progress "$1")"$'\n'
-    done
-    printf '%s' "$plain" | summarize
-    printf '%s' "$opt" | summarize
+# Column $2 of the rounds in $1: its median (max for RSS columns, $3 = max).
+column() {
+    if [ "${3:-}" = max ]; then
+        cut -d' ' -f"$2" <<<"$1" | sort -g | tail -1
+    else
+        cut -d' ' -f"$2" <<<"$1" | median
+    fi
+}
+
+# The median over the rounds in $1 of column $2 divided by column $3.
+ratio() {
+    awk -v a="$2" -v b="$3" '{ print $a / $b }' <<<"$1" | median
 }
 
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
@@ -125,15 +138,18 @@ for n in "$small" "$large"; do
         echo "the PGO build's report differs from the plain build's on $f" >&2
         exit 1
     fi
-    { read -r aw ac ar; read -r pw pc pr; } < <(report_pair "$f")
-    read -r ww wc wr < <(measure "$bin" walk "$f")
-    read -r rw rc rr < <(measure "$reference" "$f")
+    runs=$(rounds_on "$f")
+    read -r aw ac ar <<<"$(column "$runs" 1) $(column "$runs" 2) $(column "$runs" 3 max)"
+    read -r pw pc pr <<<"$(column "$runs" 4) $(column "$runs" 5) $(column "$runs" 6 max)"
+    read -r ww wc wr <<<"$(column "$runs" 7) $(column "$runs" 8) $(column "$runs" 9 max)"
+    read -r rw rc rr <<<"$(column "$runs" 10) $(column "$runs" 11) $(column "$runs" 12 max)"
     printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json" "$n" "$aw" "$ac" "$(rate "$n" "$aw")" "$(rate "$n" "$ac")" "$ar"
     printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json (PGO build)" "$n" "$pw" "$pc" "$(rate "$n" "$pw")" "$(rate "$n" "$pc")" "$pr"
     printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "bare walk (records + decode)" "$n" "$ww" "$wc" "$(rate "$n" "$ww")" "$(rate "$n" "$wc")" "$wr"
     printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "reference walk (mmap+pcap-parser+etherparse)" "$n" "$rw" "$rc" "$(rate "$n" "$rw")" "$(rate "$n" "$rc")" "$rr"
-    awk -v n="$n" -v a="$aw" -v p="$pw" -v w="$ww" -v r="$rw" 'BEGIN {
-        printf "  ratios (wall): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time (PGO build: %.2fx and %.2fx); the reference walks at %.0f%% of the 23 M/s the issue measured\n", a / w, a / r, p / w, p / r, 100 * n / r / 23e6 }'
+    awk -v n="$n" -v aw="$(ratio "$runs" 1 7)" -v ar="$(ratio "$runs" 1 10)" \
+        -v pw="$(ratio "$runs" 4 7)" -v pr="$(ratio "$runs" 4 10)" -v r="$rw" 'BEGIN {
+        printf "  ratios (wall, medians of the per-round ratios): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time (PGO build: %.2fx and %.2fx); the reference walks at %.0f%% of the 23 M/s the issue measured\n", aw, ar, pw, pr, 100 * n / r / 23e6 }'
     results+=("$n $aw $ar $ww")
     if [ "$n" -le "$tshark_max" ] && command -v tshark >/dev/null; then
         read -r tw tc tr < <(measure "${tshark_run[@]}" -r "$f")
