@@ -118,11 +118,7 @@ fn ten_times_more_packets_same_state() {
     // Up to 128 acked PSNs kept per data direction for late feedback.
     assert!(large.window_slots <= 8 * 128, "{large:?}");
     let report = engine.snapshot();
-    let d = report
-        .directions
-        .iter()
-        .find(|d| d.data_packets > 0)
-        .unwrap();
+    let d = common::data_direction(&report);
     assert_eq!(d.data_packets, 8000);
     assert_eq!(d.messages_completed, 2000);
     // One reordered packet per message (PSN 1 after PSN 2).

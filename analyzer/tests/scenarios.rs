@@ -498,7 +498,7 @@ fn a_dup_for_a_pruned_retransmission_marks_it_spurious() {
         "the DUP names the pruned retransmission"
     );
     let r = engine.snapshot();
-    let d = r.directions.iter().find(|d| d.data_packets > 0).unwrap();
+    let d = data_direction(&r);
     assert_eq!(d.retransmissions, 1);
     assert_eq!(d.spurious_retransmissions, 1);
     let ev1 = d.paths.iter().find(|p| p.ev == 1).unwrap();
@@ -536,14 +536,7 @@ fn rtt_histograms_count_every_sample_between_batches() {
     let before = engine.snapshot();
     engine.finish(70 * 100 * 1000 + 1_000_000_000);
     let after = engine.snapshot();
-    let dir = |r: &analyzer::engine::Report| {
-        r.directions
-            .iter()
-            .find(|d| d.data_packets > 0)
-            .cloned()
-            .unwrap()
-    };
-    let (b, a) = (dir(&before), dir(&after));
+    let (b, a) = (data_direction(&before), data_direction(&after));
     assert_eq!(b.ack_rtt_ns.count, 70);
     assert_eq!(b.ack_rtt_ns, a.ack_rtt_ns);
     assert_eq!(b.fabric_rtt_ns, a.fabric_rtt_ns);
@@ -584,11 +577,7 @@ fn rtt_samples_on_evs_beyond_max_paths_count_for_the_direction() {
     s.run(&mut engine);
     engine.finish(60 * 100 * 1000 + 1_000_000_000);
     let report = engine.snapshot();
-    let d = report
-        .directions
-        .iter()
-        .find(|d| d.data_packets > 0)
-        .unwrap();
+    let d = data_direction(&report);
     assert_eq!(d.ack_rtt_ns.count, 60);
     assert_eq!((d.ack_rtt_ns.min, d.ack_rtt_ns.max), (10_000, 14_000));
     // The 30th of the 60 sorted samples is 12 us.
@@ -622,11 +611,7 @@ fn acked_read_requests_count_in_the_completion_latency() {
     let mut engine = Engine::new(Config::default());
     s.run(&mut engine);
     let report = engine.snapshot();
-    let d = report
-        .directions
-        .iter()
-        .find(|d| d.data_packets > 0)
-        .unwrap();
+    let d = data_direction(&report);
     assert_eq!(d.messages_completed, 2);
     let c = d.msg_completion_ns;
     assert_eq!((c.count, c.min, c.max), (2, 12_000, 20_000));

@@ -6,7 +6,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use analyzer::engine::{DataObs, Engine, MrBody, MrObs, Observation, Verdict};
+use analyzer::engine::{
+    DataObs, DirectionReport, Engine, MrBody, MrObs, Observation, Report, Verdict,
+};
 use proto_parse::build::{ECN_CE, ECN_ECT0, UdpFrameBuilder};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::metaroce::{
@@ -22,6 +24,15 @@ pub const CONN_A: u32 = 0x11;
 pub const CONN_B: u32 = 0x22;
 /// Capture clock origin.
 pub const T0: u64 = 1_700_000_000_000_000_000;
+
+/// The direction of `report` that sent DATA (the scripts' A to B).
+pub fn data_direction(report: &Report) -> &DirectionReport {
+    report
+        .directions
+        .iter()
+        .find(|d| d.data_packets > 0)
+        .expect("a direction sent DATA")
+}
 
 pub fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
