@@ -497,18 +497,16 @@ impl<R: Read> Reader<R> {
                 return self.avail();
             }
         };
-        if buf.len() < need {
-            let new_len = need.next_power_of_two().max(buf.len());
+        if buf.len() - self.start < need {
+            // Move the unread bytes to the front, then grow the buffer if
+            // even all of it cannot hold `need` bytes.
             buf.copy_within(self.start..self.end, 0);
             self.base += self.start as u64;
             self.end -= self.start;
             self.start = 0;
-            buf.resize(new_len, 0);
-        } else if buf.len() - self.start < need {
-            buf.copy_within(self.start..self.end, 0);
-            self.base += self.start as u64;
-            self.end -= self.start;
-            self.start = 0;
+            if buf.len() < need {
+                buf.resize(need.next_power_of_two(), 0);
+            }
         }
         while self.end - self.start < need {
             match self.src.read(&mut buf[self.end..]) {
