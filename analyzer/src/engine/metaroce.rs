@@ -1146,12 +1146,11 @@ impl Dir {
         }
     }
 
-    /// Every RTT sample of the direction, pending ones included: the sum of
-    /// its paths' histograms and `rtt_off_path`.
-    fn ack_rtt_summary(&self) -> Summary {
+    /// Every RTT sample of the direction, the `pending` ones included: the
+    /// sum of its paths' histograms and `rtt_off_path`.
+    fn ack_rtt_summary(&self, pending: &[RttSample]) -> Summary {
         let paths = self.paths.iter().map(|(_, p)| &p.rtt);
         let mut all = LazyHist::sum(paths.chain([&self.rtt_off_path]));
-        let pending = &self.rtt_pending[..usize::from(self.rtt_pending_len)];
         for s in pending {
             all.record(s.rtt);
         }
@@ -1283,7 +1282,7 @@ impl Dir {
             cum_ack: self.cum,
             highest_psn: self.highest,
             outstanding_packets: self.outstanding_packets(),
-            ack_rtt_ns: self.ack_rtt_summary(),
+            ack_rtt_ns: self.ack_rtt_summary(pending),
             fabric_rtt_ns: self.fabric.summary_with(
                 pending
                     .iter()
