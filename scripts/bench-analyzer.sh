@@ -121,6 +121,11 @@ ratio() {
 
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
 
+# One row of the table: row WHAT PACKETS WALL_S CPU_S MAX_RSS_KIB.
+row() {
+    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "$1" "$2" "$3" "$4" "$(rate "$2" "$3")" "$(rate "$2" "$4")" "$5"
+}
+
 printf '%-46s %11s %9s %9s %13s %13s %10s\n' \
     "what" "packets" "wall s" "cpu s" "packets/s" "pkts/cpu-s" "max RSS"
 results=()
@@ -143,17 +148,17 @@ for n in "$small" "$large"; do
     read -r pw pc pr <<<"$(column "$runs" 4) $(column "$runs" 5) $(column "$runs" 6 max)"
     read -r ww wc wr <<<"$(column "$runs" 7) $(column "$runs" 8) $(column "$runs" 9 max)"
     read -r rw rc rr <<<"$(column "$runs" 10) $(column "$runs" 11) $(column "$runs" 12 max)"
-    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json" "$n" "$aw" "$ac" "$(rate "$n" "$aw")" "$(rate "$n" "$ac")" "$ar"
-    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "metaroce-analyze report --json (PGO build)" "$n" "$pw" "$pc" "$(rate "$n" "$pw")" "$(rate "$n" "$pc")" "$pr"
-    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "bare walk (records + decode)" "$n" "$ww" "$wc" "$(rate "$n" "$ww")" "$(rate "$n" "$wc")" "$wr"
-    printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "reference walk (mmap+pcap-parser+etherparse)" "$n" "$rw" "$rc" "$(rate "$n" "$rw")" "$(rate "$n" "$rc")" "$rr"
+    row "metaroce-analyze report --json" "$n" "$aw" "$ac" "$ar"
+    row "metaroce-analyze report --json (PGO build)" "$n" "$pw" "$pc" "$pr"
+    row "bare walk (records + decode)" "$n" "$ww" "$wc" "$wr"
+    row "reference walk (mmap+pcap-parser+etherparse)" "$n" "$rw" "$rc" "$rr"
     awk -v n="$n" -v aw="$(ratio "$runs" 1 7)" -v ar="$(ratio "$runs" 1 10)" \
         -v pw="$(ratio "$runs" 4 7)" -v pr="$(ratio "$runs" 4 10)" -v r="$rw" 'BEGIN {
         printf "  ratios (wall, medians of the per-round ratios): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time (PGO build: %.2fx and %.2fx); the reference walks at %.0f%% of the 23 M/s the issue measured\n", aw, ar, pw, pr, 100 * n / r / 23e6 }'
     results+=("$n $aw $ar $ww")
     if [ "$n" -le "$tshark_max" ] && command -v tshark >/dev/null; then
         read -r tw tc tr < <(measure "${tshark_run[@]}" -r "$f")
-        printf '%-46s %11d %9.3f %9.3f %13s %13s %8dKiB\n' "tshark -T fields" "$n" "$tw" "$tc" "$(rate "$n" "$tw")" "$(rate "$n" "$tc")" "$tr"
+        row "tshark -T fields" "$n" "$tw" "$tc" "$tr"
         awk -v a="$aw" -v p="$pw" -v t="$tw" 'BEGIN {
             printf "  ratios (wall): analyzer is %.1fx faster than tshark (PGO build: %.1fx)\n", t / a, t / p }'
         echo "  tshark: ${tshark_run[*]} -r $f"
