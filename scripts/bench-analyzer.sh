@@ -65,6 +65,7 @@ measure() {
     t0=$(date +%s%N)
     /usr/bin/time -v "$@" >/dev/null 2>"$log" || { cat "$log" >&2; rm -f "$log"; return 1; }
     t1=$(date +%s%N)
+    grep -h ' threads: ' "$log" >>"$threads_log" || true
     awk -F': ' -v ns=$((t1 - t0)) '
         /User time/ { u = $2 } /System time/ { s = $2 }
         /Maximum resident set size/ { r = $2 }
@@ -73,7 +74,9 @@ measure() {
 }
 
 plugin=target/release/libmetaroce_dissector.so
-tmpdirs=()
+# The plain build's `--thread-stats` lines (stderr) of the current capture.
+threads_log=$(mktemp)
+tmpdirs=("$threads_log")
 trap 'rm -rf "${tmpdirs[@]}"' EXIT
 # The tshark command line (without the file) in the array `tshark_run`.
 if [ -f "$plugin" ]; then
@@ -98,7 +101,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 rounds_on() {
     local i
     for ((i = 0; i < rounds; i++)); do
-        echo "$(measure "$bin" report --json --no-progress "$1")" \
+        echo "$(measure "$bin" report --json --no-progress --thread-stats "$1")" \
             "$(measure "$pgo" report --json --no-progress "$1")" \
             "$(measure "$bin" walk "$1")" \
             "$(measure "$reference" "$1")"
@@ -156,6 +159,14 @@ for n in "$small" "$large"; do
         -v pw="$(ratio "$runs" 4 7)" -v pr="$(ratio "$runs" 4 10)" -v r="$rw" 'BEGIN {
         printf "  ratios (wall, medians of the per-round ratios): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time (PGO build: %.2fx and %.2fx); the reference walks at %.0f%% of the 23 M/s the issue measured\n", aw, ar, pw, pr, 100 * n / r / 23e6 }'
     results+=("$n $aw $ar $ww")
+    # Which thread set the wall time, round by round: the one that did not
+    # wait for the other (the host's phases move it; docs/performance.md).
+    awk '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1)
+           raw = raw sep sprintf("%.0f%%", 100 * v["raw"] / v["batches"])
+           pw = pw sep sprintf("%.2f", v["parser_wait_ns"] / 1e9)
+           ew = ew sep sprintf("%.2f", v["engine_wait_ns"] / 1e9); sep = " " }
+         END { printf "  threads of the plain build, per round: raw batches %s; the parsing thread waited %s s, the engine thread %s s\n", raw, pw, ew }' "$threads_log"
+    : >"$threads_log"
     if [ "$n" -le "$tshark_max" ] && command -v tshark >/dev/null; then
         read -r tw tc tr < <(measure "${tshark_run[@]}" -r "$f")
         row "tshark -T fields" "$n" "$tw" "$tc" "$tr"

@@ -2,8 +2,8 @@
 # Builds metaroce-analyze with profile-guided optimisation (PGO): an
 # instrumented build analyses a training set, and the release build is
 # then optimised with the branch and call counts it recorded (block layout,
-# inlining). Same code, same output; 8-16 % less CPU per packet in eight
-# bench runs out of nine, none in the other (docs/performance.md).
+# inlining). Same code, same output, less CPU per packet (the measured
+# figures: docs/performance.md).
 #
 #   scripts/build-pgo.sh [CARGO_BUILD_ARGS...]      e.g. --no-default-features
 #

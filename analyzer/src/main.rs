@@ -151,6 +151,10 @@ struct ReportArgs {
     /// Length of each top-offender list.
     #[arg(long, default_value_t = 5, value_name = "N")]
     top: usize,
+    /// Print on stderr how the parsing and engine threads shared the work
+    /// (the benchmark's diagnosis: which thread waited for the other).
+    #[arg(long, hide = true)]
+    thread_stats: bool,
 }
 
 #[cfg(feature = "export")]
@@ -344,6 +348,22 @@ fn run_report(args: &ReportArgs) -> ExitCode {
     let Some(merged) = pipeline::merge_reports(&results) else {
         return ExitCode::from(1);
     };
+    if args.thread_stats {
+        for r in &results {
+            let t = &r.read.threads;
+            eprintln!(
+                "metaroce-analyze: threads: {}: batches {} raw {} parser_waits {} parser_wait_ns {} \
+                 engine_waits {} engine_wait_ns {}",
+                r.path.display(),
+                t.batches,
+                t.raw_batches,
+                t.parser_waits,
+                t.parser_wait_ns,
+                t.engine_waits,
+                t.engine_wait_ns
+            );
+        }
+    }
     let written = if args.json {
         write_out(
             |out| {

@@ -411,6 +411,34 @@ fn no_mmap_gives_the_same_report() {
     }
 }
 
+/// `--thread-stats` (the bench's diagnosis) prints one line per capture on
+/// stderr and changes nothing else.
+#[test]
+fn thread_stats_go_to_stderr_only() {
+    let sender = fixture("generated/multipath_loss_sender.pcap");
+    let receiver = fixture("generated/multipath_loss_receiver.pcap");
+    let (sender, receiver) = (path_str(&sender), path_str(&receiver));
+    let (want, _) = run_json(&["report", "--json", sender, receiver]);
+    let (got, out) = run_json(&["report", "--json", "--thread-stats", sender, receiver]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(got, want);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    for (line, file) in lines.iter().zip([sender, receiver]) {
+        assert!(
+            line.starts_with(&format!(
+                "metaroce-analyze: threads: {file}: batches 1 raw "
+            )),
+            "{line}"
+        );
+        assert!(
+            line.contains(" parser_wait_ns ") && line.contains(" engine_wait_ns "),
+            "{line}"
+        );
+    }
+}
+
 const KNOWN_BETWEEN: &[&str] = &[];
 
 #[test]

@@ -24,7 +24,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
+use std::time::Instant;
 
 use proto_parse::capture::{Reader, Record};
 use proto_parse::frame::{DecodeConfig, LinkType};
@@ -168,6 +169,27 @@ pub struct ReadStats {
     pub errors: Vec<String>,
     /// An I/O error that ended reading early.
     pub io_error: Option<String>,
+    /// How the parsing and engine threads shared the work.
+    pub threads: ThreadStats,
+}
+
+/// How the two threads of one capture shared the work: which one waited
+/// for the other, and so which one set the wall time (the bench prints
+/// this per run; docs/performance.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Batches sent by the parsing thread.
+    pub batches: u64,
+    /// Of them, sent as raw records for the engine thread to decode.
+    pub raw_batches: u64,
+    /// Sends that found the queue full: the parsing thread waited for
+    /// the engine thread (the engine thread was the slower).
+    pub parser_waits: u64,
+    pub parser_wait_ns: u64,
+    /// Receives that found the queue empty: the engine thread waited for
+    /// the parsing thread.
+    pub engine_waits: u64,
+    pub engine_wait_ns: u64,
 }
 
 /// One capture analysed.
@@ -277,7 +299,6 @@ fn parse_loop(
     let mut stats = ReadStats::default();
     let mut batch = Batch::with_capacity(BATCH);
     let mut raw = false;
-    let mut batches = 0u32;
     while let Some(next) = reader.next_record() {
         let record = match next {
             Ok(record) => record,
@@ -305,19 +326,18 @@ fn parse_loop(
                 .try_recv()
                 .unwrap_or_else(|_| Batch::with_capacity(BATCH));
             queued.fetch_add(1, Ordering::Relaxed);
-            if tx.send(std::mem::replace(&mut batch, next)).is_err() {
+            if !send(&tx, std::mem::replace(&mut batch, next), &mut stats.threads) {
                 break;
             }
             raw = queued.load(Ordering::Relaxed) < RAW_WHEN_QUEUED_BELOW;
-            batches += 1;
-            if batches.is_multiple_of(64) {
+            if stats.threads.batches.is_multiple_of(64) {
                 progress.set(reader.input_position());
             }
         }
     }
     if batch.len() > 0 {
         queued.fetch_add(1, Ordering::Relaxed);
-        let _ = tx.send(batch);
+        send(&tx, batch, &mut stats.threads);
     }
     progress.set(reader.input_position());
     let s = reader.stats();
@@ -325,6 +345,24 @@ fn parse_loop(
     stats.skipped_bytes = s.skipped_bytes;
     stats.io_error = reader.io_error().map(ToString::to_string);
     stats
+}
+
+/// Sends a batch, counting it and any wait for a free slot; false when
+/// the engine thread is gone.
+fn send(tx: &SyncSender<Batch>, batch: Batch, stats: &mut ThreadStats) -> bool {
+    stats.batches += 1;
+    stats.raw_batches += u64::from(!batch.raw.is_empty());
+    match tx.try_send(batch) {
+        Ok(()) => true,
+        Err(TrySendError::Full(batch)) => {
+            let start = Instant::now();
+            let sent = tx.send(batch).is_ok();
+            stats.parser_waits += 1;
+            stats.parser_wait_ns += start.elapsed().as_nanos() as u64;
+            sent
+        }
+        Err(TrySendError::Disconnected(_)) => false,
+    }
 }
 
 /// A capture reader over a file or standard input.
@@ -338,12 +376,25 @@ struct Parser<'scope> {
     back: SyncSender<Batch>,
     queued: Arc<AtomicUsize>,
     decode: DecodeConfig,
+    /// The engine thread's waits for a batch.
+    waits: u64,
+    wait_ns: u64,
 }
 
 impl Parser<'_> {
     /// The next batch, decoded (`None` at the end of the capture).
-    fn next_batch(&self) -> Option<Batch> {
-        let mut batch = self.rx.recv().ok()?;
+    fn next_batch(&mut self) -> Option<Batch> {
+        let mut batch = match self.rx.try_recv() {
+            Ok(batch) => batch,
+            Err(TryRecvError::Empty) => {
+                let start = Instant::now();
+                let batch = self.rx.recv().ok();
+                self.waits += 1;
+                self.wait_ns += start.elapsed().as_nanos() as u64;
+                batch?
+            }
+            Err(TryRecvError::Disconnected) => return None,
+        };
         self.queued.fetch_sub(1, Ordering::Relaxed);
         batch.decode(&self.decode);
         Some(batch)
@@ -356,9 +407,13 @@ impl Parser<'_> {
     }
 
     fn join(self) -> io::Result<ReadStats> {
-        self.handle
+        let mut stats = self
+            .handle
             .join()
-            .map_err(|_| io::Error::other("a parsing thread panicked"))
+            .map_err(|_| io::Error::other("a parsing thread panicked"))?;
+        stats.threads.engine_waits = self.waits;
+        stats.threads.engine_wait_ns = self.wait_ns;
+        Ok(stats)
     }
 }
 
@@ -398,6 +453,8 @@ fn spawn_parser<'scope, 'env>(
         back: back_tx,
         queued,
         decode,
+        waits: 0,
+        wait_ns: 0,
     })
 }
 
@@ -415,7 +472,7 @@ fn analyze_one<S: Sink + ?Sized>(
     let mut engine = Engine::new(opts.engine);
     let decode = opts.decode;
     let read = std::thread::scope(|scope| {
-        let parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
+        let mut parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
         let mut v = Verdict::default();
         while let Some(batch) = parser.next_batch() {
             for item in &batch.items {
@@ -751,6 +808,44 @@ mod test {
             raw.decode(&decode);
             assert_eq!(raw.items, direct, "{name}");
             assert!(raw.raw.is_empty() && raw.raw_bytes.is_empty());
+        }
+    }
+
+    /// The thread statistics count every batch (several per capture, the
+    /// last one partial), and the waits they report took time.
+    #[test]
+    fn thread_stats_count_every_batch_and_wait() {
+        use proto_parse::capture::PcapWriter;
+        let dir = tempfile::tempdir().unwrap();
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/generated/all_types.pcap");
+        let mut frames = Vec::new();
+        let mut reader = Reader::open(&fixture).unwrap();
+        while let Some(record) = reader.next_record() {
+            frames.push(record.unwrap().data.to_vec());
+        }
+        let path = dir.path().join("repeated.pcap");
+        let mut writer = PcapWriter::create(&path).unwrap();
+        let total = 3 * BATCH + 7;
+        for i in 0..total {
+            writer
+                .write_frame(i as u64 * 1000, &frames[i % frames.len()])
+                .unwrap();
+        }
+        writer.flush().unwrap();
+        drop(writer);
+
+        let opts = Options::new(DecodeConfig::default(), Config::default());
+        for paths in [vec![path.clone()], vec![path.clone(), path.clone()]] {
+            let results = analyze(&paths, &opts, &mut NoSink, &NoProgress).unwrap();
+            for r in &results {
+                let t = r.read.threads;
+                assert_eq!(r.read.frames, total as u64);
+                assert_eq!(t.batches, 4, "{t:?}");
+                assert!(t.raw_batches <= t.batches, "{t:?}");
+                assert_eq!(t.parser_waits == 0, t.parser_wait_ns == 0, "{t:?}");
+                assert_eq!(t.engine_waits == 0, t.engine_wait_ns == 0, "{t:?}");
+            }
         }
     }
 }
