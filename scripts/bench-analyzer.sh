@@ -108,13 +108,13 @@ rounds_on() {
     done
 }
 
-# Column $2 of the rounds in $1: its median (max for RSS columns, $3 = max).
-column() {
-    if [ "${3:-}" = max ]; then
-        cut -d' ' -f"$2" <<<"$1" | sort -g | tail -1
-    else
-        cut -d' ' -f"$2" <<<"$1" | median
-    fi
+# Program $2 (1-4, in the order of rounds_on) over the rounds in $1: its
+# median wall and CPU times and its largest RSS.
+program_stats() {
+    local c=$((3 * $2 - 2))
+    echo "$(cut -d' ' -f"$c" <<<"$1" | median)" \
+        "$(cut -d' ' -f"$((c + 1))" <<<"$1" | median)" \
+        "$(cut -d' ' -f"$((c + 2))" <<<"$1" | sort -g | tail -1)"
 }
 
 # The median over the rounds in $1 of column $2 divided by column $3.
@@ -131,7 +131,7 @@ row() {
 
 printf '%-46s %11s %9s %9s %13s %13s %10s\n' \
     "what" "packets" "wall s" "cpu s" "packets/s" "pkts/cpu-s" "max RSS"
-results=()
+rss=()  # "packets max_rss_kib" of `report`, per capture
 for n in "$small" "$large"; do
     f=$(capture "$n")
     chmod a+r "$f"; chmod a+rx "$dir"
@@ -147,10 +147,10 @@ for n in "$small" "$large"; do
         exit 1
     fi
     runs=$(rounds_on "$f")
-    read -r aw ac ar <<<"$(column "$runs" 1) $(column "$runs" 2) $(column "$runs" 3 max)"
-    read -r pw pc pr <<<"$(column "$runs" 4) $(column "$runs" 5) $(column "$runs" 6 max)"
-    read -r ww wc wr <<<"$(column "$runs" 7) $(column "$runs" 8) $(column "$runs" 9 max)"
-    read -r rw rc rr <<<"$(column "$runs" 10) $(column "$runs" 11) $(column "$runs" 12 max)"
+    read -r aw ac ar <<<"$(program_stats "$runs" 1)"
+    read -r pw pc pr <<<"$(program_stats "$runs" 2)"
+    read -r ww wc wr <<<"$(program_stats "$runs" 3)"
+    read -r rw rc rr <<<"$(program_stats "$runs" 4)"
     row "metaroce-analyze report --json" "$n" "$aw" "$ac" "$ar"
     row "metaroce-analyze report --json (PGO build)" "$n" "$pw" "$pc" "$pr"
     row "bare walk (records + decode)" "$n" "$ww" "$wc" "$wr"
@@ -158,7 +158,7 @@ for n in "$small" "$large"; do
     awk -v n="$n" -v aw="$(ratio "$runs" 1 7)" -v ar="$(ratio "$runs" 1 10)" \
         -v pw="$(ratio "$runs" 4 7)" -v pr="$(ratio "$runs" 4 10)" -v r="$rw" 'BEGIN {
         printf "  ratios (wall, medians of the per-round ratios): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time (PGO build: %.2fx and %.2fx); the reference walks at %.0f%% of the 23 M/s the issue measured\n", aw, ar, pw, pr, 100 * n / r / 23e6 }'
-    results+=("$n $aw $ar $ww")
+    rss+=("$n $ar")
     # Which thread set the wall time, round by round: the one that did not
     # wait for the other (the host's phases move it; docs/performance.md).
     awk '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1)
@@ -175,8 +175,8 @@ for n in "$small" "$large"; do
         echo "  tshark: ${tshark_run[*]} -r $f"
     fi
 done
-read -r n1 _ r1 _ <<<"${results[0]}"
-read -r n2 _ r2 _ <<<"${results[1]}"
+read -r n1 r1 <<<"${rss[0]}"
+read -r n2 r2 <<<"${rss[1]}"
 awk -v n1="$n1" -v r1="$r1" -v n2="$n2" -v r2="$r2" 'BEGIN {
     printf "peak RSS of report: %d KiB at %d packets, %d KiB at %d packets (x%.2f for x%.0f packets)\n", r1, n1, r2, n2, r2 / r1, n2 / n1 }'
 
