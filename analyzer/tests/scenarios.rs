@@ -619,3 +619,83 @@ fn acked_read_requests_count_in_the_completion_latency() {
     assert_eq!(by_op["send"].count, 1);
     assert_eq!((by_op["write"].count, by_op["read"].count), (0, 0));
 }
+
+/// A READ is one message of the requester's direction (spec 11.4): its
+/// completion is counted once in `messages_completed`, which then equals
+/// the count of its completion latencies (sender view, spec 9). The READ's
+/// request-to-last-response time goes to `msg_completion_by_op_ns.read`
+/// without being counted a second time, and the verdicts' counts add up to
+/// the report's.
+///
+/// ```text
+/// f1 t0  A READ_REQ psn100 msg0 (2000 B requested) SOM EOM
+/// f2 t5  B ACK cum101 echo100          -> A's msg0 acked: 5 us (1 completion)
+/// f3 t6  B READ_RESP psn500 msg0 off0 SOM
+/// f4 t7  B READ_RESP psn501 msg0 off1000 EOM -> READ done 7 us (no new completion)
+/// f5 t10 A ACK cum502 echo501          -> B's READ_RESP message acked: 4 us
+/// ```
+#[test]
+fn a_read_is_completed_once_on_the_requesters_direction() {
+    let mut s = Script::default();
+    s.data(
+        0,
+        Data {
+            op: Op::ReadReq {
+                remote_va: 0x1000,
+                rkey: 7,
+            },
+            len: 0,
+            carried: 0,
+            som: true,
+            eom: true,
+            ..Data::send(100, 1, 1, 0, 0, 2000)
+        },
+    );
+    s.ack(5, 101, 100, 0, FbFlags::empty(), &[]);
+    for (i, t) in [6, 7].into_iter().enumerate() {
+        let off = i as u32 * 1000;
+        s.data_b(
+            t,
+            Data {
+                op: Op::ReadResp,
+                ..Data::send(500 + i as u32, 3, 1 + i as u16, 0, off, 2000)
+            },
+        );
+    }
+    s.ack_from_a(10, 502, 501, 7);
+    let mut engine = Engine::new(Config::default());
+    let verdicts = s.run(&mut engine);
+    let report = engine.snapshot();
+    let requester = report
+        .directions
+        .iter()
+        .find(|d| d.src_conn == CONN_A)
+        .unwrap();
+    assert_eq!(requester.messages_completed, 1, "the READ counts once");
+    assert_eq!(
+        requester.messages_completed, requester.msg_completion_ns.count,
+        "completions and their latencies agree"
+    );
+    assert_eq!(requester.msg_completion_ns.min, 5_000);
+    assert_eq!(requester.msg_completion_by_op_ns["read"].count, 1);
+    assert_eq!(requester.msg_completion_by_op_ns["read"].min, 7_000);
+    let responder = report
+        .directions
+        .iter()
+        .find(|d| d.src_conn == CONN_B)
+        .unwrap();
+    assert_eq!(responder.messages_completed, 1);
+    assert_eq!(responder.msg_completion_ns.count, 1);
+    assert_eq!(responder.msg_completion_ns.min, 4_000);
+    // The READ response's verdict names the READ; the plugin's message
+    // counter (the verdicts' sum) agrees with the report.
+    let read = verdicts[3].message.unwrap();
+    assert_eq!((read.view, read.latency_ns), (MsgView::Read, 7_000));
+    let by_verdicts: u64 = verdicts
+        .iter()
+        .map(|v| u64::from(v.messages_completed))
+        .sum();
+    let by_report: u64 = report.directions.iter().map(|d| d.messages_completed).sum();
+    assert_eq!(by_verdicts, by_report);
+    assert_eq!(by_report, 2);
+}

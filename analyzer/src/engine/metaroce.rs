@@ -794,7 +794,10 @@ impl Dir {
     }
 
     /// The READ request `msg_id` of this direction got its last response
-    /// byte at `ts`.
+    /// byte at `ts`: the READ's response time. The READ_REQ is one message
+    /// of this direction (spec 11.4), completed once, when the cumulative
+    /// ack passes it (`advance`, spec 9): this is not a second completion
+    /// and adds nothing to `messages_completed`.
     pub fn complete_read(
         &mut self,
         msg_id: u32,
@@ -805,8 +808,6 @@ impl Dir {
         if let Some(start) = self.pending_reads.remove(&msg_id) {
             let latency = ts.saturating_sub(start);
             self.by_op[2].record(latency);
-            self.c.messages_completed += 1;
-            v.messages_completed += 1;
             let read = MsgDone {
                 msg_id,
                 op: "read",

@@ -139,6 +139,20 @@ impl Script {
 
     /// DATA from A to B; `tx_ts` defaults to the capture time in ns.
     pub fn data(&mut self, t_us: u64, d: Data) -> u64 {
+        self.data_from(true, t_us, d)
+    }
+
+    /// DATA from B to A (READ responses, the reverse direction's traffic).
+    pub fn data_b(&mut self, t_us: u64, d: Data) -> u64 {
+        self.data_from(false, t_us, d)
+    }
+
+    fn data_from(&mut self, from_a: bool, t_us: u64, d: Data) -> u64 {
+        let (src, dst, src_conn, dst_conn) = if from_a {
+            (A, B, CONN_A, CONN_B)
+        } else {
+            (B, A, CONN_B, CONN_A)
+        };
         let mut flags = Flags::empty();
         flags.set(Flags::SOM, d.som);
         flags.set(Flags::EOM, d.eom);
@@ -147,8 +161,8 @@ impl Script {
             tx_attempt: d.tx_attempt,
             ev: d.ev,
             path_seq: d.path_seq,
-            dst_conn: CONN_B,
-            src_conn: CONN_A,
+            dst_conn,
+            src_conn,
             psn: d.psn,
             tx_ts: if d.tx_ts == 0 {
                 (us(t_us) % (1 << 32)) as u32
@@ -167,7 +181,7 @@ impl Script {
             crc: false,
         };
         let ecn = if d.ce { ECN_CE } else { ECN_ECT0 };
-        self.push(us(t_us), A, B, d.ev, ecn, &repr)
+        self.push(us(t_us), src, dst, d.ev, ecn, &repr)
     }
 
     fn fb_repr(
@@ -230,6 +244,20 @@ impl Script {
             })
         });
         self.push(us(t_us), B, A, 0, ECN_ECT0, &repr)
+    }
+
+    /// ACK from A about B's DATA (READ responses): cumulative ack `cum`,
+    /// echoing B's DATA sent at `echo_t_us` with PSN `echo_psn`.
+    pub fn ack_from_a(&mut self, t_us: u64, cum: u32, echo_psn: u32, echo_t_us: u64) -> u64 {
+        let mut repr = self.fb_repr(cum, echo_psn, echo_t_us, FbFlags::empty(), |feedback| {
+            Body::Ack(AckRepr {
+                feedback,
+                sack_base: cum,
+                sack: SackBitmap::default(),
+            })
+        });
+        (repr.src_conn, repr.dst_conn) = (CONN_A, CONN_B);
+        self.push(us(t_us), A, B, 0, ECN_ECT0, &repr)
     }
 
     #[allow(clippy::too_many_arguments)]
