@@ -1,5 +1,7 @@
-//! The FFI edge: the four symbols Wireshark 4.0 looks for, registration of
-//! the tables of [`crate::fields`], and the dissector callbacks.
+//! The FFI edge: the symbols Wireshark looks for in a plugin, registration
+//! of the tables of [`crate::fields`], and the dissector callbacks. The same
+//! code builds for Wireshark 4.0, 4.4 and 4.6: where their headers differ,
+//! it uses the names of `epan_sys::compat`.
 //!
 //! Rules kept here (see `/work/shared/notes/wireshark-plugin.md`):
 //! - every callback runs its Rust work inside `catch_unwind`; a caught panic
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use epan_sys as ws;
 use proto_parse::frame::LinkType;
 use proto_parse::metaroce;
+use ws::compat::{CBool, PrefBool, Truth, c_bool};
 
 use crate::analysis::{self, FrameMeta};
 use crate::decode::{self, Checksum, Dissection, Item, Label, MAX_DEPTH, Options, Value};
@@ -66,6 +69,13 @@ static PLUGIN: ws::proto_plugin = ws::proto_plugin {
     register_handoff: Some(register_handoff),
 };
 
+/// What the plugin registers (4.4 and later require this symbol; 4.0 does
+/// not look for it).
+#[unsafe(no_mangle)]
+pub extern "C" fn plugin_describe() -> u32 {
+    ws::compat::PLUGIN_DESC_DISSECTOR
+}
+
 /// Called by Wireshark when it loads the plugin.
 #[unsafe(no_mangle)]
 pub extern "C" fn plugin_register() {
@@ -93,10 +103,10 @@ static EI: [EiSlot; Ei::COUNT] = [const {
     }
 }; Ei::COUNT];
 
-/// `gboolean` preferences Wireshark writes to.
-static PREF_CHECK_CRC: AtomicI32 = AtomicI32::new(1);
-static PREF_HEUR_SRC_PORT: AtomicI32 = AtomicI32::new(1);
-static PREF_ANALYZE: AtomicI32 = AtomicI32::new(1);
+/// Boolean preferences Wireshark writes to.
+static PREF_CHECK_CRC: PrefBool = PrefBool::new(c_bool(true));
+static PREF_HEUR_SRC_PORT: PrefBool = PrefBool::new(c_bool(true));
+static PREF_ANALYZE: PrefBool = PrefBool::new(c_bool(true));
 /// `guint` preference: the stall threshold in microseconds.
 static PREF_STALL_US: AtomicU32 = AtomicU32::new(1000);
 
@@ -167,10 +177,13 @@ unsafe extern "C" fn register_handoff() {
 
 /// The engine settings from the preferences (`None`: analysis off).
 fn analysis_config() -> Option<analyzer::Config> {
-    (PREF_ANALYZE.load(Ordering::Relaxed) != 0).then(|| analyzer::Config {
-        stall_threshold_ns: u64::from(PREF_STALL_US.load(Ordering::Relaxed)) * 1000,
-        ..analyzer::Config::default()
-    })
+    PREF_ANALYZE
+        .load(Ordering::Relaxed)
+        .truth()
+        .then(|| analyzer::Config {
+            stall_threshold_ns: u64::from(PREF_STALL_US.load(Ordering::Relaxed)) * 1000,
+            ..analyzer::Config::default()
+        })
 }
 
 unsafe extern "C" fn init_routine() {
@@ -394,7 +407,7 @@ unsafe fn register() {
     }
 
     // SAFETY: literals are 'static; the preference variables are static
-    // atomics with the layout of gboolean.
+    // atomics with the layout of the C boolean the headers use (CBool).
     unsafe {
         let prefs = ws::prefs_register_protocol(proto, None);
         ws::prefs_register_bool_preference(
@@ -523,7 +536,7 @@ unsafe extern "C" fn heur_cb(
     pinfo: *mut ws::packet_info,
     tree: *mut ws::proto_tree,
     _data: *mut c_void,
-) -> ws::gboolean {
+) -> CBool {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: Wireshark passes a valid tvb and pinfo; tree may be NULL.
         let bytes = unsafe { captured_bytes(tvb) };
@@ -536,14 +549,14 @@ unsafe extern "C" fn heur_cb(
         Some(unsafe { dissect_packet(tvb, pinfo, tree, bytes) })
     }));
     match outcome {
-        Ok(None) => 0,
+        Ok(None) => c_bool(false),
         // SAFETY: as above; this frame owns nothing.
         Ok(Some(done)) => unsafe {
             finish(Ok(done), tvb, pinfo, tree);
-            1
+            c_bool(true)
         },
         // SAFETY: as above.
-        Err(panic) => unsafe { finish(Err(panic), tvb, pinfo, tree) },
+        Err(panic) => unsafe { c_bool(finish(Err(panic), tvb, pinfo, tree) != 0) },
     }
 }
 
@@ -554,7 +567,7 @@ fn heuristic_accepts(bytes: &[u8], wire_len: usize, src_port: u32) -> bool {
     if bytes.len() != wire_len || !metaroce::looks_like(bytes) {
         return false;
     }
-    if PREF_HEUR_SRC_PORT.load(Ordering::Relaxed) == 0 {
+    if !PREF_HEUR_SRC_PORT.load(Ordering::Relaxed).truth() {
         return true;
     }
     metaroce::Packet::new_checked(bytes)
@@ -647,7 +660,7 @@ unsafe fn dissect_packet(
     // SAFETY: tree is NULL or a valid proto_tree.
     let visible = unsafe { tree_visible(tree) };
     let opts = Options {
-        check_crc: PREF_CHECK_CRC.load(Ordering::Relaxed) != 0,
+        check_crc: PREF_CHECK_CRC.load(Ordering::Relaxed).truth(),
         frame_offset: usize::try_from(frame_offset).unwrap_or(0),
         // No columns (tshark -T fields): no Info line to build.
         info: !cinfo.is_null(),
@@ -701,7 +714,7 @@ unsafe fn verdict(
     bytes: &[u8],
     lax: &metaroce::Lax<'_>,
 ) -> Option<analyzer::Verdict> {
-    if PREF_ANALYZE.load(Ordering::Relaxed) == 0 {
+    if !PREF_ANALYZE.load(Ordering::Relaxed).truth() {
         return None;
     }
     // SAFETY: pinfo and its frame_data are valid during dissection.
@@ -831,7 +844,7 @@ unsafe fn tree_visible(tree: *mut ws::proto_tree) -> bool {
     // dissected.
     unsafe {
         let data = (*tree).tree_data;
-        !data.is_null() && (*data).visible != 0
+        !data.is_null() && (*data).visible.truth()
     }
 }
 
@@ -936,7 +949,7 @@ impl Emitter {
                 // SAFETY: tree is NULL or a valid proto_tree; the id is
                 // registered.
                 Label::Field(hf, _) => unsafe {
-                    !tree.is_null() && ws::proto_field_is_referenced(tree, hf_id(*hf)) != 0
+                    !tree.is_null() && ws::proto_field_is_referenced(tree, hf_id(*hf)).truth()
                 },
             };
             if !wanted {
@@ -981,7 +994,10 @@ impl Emitter {
                             ws::proto_tree_add_uint(tree, id, tvb, start, len, *v as u32)
                         }
                         (Value::Bits(v), Kind::Bool(_)) => {
-                            ws::proto_tree_add_boolean(tree, id, tvb, start, len, *v)
+                            // A guint32 in 4.0, a uint64_t from 4.4 on.
+                            #[allow(clippy::useless_conversion)]
+                            let value = (*v).into();
+                            ws::proto_tree_add_boolean(tree, id, tvb, start, len, value)
                         }
                         (Value::Bits(v), _) => {
                             ws::proto_tree_add_uint(tree, id, tvb, start, len, *v)
