@@ -85,7 +85,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let stop = match stop_on_signals() {
+    let stop = match stop_on_signals(cli.headless) {
         Ok(stop) => stop,
         Err(e) => {
             eprintln!("metaroce-top: cannot handle signals: {e}");
@@ -101,15 +101,30 @@ fn main() -> ExitCode {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP set the returned flag: the run ends as if
-/// `q` were pressed (the UI restores the terminal; `--headless` writes its
-/// JSON snapshot). A second signal while the first is handled ends the
-/// process at once (status 1).
-fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
+/// SIGINT and SIGTERM set the returned flag: the run ends as if `q` were
+/// pressed (the UI restores the terminal; `--headless` writes its JSON
+/// snapshot). A second signal while the first is handled ends the process
+/// at once (status 1).
+///
+/// SIGHUP says the terminal is gone: the UI ends at once from the signal
+/// handler (status 129), restoring nothing, since its main loop may be stuck
+/// in a read of the dead terminal. `--headless` has no terminal to lose and
+/// treats SIGHUP like SIGTERM.
+fn stop_on_signals(headless: bool) -> std::io::Result<Arc<AtomicBool>> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     use signal_hook::flag;
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM, SIGHUP] {
+    let stopping: &[i32] = if headless {
+        &[SIGINT, SIGTERM, SIGHUP]
+    } else {
+        flag::register_conditional_shutdown(
+            SIGHUP,
+            term::HANGUP_STATUS,
+            Arc::new(AtomicBool::new(true)),
+        )?;
+        &[SIGINT, SIGTERM]
+    };
+    for &sig in stopping {
         // Registered first: it sees the flag as the previous signal left it.
         flag::register_conditional_shutdown(sig, 1, stop.clone())?;
         flag::register(sig, stop.clone())?;
@@ -162,6 +177,7 @@ fn run(cli: &Cli, stop: &AtomicBool) -> anyhow::Result<()> {
     }
     let mut terminal = term::init().context("cannot set up the terminal")?;
     let _guard = term::Guard;
+    term::exit_when_lost().context("cannot watch the terminal")?;
     let mut app = App::new(handle.snapshot(), cli.save_dir.clone());
     let frame = Duration::from_secs(1) / cli.fps.clamp(1, 120);
     loop {
@@ -172,7 +188,10 @@ fn run(cli: &Cli, stop: &AtomicBool) -> anyhow::Result<()> {
             anyhow::bail!("the capture thread stopped unexpectedly");
         }
         app.update(handle.snapshot());
-        terminal.draw(|f| render::app::render(f, &mut app))?;
+        // The terminal's output failed: it is gone (see term::lost).
+        if terminal.draw(|f| render::app::render(f, &mut app)).is_err() {
+            term::lost();
+        }
         // Test hook: proves the panic hook restores the terminal.
         if std::env::var_os("METAROCE_TOP_PANIC_AFTER_DRAW").is_some() {
             panic!("METAROCE_TOP_PANIC_AFTER_DRAW is set");
@@ -186,12 +205,13 @@ fn run(cli: &Cli, stop: &AtomicBool) -> anyhow::Result<()> {
             if left.is_zero() {
                 break;
             }
-            ready = event::poll(left.min(STOP_POLL))?;
+            // The terminal's input failed: it is gone.
+            ready = event::poll(left.min(STOP_POLL)).unwrap_or_else(|_| term::lost());
         }
         if !ready {
             continue;
         }
-        if let Event::Key(key) = event::read()?
+        if let Event::Key(key) = event::read().unwrap_or_else(|_| term::lost())
             && key.kind == KeyEventKind::Press
         {
             match app.on_key(&key) {
