@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end throughput of `metaroce-analyze report --json` against tshark
 # and against a bare walk (capture records + the analysis' own decode of
-# every frame into an observation, no engine: the hidden
-# `metaroce-analyze walk`), in one run, with peak RSS from /usr/bin/time -v
+# every frame into an observation, no engine: the `walk` example of
+# analyzer/cli), in one run, with peak RSS from /usr/bin/time -v
 # for a small and a large capture (RSS must stay flat). The issue's own
 # reference walk (proto-parse/examples/reference_walk.rs: mmap +
 # pcap-parser + etherparse, no code of ours) runs beside them: it calibrates
@@ -37,11 +37,15 @@ tshark_max=${3:-$small}
 dir=target/bench
 mkdir -p "$dir"
 
-cargo build --quiet --release -p analyzer --no-default-features \
-    --bin metaroce-analyze --example gen-large-capture
+cargo build --quiet --release -p metaroce-analyze --no-default-features \
+    --bin metaroce-analyze --example walk --example thread-stats
+cargo build --quiet --release -p analyzer --example gen-large-capture
 cargo build --quiet --release -p proto-parse --example reference_walk
 bin=target/release/metaroce-analyze
+walk=target/release/examples/walk
+thread_stats=target/release/examples/thread-stats
 pgo=$(scripts/build-pgo.sh --no-default-features)
+pgo_walk=$(dirname "$pgo")/examples/walk
 rounds=${ROUNDS:-3}
 # The issue's own floor, without this project's code (mmap + pcap-parser +
 # etherparse; the issue measured it at about 23 M packets/s): it tells how
@@ -65,7 +69,6 @@ measure() {
     t0=$(date +%s%N)
     /usr/bin/time -v "$@" >/dev/null 2>"$log" || { cat "$log" >&2; rm -f "$log"; return 1; }
     t1=$(date +%s%N)
-    grep -h ' threads: ' "$log" >>"$threads_log" || true
     awk -F': ' -v ns=$((t1 - t0)) '
         /User time/ { u = $2 } /System time/ { s = $2 }
         /Maximum resident set size/ { r = $2 }
@@ -74,7 +77,7 @@ measure() {
 }
 
 plugin=target/release/libmetaroce_dissector.so
-# The plain build's `--thread-stats` lines (stderr) of the current capture.
+# The `thread-stats` example's lines of the current capture, one per round.
 threads_log=$(mktemp)
 tmpdirs=("$threads_log")
 trap 'rm -rf "${tmpdirs[@]}"' EXIT
@@ -98,13 +101,16 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 # of a round see the same phase of this noisy host, so the ratios are taken
 # within each round (then their median). One line per round:
 #   analyzer(wall cpu rss) PGO(...) bare-walk(...) reference-walk(...)
+# Each round also runs the analysis once more, untimed, to record how its
+# two threads shared the work (the `thread-stats` example).
 rounds_on() {
     local i
     for ((i = 0; i < rounds; i++)); do
-        echo "$(measure "$bin" report --json --no-progress --thread-stats "$1")" \
+        echo "$(measure "$bin" report --json --no-progress "$1")" \
             "$(measure "$pgo" report --json --no-progress "$1")" \
-            "$(measure "$bin" walk "$1")" \
+            "$(measure "$walk" "$1")" \
             "$(measure "$reference" "$1")"
+        "$thread_stats" "$1" >>"$threads_log"
     done
 }
 
@@ -161,11 +167,12 @@ for n in "$small" "$large"; do
     rss+=("$n $ar")
     # Which thread set the wall time, round by round: the one that did not
     # wait for the other (the host's phases move it; docs/performance.md).
+    # From the untimed run of each round, in the same phase of the host.
     awk '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1)
            raw = raw sep sprintf("%.0f%%", 100 * v["raw"] / v["batches"])
            pw = pw sep sprintf("%.2f", v["parser_wait_ns"] / 1e9)
            ew = ew sep sprintf("%.2f", v["engine_wait_ns"] / 1e9); sep = " " }
-         END { printf "  threads of the plain build, per round: raw batches %s; the parsing thread waited %s s, the engine thread %s s\n", raw, pw, ew }' "$threads_log"
+         END { printf "  threads of the analysis, per round: raw batches %s; the parsing thread waited %s s, the engine thread %s s\n", raw, pw, ew }' "$threads_log"
     : >"$threads_log"
     if [ "$n" -le "$tshark_max" ] && command -v tshark >/dev/null; then
         read -r tw tc tr < <(measure "${tshark_run[@]}" -r "$f")
@@ -192,9 +199,9 @@ if command -v valgrind >/dev/null; then
             awk '/I *refs:/ { gsub(",", "", $NF); print $NF }'
     }
     ai=$(instr "$bin" report --json --no-progress "$f")
-    ei=$(instr "$bin" walk --engine "$f")
-    wi=$(instr "$bin" walk "$f")
-    pi=$(instr "$pgo" walk --engine "$f")
+    ei=$(instr "$walk" "$f" --engine)
+    wi=$(instr "$walk" "$f")
+    pi=$(instr "$pgo_walk" "$f" --engine)
     awk -v n="$small" -v a="$ai" -v e="$ei" -v w="$wi" -v p="$pi" 'BEGIN {
         printf "instructions per packet (%d packets): report %.0f, one-thread analysis %.0f (PGO build %.0f), bare walk %.0f (report x%.2f)\n", n, a / n, e / n, p / n, w / n, a / w }'
 else

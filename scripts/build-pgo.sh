@@ -7,7 +7,9 @@
 #
 #   scripts/build-pgo.sh [CARGO_BUILD_ARGS...]      e.g. --no-default-features
 #
-# Prints the binary's path: target/pgo/release/metaroce-analyze.
+# Prints the binary's path: target/pgo/release/metaroce-analyze (the
+# benchmark's `walk` example, built with the same profile, is beside it in
+# target/pgo/release/examples/).
 # PGO_RUSTFLAGS adds flags to both builds, e.g. "-Ctarget-cpu=native" for a
 # binary that runs only on CPUs like this one (docs/performance.md).
 # Needs llvm-profdata from the toolchain: the llvm-tools component, which
@@ -42,7 +44,7 @@ mkdir -p "$work/raw"
 
 echo "build-pgo: instrumented build" >&2
 RUSTFLAGS="-Cprofile-generate=$work/raw ${PGO_RUSTFLAGS:-}" \
-    cargo build --quiet --release -p analyzer --bin metaroce-analyze "$@" --target-dir target/pgo-gen
+    cargo build --quiet --release -p metaroce-analyze --bin metaroce-analyze "$@" --target-dir target/pgo-gen
 # Build scripts of the instrumented build wrote profiles too: not training.
 rm -rf "$work/raw"/*
 
@@ -68,5 +70,6 @@ rm -f "$work/train.pcap"
 
 echo "build-pgo: optimised build" >&2
 RUSTFLAGS="-Cprofile-use=$work/merged.profdata ${PGO_RUSTFLAGS:-}" \
-    cargo build --quiet --release -p analyzer --bin metaroce-analyze "$@" --target-dir target/pgo
+    cargo build --quiet --release -p metaroce-analyze --bin metaroce-analyze --example walk "$@" \
+        --target-dir target/pgo
 echo target/pgo/release/metaroce-analyze

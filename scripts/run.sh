@@ -10,7 +10,7 @@ scripts/setup.sh
 case "${1:-}" in
 demo)
     # The post-mortem report needs neither polars nor plotters.
-    cargo build --release -p analyzer --bin metaroce-analyze --no-default-features
+    cargo build --release -p metaroce-analyze --bin metaroce-analyze --no-default-features
     sender=fixtures/generated/multipath_loss_sender.pcap
     receiver=fixtures/generated/multipath_loss_receiver.pcap
     echo "== metaroce-analyze decode --frames 1-12 $sender"

@@ -1,13 +1,11 @@
 //! `analyzer`: THE MetaRoCE / RoCEv2 flow engine ([`engine`]), shared by
-//! the `metaroce-analyze` CLI, the live TUI and the Wireshark plugin, and
-//! the CLI's `decode` subcommand ([`decode`]).
+//! the `metaroce-analyze` CLI (`analyzer/cli`), the live TUI and the
+//! Wireshark plugin.
 //!
 //! The engine never reads bytes: frames are decoded by `proto_parse`, turned
 //! into [`Observation`]s, and fed in capture order to [`Engine::ingest`].
 #![forbid(unsafe_code)]
 
-pub mod cli;
-pub mod decode;
 pub mod engine;
 
 pub use engine::{Config, Engine, Observation, Report, Verdict};

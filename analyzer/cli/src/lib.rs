@@ -1,10 +1,14 @@
-//! The `metaroce-analyze` command line beyond `decode`: the two-thread
-//! analysis pipeline ([`pipeline`]), the terminal report ([`text`]),
-//! Parquet/CSV export ([`export`], feature `export`) and charts ([`plot`],
-//! feature `plot`). None of it analyses anything itself: packets go
-//! through `proto_parse` and the engine; this module reads, schedules and
-//! presents.
+//! `metaroce-analyze`: offline analysis of MetaRoCE and RoCEv2 captures.
+//! This library is the command line's machinery, shared by the binary
+//! (`src/main.rs`) and the benchmark's examples: the per-frame decoder
+//! ([`decode`]), the two-thread analysis pipeline ([`pipeline`]), the
+//! terminal report ([`text`]), Parquet/CSV export ([`export`], feature
+//! `export`) and charts ([`plot`], feature `plot`). None of it analyses
+//! anything itself: packets go through `proto_parse` and the flow engine
+//! (the `analyzer` crate); this crate reads, schedules and presents.
+#![forbid(unsafe_code)]
 
+pub mod decode;
 pub mod pipeline;
 pub mod text;
 

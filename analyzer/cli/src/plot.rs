@@ -30,9 +30,9 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::pipeline::Sink;
-use super::text::fmt_ns;
-use crate::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
+use crate::pipeline::Sink;
+use crate::text::fmt_ns;
+use analyzer::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
 
 /// Most samples kept per histogram series.
 pub const MAX_SAMPLES: usize = 100_000;

@@ -31,7 +31,7 @@ const FIELDS: &[&str] = &[
 ];
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/real")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real")
 }
 
 /// tshark's value as a number: decimal, 0x-hex, a bytes field in hex, or a

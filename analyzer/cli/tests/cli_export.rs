@@ -11,7 +11,7 @@ use polars::prelude::*;
 use serde_json::Value;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn fixture(name: &str) -> PathBuf {

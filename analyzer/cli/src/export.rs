@@ -42,8 +42,8 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 
-use super::pipeline::Sink;
-use crate::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
+use crate::pipeline::Sink;
+use analyzer::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
 
 /// Packets per `part-N` file of the packets table (bounds memory).
 pub const PART_ROWS: usize = 1 << 20;

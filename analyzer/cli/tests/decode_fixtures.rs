@@ -9,7 +9,7 @@ use serde_json::Value;
 
 fn generated(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/generated")
+        .join("../../fixtures/generated")
         .join(name)
 }
 

@@ -4,13 +4,12 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
-use std::time::Instant;
 
-use analyzer::cli::pipeline::{self, CaptureResult, NoSink, Options, Progress, Sink};
-use analyzer::cli::{parse_duration, text};
-use analyzer::decode::{self, FrameRange};
-use analyzer::engine::{Config, Engine};
+use analyzer::engine::Config;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use metaroce_analyze::decode::{self, FrameRange};
+use metaroce_analyze::pipeline::{self, CaptureResult, NoSink, Options, Progress, Sink};
+use metaroce_analyze::{parse_duration, text};
 use proto_parse::frame::DecodeConfig;
 
 /// Analyze MetaRoCE and RoCEv2 captures (pcap or pcapng).
@@ -55,10 +54,6 @@ enum Command {
     /// PSN-versus-time chart per direction coloured by ev (tcptrace-style).
     #[cfg(feature = "plot")]
     Plot(PlotArgs),
-    /// Benchmark baseline: read every record and decode every frame, no
-    /// analysis (with --engine: the analysis on this one thread).
-    #[command(hide = true)]
-    Walk(WalkArgs),
 }
 
 /// How to recognise the protocols.
@@ -151,10 +146,6 @@ struct ReportArgs {
     /// Length of each top-offender list.
     #[arg(long, default_value_t = 5, value_name = "N")]
     top: usize,
-    /// Print on stderr how the parsing and engine threads shared the work
-    /// (the benchmark's diagnosis: which thread waited for the other).
-    #[arg(long, hide = true)]
-    thread_stats: bool,
 }
 
 #[cfg(feature = "export")]
@@ -179,18 +170,6 @@ struct PlotArgs {
     /// Directory to write the charts into (created if missing).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-}
-
-#[derive(Debug, Args)]
-struct WalkArgs {
-    capture: PathBuf,
-    /// Also feed every packet to the engine, on the same thread: the
-    /// analysis' work without the second thread, so that its instruction
-    /// count does not depend on how the two threads shared the decoding.
-    #[arg(long)]
-    engine: bool,
-    #[command(flatten)]
-    protocol: ProtocolArgs,
 }
 
 #[derive(Debug, Args)]
@@ -225,7 +204,6 @@ fn main() -> ExitCode {
         Command::Export(args) => run_export(&args),
         #[cfg(feature = "plot")]
         Command::Plot(args) => run_plot(&args),
-        Command::Walk(args) => run_walk(&args),
     }
 }
 
@@ -348,22 +326,6 @@ fn run_report(args: &ReportArgs) -> ExitCode {
     let Some(merged) = pipeline::merge_reports(&results) else {
         return ExitCode::from(1);
     };
-    if args.thread_stats {
-        for r in &results {
-            let t = &r.read.threads;
-            eprintln!(
-                "metaroce-analyze: threads: {}: batches {} raw {} parser_waits {} parser_wait_ns {} \
-                 engine_waits {} engine_wait_ns {}",
-                r.path.display(),
-                t.batches,
-                t.raw_batches,
-                t.parser_waits,
-                t.parser_wait_ns,
-                t.engine_waits,
-                t.engine_wait_ns
-            );
-        }
-    }
     let written = if args.json {
         write_out(
             |out| {
@@ -384,7 +346,7 @@ fn run_report(args: &ReportArgs) -> ExitCode {
 
 #[cfg(feature = "export")]
 fn run_export(args: &ExportArgs) -> ExitCode {
-    use analyzer::cli::export::{Exporter, Format};
+    use metaroce_analyze::export::{Exporter, Format};
     let mut targets = Vec::new();
     if let Some(dir) = &args.parquet {
         targets.push((Format::Parquet, dir.clone()));
@@ -404,7 +366,7 @@ fn run_export(args: &ExportArgs) -> ExitCode {
 
 #[cfg(feature = "plot")]
 fn run_plot(args: &PlotArgs) -> ExitCode {
-    use analyzer::cli::plot::Plotter;
+    use metaroce_analyze::plot::Plotter;
     let mut plotter = Plotter::new(args.out.clone());
     let results = match analyze(&args.analysis, &mut plotter) {
         Ok(r) => r,
@@ -421,31 +383,6 @@ fn run_plot(args: &PlotArgs) -> ExitCode {
         );
     }
     analysis_status(&results)
-}
-
-fn run_walk(args: &WalkArgs) -> ExitCode {
-    let mut cfg = args.protocol.config();
-    cfg.verify_crc = false;
-    let start = Instant::now();
-    let engine = args.engine.then(Engine::default);
-    match pipeline::walk(&args.capture, &cfg, engine) {
-        Ok(stats) => {
-            let secs = start.elapsed().as_secs_f64();
-            println!(
-                "{{\"frames\": {}, \"metaroce\": {}, \"rocev2\": {}, \"corrupt_records\": {}, \"seconds\": {secs:.4}, \"frames_per_s\": {:.0}}}",
-                stats.frames,
-                stats.metaroce,
-                stats.rocev2,
-                stats.corrupt_records,
-                stats.frames as f64 / secs.max(1e-9)
-            );
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            eprintln!("metaroce-analyze: {err}");
-            ExitCode::from(1)
-        }
-    }
 }
 
 fn run_decode(args: &DecodeArgs) -> ExitCode {

@@ -30,7 +30,7 @@ use std::time::Instant;
 use proto_parse::capture::{Reader, Record};
 use proto_parse::frame::{DecodeConfig, LinkType};
 
-use crate::engine::{
+use analyzer::engine::{
     Config, Engine, MergeConfig, MsgDone, MultiEngine, ObsKind, Observation, Report, Verdict,
 };
 
@@ -788,7 +788,7 @@ mod test {
         let decode = Options::new(DecodeConfig::default(), Config::default()).decode;
         for name in ["all_types.pcap", "malformed.pcap", "snaplen.pcap"] {
             let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../fixtures/generated")
+                .join("../../fixtures/generated")
                 .join(name);
             let mut reader = Reader::open(&path).unwrap();
             let mut raw = Batch::with_capacity(BATCH);
@@ -818,7 +818,7 @@ mod test {
         use proto_parse::capture::PcapWriter;
         let dir = tempfile::tempdir().unwrap();
         let fixture =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/generated/all_types.pcap");
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/generated/all_types.pcap");
         let mut frames = Vec::new();
         let mut reader = Reader::open(&fixture).unwrap();
         while let Some(record) = reader.next_record() {

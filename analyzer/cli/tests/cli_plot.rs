@@ -9,7 +9,7 @@ use std::process::Command;
 #[test]
 fn plot_writes_png_and_svg_charts() {
     let tmp = tempfile::tempdir().unwrap();
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/generated");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/generated");
     let out = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))
         .arg("plot")
         .arg("--out")

@@ -7,10 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use analyzer::engine::{Config, Engine};
+use metaroce_analyze::pipeline::{self, NoProgress, NoSink, Options};
+use proto_parse::frame::DecodeConfig;
 use serde_json::Value;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -411,32 +414,34 @@ fn no_mmap_gives_the_same_report() {
     }
 }
 
-/// `--thread-stats` (the bench's diagnosis) prints one line per capture on
-/// stderr and changes nothing else.
+/// The pipeline's thread statistics (printed by the benchmark's
+/// `thread-stats` example) count the batches each capture was sent in.
 #[test]
-fn thread_stats_go_to_stderr_only() {
-    let sender = fixture("generated/multipath_loss_sender.pcap");
-    let receiver = fixture("generated/multipath_loss_receiver.pcap");
-    let (sender, receiver) = (path_str(&sender), path_str(&receiver));
-    let (want, _) = run_json(&["report", "--json", sender, receiver]);
-    let (got, out) = run_json(&["report", "--json", "--thread-stats", sender, receiver]);
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(got, want);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 2, "{stderr}");
-    for (line, file) in lines.iter().zip([sender, receiver]) {
-        assert!(
-            line.starts_with(&format!(
-                "metaroce-analyze: threads: {file}: batches 1 raw "
-            )),
-            "{line}"
-        );
-        assert!(
-            line.contains(" parser_wait_ns ") && line.contains(" engine_wait_ns "),
-            "{line}"
-        );
+fn thread_stats_count_the_batches() {
+    let captures = [
+        fixture("generated/multipath_loss_sender.pcap"),
+        fixture("generated/multipath_loss_receiver.pcap"),
+    ];
+    let opts = Options::new(DecodeConfig::default(), Config::default());
+    let results = pipeline::analyze(&captures, &opts, &mut NoSink, &NoProgress).unwrap();
+    assert_eq!(results.len(), 2);
+    for r in &results {
+        let t = &r.read.threads;
+        // A few hundred frames: one batch, sent decoded or raw.
+        assert_eq!(t.batches, 1, "{}", r.path.display());
+        assert!(t.raw_batches <= t.batches, "{}", r.path.display());
     }
+}
+
+/// The product binary carries no benchmark entry point: `walk` and
+/// `--thread-stats` are examples of this crate.
+#[test]
+fn benchmark_entry_points_are_not_subcommands() {
+    let capture = fixture("generated/multipath_loss_sender.pcap");
+    let out = run(&["walk", path_str(&capture)]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(&["report", "--thread-stats", path_str(&capture)]);
+    assert_eq!(out.status.code(), Some(1));
 }
 
 const KNOWN_BETWEEN: &[&str] = &[];
@@ -713,8 +718,9 @@ fn usage_and_io_errors_exit_1() {
     assert!(help.contains("malformed"), "{help}");
 }
 
-/// The benchmark's baseline, `walk` (and `walk --engine`), counts the
-/// frames `report` counts, on MetaRoCE and on real RoCEv2 captures.
+/// The benchmark's baseline, `pipeline::walk` (bare and with the engine),
+/// counts the frames `report` counts, on MetaRoCE and on real RoCEv2
+/// captures.
 #[test]
 fn walk_counts_what_report_counts() {
     for name in [
@@ -723,17 +729,27 @@ fn walk_counts_what_report_counts() {
     ] {
         let capture = fixture(name);
         let (report, _) = run_json(&["report", "--json", "--no-progress", path_str(&capture)]);
-        for extra in [&[][..], &["--engine"][..]] {
-            let mut args = vec!["walk", path_str(&capture)];
-            args.extend_from_slice(extra);
-            let (walk, out) = run_json(&args);
-            assert!(out.status.success(), "{name} {extra:?}");
-            let c = &report["capture"];
-            assert_eq!(walk["frames"], c["frames"], "{name} {extra:?}");
-            assert_eq!(walk["metaroce"], c["metaroce_packets"], "{name} {extra:?}");
-            assert_eq!(walk["rocev2"], c["rocev2_packets"], "{name} {extra:?}");
-            let counted = walk["metaroce"].as_u64().unwrap() + walk["rocev2"].as_u64().unwrap();
-            assert!(counted > 0, "{name}: nothing decoded");
+        let c = &report["capture"];
+        let decode = Options::new(DecodeConfig::default(), Config::default()).decode;
+        for engine in [None, Some(Engine::default())] {
+            let with_engine = engine.is_some();
+            let walk = pipeline::walk(&capture, &decode, engine).unwrap();
+            assert_eq!(
+                Some(walk.frames),
+                c["frames"].as_u64(),
+                "{name} {with_engine}"
+            );
+            assert_eq!(
+                Some(walk.metaroce),
+                c["metaroce_packets"].as_u64(),
+                "{name} {with_engine}"
+            );
+            assert_eq!(
+                Some(walk.rocev2),
+                c["rocev2_packets"].as_u64(),
+                "{name} {with_engine}"
+            );
+            assert!(walk.metaroce + walk.rocev2 > 0, "{name}: nothing decoded");
         }
     }
 }

@@ -12,8 +12,8 @@ use std::io::{self, Write};
 
 use owo_colors::{OwoColorize, Style};
 
-use super::pipeline::CaptureResult;
-use crate::engine::{DirectionReport, PathReport, Report, Summary};
+use crate::pipeline::CaptureResult;
+use analyzer::engine::{DirectionReport, PathReport, Report, Summary};
 
 /// Nanoseconds as a short human duration: `850ns`, `24.0us`, `5.03ms`,
 /// `1.20s`.
@@ -531,7 +531,7 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
 
 fn render_stalls(out: &mut String, dirs: &[(String, &DirectionReport)], origin: u64) {
     heading(out, "Stall timeline (start relative to the first frame)");
-    let mut stalls: Vec<(&String, &crate::engine::StallReport)> = dirs
+    let mut stalls: Vec<(&String, &analyzer::engine::StallReport)> = dirs
         .iter()
         .flat_map(|(name, d)| d.stalls.iter().map(move |s| (name, s)))
         .collect();
@@ -730,7 +730,7 @@ fn render_between(out: &mut String, results: &[CaptureResult], merged: &Report) 
 
 fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
     let n = results.len();
-    let flows: Vec<(String, &crate::engine::RoceFlowReport)> = results
+    let flows: Vec<(String, &analyzer::engine::RoceFlowReport)> = results
         .iter()
         .flat_map(|r| {
             r.report.rocev2.iter().map(move |f| {
