@@ -699,3 +699,50 @@ fn a_read_is_completed_once_on_the_requesters_direction() {
     assert_eq!(by_verdicts, by_report);
     assert_eq!(by_report, 2);
 }
+
+/// Spec 11.9: the first feedback of any type that echoes a transmission
+/// gives its RTT sample, however far the cumulative ack has moved since.
+/// Here a retransmission fills the cumulative-ack hole at PSN 100 while
+/// PSNs 101..=399 are already at the receiver; the feedback it triggers
+/// travels back on a slow path and is overtaken by the one triggered by
+/// PSN 400, which moves the cumulative ack from 100 to 401 (300 PSNs, more
+/// than the acked PSNs a distance-based grace would keep).
+///
+/// ```text
+/// f1..f300  t0..t299  D psn100..399 ev1 (psn100 lost downstream)
+/// f301 t1000 D psn100 att1 ev2             -> timeout retransmission
+/// f302 t1001 D psn400 ev1
+/// f303 t1020 ACK cum401 echo400 (f302)     -> RTT 19 us
+/// f304 t1030 ACK cum401 echo100 (f301)     -> RTT 30 us, its first echo
+/// ```
+#[test]
+fn a_late_echo_of_the_hole_filling_retransmission_gives_its_rtt_sample() {
+    let mut s = Script::default();
+    for i in 0..300u32 {
+        s.data(
+            u64::from(i),
+            Data::send(100 + i, 1, 1 + i as u16, 100 + i, 0, 1000),
+        );
+    }
+    let retx = s.data(
+        1000,
+        Data {
+            tx_attempt: 1,
+            ..Data::send(100, 2, 1, 100, 0, 1000)
+        },
+    );
+    s.data(1001, Data::send(400, 1, 301, 400, 0, 1000));
+    s.ack(1020, 401, 400, 1001, FbFlags::empty(), &[]);
+    let late = s.ack(1030, 401, 100, 1000, FbFlags::empty(), &[]);
+    let mut engine = Engine::new(Config::default());
+    let v = s.run(&mut engine);
+    let late = &v[late as usize - 1];
+    assert_eq!(late.acked_frame, Some(retx));
+    assert_eq!(late.ack_rtt_ns, Some(30_000));
+    let report = engine.snapshot();
+    let d = data_direction(&report);
+    assert_eq!(d.ack_rtt_ns.count, 2);
+    assert_eq!((d.ack_rtt_ns.min, d.ack_rtt_ns.max), (19_000, 30_000));
+    let ev2 = d.paths.iter().find(|p| p.ev == 2).unwrap();
+    assert_eq!(ev2.ack_rtt_ns.count, 1);
+}

@@ -85,6 +85,10 @@ pub(crate) struct Slot {
     retx: bool,
     /// Already counted as spurious.
     spurious: bool,
+    /// Newly covered by a coalesced (COAL) feedback that did not name it:
+    /// its arrival was acknowledged without an echo of its own, so no
+    /// late echo is awaited once it leaves the window.
+    coalesced: bool,
     /// Transmissions captured.
     count: u8,
     /// The ev charged with `lost_inferred` for this PSN.
@@ -202,6 +206,19 @@ struct Probe {
     sampled: bool,
 }
 
+/// An acked transmission that left the window before any feedback echoed
+/// it: the feedback it triggered may still come back on a slower path
+/// (spec 11.9: its first echo gives its RTT sample).
+#[derive(Debug, Clone, Copy)]
+struct LateTx {
+    psn: u32,
+    tx_ts: u32,
+    ev: u16,
+    sampled: bool,
+    ts: u64,
+    frame: u64,
+}
+
 /// A retransmission pruned by a cumulative ack before any DUP feedback
 /// could show it spurious.
 #[derive(Debug, Default, Clone, Copy)]
@@ -270,6 +287,9 @@ pub(crate) struct Dir {
     paths: EvTable<Path>,
     msgs: FxHashMap<(u32, bool), Msg>,
     pending_last: VecDeque<(u32, u32, bool)>,
+    /// Acked transmissions pruned from the window while still awaiting
+    /// their echo, in PSN order; at most `Config::window` of them.
+    late: VecDeque<LateTx>,
     pub c: Counters,
     max_reorder: u32,
     fb_seen: bool,
@@ -328,6 +348,7 @@ pub struct DirSize {
     pub pending_reads: usize,
     pub retx_psns: usize,
     pub stalls: usize,
+    pub late_echoes: usize,
 }
 
 fn op_index(op: DataOp) -> Option<usize> {
@@ -389,6 +410,7 @@ impl Dir {
             by_op: Default::default(),
             msgs: FxHashMap::default(),
             pending_last: VecDeque::new(),
+            late: VecDeque::new(),
             pending_reads: FxHashMap::default(),
             retx_psns: Vec::new(),
             messages_evicted: 0,
@@ -415,6 +437,7 @@ impl Dir {
             pending_reads: self.pending_reads.len(),
             retx_psns: self.retx_psns.len(),
             stalls: self.stalls.len(),
+            late_echoes: self.late.len(),
         }
     }
 
@@ -918,16 +941,28 @@ impl Dir {
                     }
                 }
             }
-        } else if fb.flags.contains(FbFlags::DUP)
-            && let Some(p) = self
-                .pruned
-                .iter_mut()
-                .find(|p| p.valid && p.psn == fb.echo_psn && p.tx_ts == fb.echo_tx_ts)
-        {
-            p.valid = false;
-            let (frame, lost_ev) = (p.frame, p.lost_ev);
-            v.dup_of_frame = Some(frame);
-            self.mark_spurious(lost_ev);
+        } else {
+            if let Some(late) = self.late_echo(fb.echo_psn, fb.echo_tx_ts) {
+                v.acked_frame = Some(late.frame);
+                if !late.sampled && ts >= late.ts {
+                    late.sampled = true;
+                    sample = Some((ts - late.ts, late.ev));
+                }
+                while self.late.front().is_some_and(|l| l.sampled) {
+                    self.late.pop_front();
+                }
+            }
+            if fb.flags.contains(FbFlags::DUP)
+                && let Some(p) = self
+                    .pruned
+                    .iter_mut()
+                    .find(|p| p.valid && p.psn == fb.echo_psn && p.tx_ts == fb.echo_tx_ts)
+            {
+                p.valid = false;
+                let (frame, lost_ev) = (p.frame, p.lost_ev);
+                v.dup_of_frame = Some(frame);
+                self.mark_spurious(lost_ev);
+            }
         }
         if let Some((rtt, ev)) = sample {
             v.ack_rtt_ns = Some(rtt);
@@ -979,6 +1014,9 @@ impl Dir {
         // Cumulative ack.
         let advances = self.cum.is_none_or(|c| lt(c, cum_ack));
         if advances {
+            if fb.flags.contains(FbFlags::COAL) {
+                self.mark_coalesced(cum_ack);
+            }
             v.cum_ack_advance = Some(match self.cum {
                 Some(c) => diff(c, cum_ack) as u32,
                 None => 0,
@@ -987,6 +1025,59 @@ impl Dir {
         } else {
             v.stall = self.stall_mark(ts);
         }
+    }
+
+    /// A coalesced feedback moves the cumulative ack to `cum_ack`: the
+    /// PSNs it newly covers were acknowledged together, named or not.
+    fn mark_coalesced(&mut self, cum_ack: u32) {
+        let from = match self.cum {
+            Some(c) if !lt(c, self.window.base()) => c,
+            _ => self.window.base(),
+        };
+        let mut psn = from;
+        while lt(psn, cum_ack) {
+            match self.window.get_mut(psn) {
+                Some(slot) => slot.coalesced = true,
+                None => break,
+            }
+            psn = psn.wrapping_add(1);
+        }
+    }
+
+    /// Before the window drops every slot below `below`: the transmissions
+    /// no feedback has echoed yet go to `late`, so that the first echo
+    /// still gives their sample however far the cumulative ack moved (a
+    /// retransmission that fills the hole and the ack then jumps ahead).
+    fn keep_unechoed(&mut self, below: u32, cfg: &Config) {
+        let late = &mut self.late;
+        for (psn, slot) in self.window.iter() {
+            if !lt(psn, below) {
+                break;
+            }
+            if !slot.seen || slot.last.sampled || slot.coalesced {
+                continue;
+            }
+            if late.len() >= cfg.window {
+                late.pop_front();
+            }
+            late.push_back(LateTx {
+                psn,
+                tx_ts: slot.last.tx_ts,
+                ev: slot.last.ev,
+                sampled: false,
+                ts: slot.last.ts,
+                frame: slot.last.frame,
+            });
+        }
+    }
+
+    /// The transmission (`psn`, `tx_ts`) among those kept for a late echo.
+    fn late_echo(&mut self, psn: u32, tx_ts: u32) -> Option<&mut LateTx> {
+        let at = self.late.partition_point(|l| lt(l.psn, psn));
+        self.late
+            .range_mut(at..)
+            .take_while(|l| l.psn == psn)
+            .find(|l| l.tx_ts == tx_ts)
     }
 
     /// `psn`'s slot has just got `retx` set.
@@ -1117,6 +1208,7 @@ impl Dir {
         let grace = (cfg.acked_grace.min(cfg.window / 2)) as u32;
         let below = cum_ack.wrapping_sub(grace);
         self.prune_retx(below);
+        self.keep_unechoed(below, cfg);
         self.window.prune_below(below);
 
         // Messages whose last PSN the cumulative ack now passes.

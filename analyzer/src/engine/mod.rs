@@ -95,9 +95,12 @@ pub struct Config {
     /// analysed per direction only (see `StateSize::paths_overflow`).
     /// Default 4096.
     pub max_paths: usize,
-    /// Acked PSNs kept per direction so that feedback arriving after a
-    /// later one (feedback comes back over paths of different delays)
-    /// still gets its RTT sample. Default 128.
+    /// Acked PSNs kept in a direction's window so that feedback arriving
+    /// after a later one (feedback comes back over paths of different
+    /// delays) still finds its PSN's state. Beyond them, acked
+    /// transmissions still awaiting their echo are kept apart (up to
+    /// `window` of them), so an RTT sample never depends on how far the
+    /// cumulative ack moved. Default 128.
     pub acked_grace: usize,
 }
 
@@ -129,6 +132,9 @@ pub struct StateSize {
     pub rocev2_slots: usize,
     pub rocev2_messages: usize,
     pub ts_units: usize,
+    /// Acked transmissions kept for a late echo (at most `Config::window`
+    /// per direction).
+    pub late_echoes: usize,
     /// Packets on evs beyond `Config::max_paths`, all directions.
     pub paths_overflow: u64,
 }
@@ -476,6 +482,7 @@ impl Engine {
             s.paths += d.paths;
             s.messages += d.messages;
             s.pending += d.pending_last + d.pending_reads + d.retx_psns;
+            s.late_echoes += d.late_echoes;
             s.stalls += d.stalls;
             s.paths_overflow += dir.paths_overflow;
         }
