@@ -714,6 +714,29 @@ fn padding_tlv_ends_the_walk() {
     assert_eq!(types, [TlvType::Ts64, TlvType::Pad]);
 }
 
+/// Spec 6: PAD is padding to the end of the header, so its length is what
+/// it covers (docs/spec-decisions.md 5), whatever its len byte holds; also
+/// when the capture cut it short.
+#[test]
+fn padding_tlv_covers_the_rest_of_the_header() {
+    let mut padded = SEND_TLVS;
+    padded[52] = 0; // PATH_STATUS (3 words, the last TLV) becomes PAD
+    let header_end = Packet::new_checked(&padded[..]).unwrap().header_len();
+    for len_byte in [0, 1, 3, 0xff] {
+        padded[53] = len_byte;
+        let packet = Packet::new_checked(&padded[..]).unwrap();
+        let pad = packet.tlvs().last().unwrap().unwrap();
+        assert_eq!(pad.tlv_type, TlvType::Pad);
+        assert_eq!((pad.offset, pad.covers), (52, header_end - 52));
+        assert_eq!(pad.len_words(), 3, "len byte {len_byte}");
+        assert_eq!(pad.bytes.len(), 12);
+    }
+    // Cut inside the PAD: it still covers the rest of the header.
+    let cut = Packet::new_unchecked(&padded[..56]);
+    let pad = cut.tlvs().last().unwrap().unwrap();
+    assert_eq!((pad.len_words(), pad.bytes.len()), (3, 4));
+}
+
 #[test]
 fn heuristic_takes_fixtures_and_rejects_other_udp() {
     for fixture in all_fixtures() {

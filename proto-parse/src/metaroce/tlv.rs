@@ -5,13 +5,19 @@ use super::packet::{be16, be32, be64, put16, put32};
 use super::{PathState, TlvType};
 use crate::error::{Error, Layer, LenSource};
 
-/// One TLV as found in a packet. `bytes` holds the whole TLV, type and len
-/// included; a PAD TLV covers the rest of the header.
+/// One TLV as found in a packet. `bytes` holds the whole TLV as captured,
+/// type and len included. A PAD TLV covers the rest of the header (spec 6:
+/// "type 0 is padding to the end of the header"): its len byte is padding,
+/// not a length, and its length is what it covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tlv<'a> {
     pub tlv_type: TlvType,
     /// Offset of the TLV's first byte from the base header.
     pub offset: usize,
+    /// Bytes of the header the TLV covers, type and len included: `len * 4`,
+    /// or for PAD the rest of the header. More than `bytes.len()` when the
+    /// capture cut the PAD short.
+    pub covers: usize,
     pub bytes: &'a [u8],
 }
 
@@ -33,9 +39,10 @@ pub struct PathStatusEntry {
 }
 
 impl<'a> Tlv<'a> {
-    /// The TLV's `len` in 4-byte words (0 for the PAD that ends the header).
+    /// The TLV's length in 4-byte words: its `len` field, or for PAD the
+    /// words to the end of the header (docs/spec-decisions.md 5).
     pub fn len_words(&self) -> u8 {
-        self.bytes.get(field::TLV_LEN).copied().unwrap_or(0)
+        u8::try_from(self.covers / field::TLV_WORD).unwrap_or(u8::MAX)
     }
 
     /// The bytes after type and len.
@@ -137,6 +144,7 @@ impl<'a> Iterator for TlvIter<'a> {
             return Some(Ok(Tlv {
                 tlv_type,
                 offset: pos,
+                covers: self.end - pos,
                 bytes: &self.buf[pos..captured_end],
             }));
         }
@@ -192,6 +200,7 @@ impl<'a> Iterator for TlvIter<'a> {
         Some(Ok(Tlv {
             tlv_type,
             offset: pos,
+            covers: tlv_end - pos,
             bytes: &self.buf[pos..tlv_end],
         }))
     }
