@@ -766,11 +766,14 @@ fn tlv_items(tlv: &Tlv<'_>, labels: bool, d: &mut Dissection) {
     let ty = tlv.tlv_type;
     if ty == TlvType::Pad {
         d.open_text(
-            &title(labels, || format!("PAD ({} bytes)", tlv.bytes.len())),
+            &title(labels, || format!("PAD ({} bytes)", tlv.covers)),
             range.clone(),
             Ett::Tlv,
         );
         d.add(Item::at(Hf::TlvType, start + field::TLV_TYPE, u8::from(ty)));
+        // PAD runs to the end of the header (spec 6): its len byte is
+        // padding; the length it covers is computed.
+        d.add(Item::uint(Hf::TlvLen, range.clone(), tlv.len_words()).generated());
         if tlv.bytes.len() > 1 {
             d.add(Item::field(
                 Hf::TlvPadding,
