@@ -37,7 +37,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 pub use conn::{
-    Completion, CompletionKind, Config, ConnStats, Connection, Event, Mode, RxMeta, Spray,
+    Completion, CompletionKind, Config, ConnStats, Connection, Event, MIN_MTU, Mode, RxMeta, Spray,
 };
 pub use memory::Memory;
 pub use path::PathStats;
@@ -110,7 +110,9 @@ pub const MAX_CONNS: usize = 1024;
 #[derive(Debug)]
 pub struct Endpoint {
     cfg: Config,
-    conns: Vec<Connection>,
+    /// By handle; a handle is never reused.
+    conns: BTreeMap<usize, Connection>,
+    next_handle: usize,
     by_id: BTreeMap<u32, usize>,
     by_peer: BTreeMap<(SocketAddr, u32), usize>,
     /// Registered memory regions, shared by the connections.
@@ -118,8 +120,11 @@ pub struct Endpoint {
     rng: ChaCha8Rng,
     accept: bool,
     stats: EndpointStats,
+    /// Round-robin between connections: the handle to try first.
     rr: usize,
     events: VecDeque<(ConnHandle, Event)>,
+    /// Trace records of connections dropped before they were polled.
+    trace: VecDeque<TraceRecord>,
 }
 
 impl Endpoint {
@@ -128,7 +133,8 @@ impl Endpoint {
     pub fn new(cfg: Config, seed: u64, accept: bool) -> Self {
         Endpoint {
             cfg,
-            conns: Vec::new(),
+            conns: BTreeMap::new(),
+            next_handle: 0,
             by_id: BTreeMap::new(),
             by_peer: BTreeMap::new(),
             memory: Memory::default(),
@@ -137,6 +143,7 @@ impl Endpoint {
             stats: EndpointStats::default(),
             rr: 0,
             events: VecDeque::new(),
+            trace: VecDeque::new(),
         }
     }
 
@@ -162,27 +169,71 @@ impl Endpoint {
         let id = self.fresh_id();
         let init: u32 = self.rng.random();
         let c = Connection::new_client(self.cfg.clone(), now, id, remote, init);
-        self.conns.push(c);
-        let h = self.conns.len() - 1;
+        let h = self.insert(c);
         self.by_id.insert(id, h);
         ConnHandle(h)
     }
 
-    pub fn conn(&self, h: ConnHandle) -> &Connection {
-        &self.conns[h.0]
+    fn insert(&mut self, c: Connection) -> usize {
+        let h = self.next_handle;
+        self.next_handle += 1;
+        self.conns.insert(h, c);
+        h
     }
 
+    /// The connection of handle `h`, until its drain period after closing
+    /// is over ([`Connection::is_drained`]).
+    pub fn get(&self, h: ConnHandle) -> Option<&Connection> {
+        self.conns.get(&h.0)
+    }
+
+    pub fn get_mut(&mut self, h: ConnHandle) -> Option<&mut Connection> {
+        self.conns.get_mut(&h.0)
+    }
+
+    /// The connection of handle `h`.
+    ///
+    /// # Panics
+    /// When the connection was dropped after its drain period (use
+    /// [`Endpoint::get`] where that can happen).
+    pub fn conn(&self, h: ConnHandle) -> &Connection {
+        self.get(h)
+            .expect("connection dropped after its drain period")
+    }
+
+    /// The connection of handle `h`.
+    ///
+    /// # Panics
+    /// When the connection was dropped after its drain period (use
+    /// [`Endpoint::get_mut`] where that can happen).
     pub fn conn_mut(&mut self, h: ConnHandle) -> &mut Connection {
-        &mut self.conns[h.0]
+        self.get_mut(h)
+            .expect("connection dropped after its drain period")
     }
 
     /// Connections not closed.
     pub fn live_conns(&self) -> usize {
-        self.conns.iter().filter(|c| !c.is_closed()).count()
+        self.conns.values().filter(|c| !c.is_closed()).count()
     }
 
+    /// Connections held, closed ones in their drain period included.
+    pub fn conn_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Handles of the connections held, oldest first.
     pub fn handles(&self) -> impl Iterator<Item = ConnHandle> + '_ {
-        (0..self.conns.len()).map(ConnHandle)
+        self.conns.keys().copied().map(ConnHandle)
+    }
+
+    /// Drops connection `i`, closed and drained, and its routing entries.
+    fn drop_conn(&mut self, i: usize) {
+        if let Some(c) = self.conns.remove(&i) {
+            self.by_id.remove(&c.local_id);
+            if self.by_peer.get(&(c.remote, c.remote_id)) == Some(&i) {
+                self.by_peer.remove(&(c.remote, c.remote_id));
+            }
+        }
     }
 
     /// Processes one received UDP payload from `remote`. Malformed or
@@ -222,7 +273,7 @@ impl Endpoint {
                         .by_peer
                         .get(&(remote, repr.src_conn))
                         .copied()
-                        .filter(|&i| !self.conns[i].is_closed());
+                        .filter(|i| self.conns.get(i).is_some_and(|c| !c.is_closed()));
                     if let Some(i) = known {
                         i
                     } else if self.accept && self.live_conns() >= MAX_CONNS {
@@ -240,8 +291,7 @@ impl Endpoint {
                             ctrl,
                             init,
                         );
-                        self.conns.push(c);
-                        let i = self.conns.len() - 1;
+                        let i = self.insert(c);
                         self.by_id.insert(id, i);
                         self.by_peer.insert((remote, repr.src_conn), i);
                         self.stats.connects_accepted += 1;
@@ -267,7 +317,10 @@ impl Endpoint {
                 }
             }
         };
-        let conn = &mut self.conns[idx];
+        let Some(conn) = self.conns.get_mut(&idx) else {
+            self.stats.unknown_conn += 1;
+            return;
+        };
         if conn.remote.ip() != remote.ip() {
             self.stats.wrong_peer += 1;
             return;
@@ -277,7 +330,7 @@ impl Endpoint {
             self.stats.unknown_conn += 1;
             return;
         }
-        if conn.is_established() && conn_requires_crc(conn) && !repr.crc {
+        if conn.is_established() && conn.crc_negotiated() && !repr.crc {
             self.stats.missing_crc += 1;
             return;
         }
@@ -286,30 +339,57 @@ impl Endpoint {
     }
 
     fn collect_events(&mut self, i: usize) {
-        while let Some(e) = self.conns[i].poll_event() {
-            self.events.push_back((ConnHandle(i), e));
+        if let Some(c) = self.conns.get_mut(&i) {
+            while let Some(e) = c.poll_event() {
+                self.events.push_back((ConnHandle(i), e));
+            }
         }
     }
 
+    /// Handles the timers of every connection due by `now`; connections
+    /// closed and drained are dropped (their events and trace records were
+    /// collected).
     pub fn handle_timeout(&mut self, now: Time) {
-        for i in 0..self.conns.len() {
-            if self.conns[i].poll_timeout().is_some_and(|t| t <= now) {
-                self.conns[i].handle_timeout(now);
-                self.collect_events(i);
+        let due: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(&i, _)| i)
+            .collect();
+        for i in due {
+            let Some(c) = self.conns.get_mut(&i) else {
+                continue;
+            };
+            c.handle_timeout(now);
+            let drained = c.is_drained();
+            self.collect_events(i);
+            if drained {
+                self.collect_trace(i);
+                self.drop_conn(i);
             }
         }
     }
 
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.conns.iter().filter_map(Connection::poll_timeout).min()
+        self.conns
+            .values()
+            .filter_map(Connection::poll_timeout)
+            .min()
     }
 
     /// The next datagram of any connection (round-robin between them).
     pub fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let n = self.conns.len();
-        for k in 0..n {
-            let i = (self.rr + k) % n;
-            if let Some(t) = self.conns[i].poll_transmit(now, buf) {
+        let order: Vec<usize> = self
+            .conns
+            .range(self.rr..)
+            .chain(self.conns.range(..self.rr))
+            .map(|(&i, _)| i)
+            .collect();
+        for i in order {
+            let Some(c) = self.conns.get_mut(&i) else {
+                continue;
+            };
+            if let Some(t) = c.poll_transmit(now, buf) {
                 self.rr = i + 1;
                 self.collect_events(i);
                 return Some(t);
@@ -319,18 +399,26 @@ impl Endpoint {
     }
 
     pub fn poll_event(&mut self) -> Option<(ConnHandle, Event)> {
-        for i in 0..self.conns.len() {
+        let handles: Vec<usize> = self.conns.keys().copied().collect();
+        for i in handles {
             self.collect_events(i);
         }
         self.events.pop_front()
     }
 
+    /// Keeps the trace records of a connection about to be dropped.
+    fn collect_trace(&mut self, i: usize) {
+        if let Some(c) = self.conns.get_mut(&i) {
+            while let Some(r) = c.poll_trace() {
+                self.trace.push_back(r);
+            }
+        }
+    }
+
     /// Ground-truth trace records of every connection (when `Config::trace`).
     pub fn poll_trace(&mut self) -> Option<TraceRecord> {
-        self.conns.iter_mut().find_map(Connection::poll_trace)
+        self.trace
+            .pop_front()
+            .or_else(|| self.conns.values_mut().find_map(Connection::poll_trace))
     }
-}
-
-fn conn_requires_crc(conn: &Connection) -> bool {
-    conn.crc_negotiated()
 }

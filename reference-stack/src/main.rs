@@ -552,7 +552,10 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
                     }
                 }
                 Event::Closed { error } => {
-                    let conn = d.endpoint.conn(h);
+                    // Its events are read before it is dropped (drain period).
+                    let Some(conn) = d.endpoint.get(h) else {
+                        continue;
+                    };
                     let elapsed = started.get(&h).map_or(0.0, |t| t.elapsed().as_secs_f64());
                     let b = bytes.get(&h).copied().unwrap_or(0);
                     let r = Report {
@@ -706,7 +709,12 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
         }
     }
     d.finish()?;
-    let conn = d.endpoint.conn(h);
+    // The loop above stops as soon as it is closed, long before the drain
+    // period that drops it from the endpoint ends.
+    let conn = d
+        .endpoint
+        .get(h)
+        .context("the connection was dropped before its report was read")?;
     let bytes = (done - failed) * u64::from(size);
     Ok(Report {
         role: "client",

@@ -423,3 +423,37 @@ fn total_outage_is_logged_as_one_stall() {
     assert!((4_000_000..20_000_000).contains(&d), "{d}");
     assert_eq!(p.client.conn(c).stats().stalls, 1);
 }
+
+#[test]
+fn closed_connections_are_dropped_after_their_drain_period() {
+    let mut p = pair(Config::default(), LinkConfig::default(), 15);
+    let (c, s) = p.connect();
+    let r = p.run_workload(c, s, WorkOp::Write, 2, 10_000, 1_000_000_000);
+    assert!(r.byte_exact && r.exactly_once);
+    p.client.conn_mut(c).close();
+    let t = p.time + 100_000_000;
+    assert!(
+        p.drive_until(t, |p| p.client.get(c).is_some_and(|x| x.is_closed())
+            && p.server.get(s).is_some_and(|x| x.is_closed()))
+    );
+    // Closed but draining: still held, no longer live.
+    assert_eq!((p.client.conn_count(), p.server.conn_count()), (1, 1));
+    assert_eq!((p.client.live_conns(), p.server.live_conns()), (0, 0));
+    // Nothing is left to do once both are drained (at most 3 RTOs; the
+    // RTO is at most rto_max).
+    let t = p.time + 3 * Config::default().rto_max + 1;
+    p.drive_until(t, |p| p.client.conn_count() + p.server.conn_count() == 0);
+    assert!(p.client.get(c).is_none() && p.server.get(s).is_none());
+    assert_eq!(p.client.poll_timeout(), None);
+    assert_eq!(p.server.poll_timeout(), None);
+    // Their events were all delivered, Closed last.
+    assert!(matches!(
+        p.client_events.last(),
+        Some((h, Event::Closed { error: None })) if *h == c
+    ));
+    // The endpoint accepts a new connection afterwards, on a new handle.
+    let (c2, s2) = p.connect();
+    assert!(c2 != c && s2 != s);
+    let r = p.run_workload(c2, s2, WorkOp::Write, 1, 10_000, 1_000_000_000);
+    assert!(r.byte_exact && r.exactly_once);
+}
