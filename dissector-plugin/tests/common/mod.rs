@@ -1,7 +1,13 @@
 //! Shared by the integration tests: locating the cdylib cargo built, running
-//! the installed tshark with it (as an unprivileged user when the tests run
-//! as root: tshark run by root loads no personal plugins), and building
-//! fixture captures with `proto_parse`'s emitters and pcap writer.
+//! tshark with it (as an unprivileged user when the tests run as root:
+//! tshark run by root loads no personal plugins), and building fixture
+//! captures with `proto_parse`'s emitters and pcap writer.
+//!
+//! The tshark is the host's, or, when `METAROCE_WIRESHARK_ROOT` names a
+//! root file system made by `scripts/wireshark-root.sh` (the variable the
+//! plugin was then also built with), that root's, run with `chroot`: the
+//! test's folder is made inside the root and paths are given to tshark as
+//! the root sees them.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -66,12 +72,47 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-/// `major.minor` of the installed tshark (the plugin folder name).
+/// The root file system whose tshark the tests run (`None`: the host's).
+pub fn wireshark_root() -> Option<&'static Path> {
+    static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let root = PathBuf::from(std::env::var_os("METAROCE_WIRESHARK_ROOT")?);
+        assert!(
+            root.join("usr/bin/tshark").exists(),
+            "METAROCE_WIRESHARK_ROOT={} holds no tshark: make it with scripts/wireshark-root.sh",
+            root.display()
+        );
+        Some(root)
+    })
+    .as_deref()
+}
+
+/// A command run by the tshark's system: on the host, or in the root.
+fn system_command(program: &str) -> Command {
+    match wireshark_root() {
+        Some(root) => {
+            let mut c = Command::new("chroot");
+            c.arg(root).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// `path` as tshark sees it (inside the root when there is one).
+fn seen_by_tshark(path: &Path) -> String {
+    let inner = wireshark_root()
+        .and_then(|root| path.strip_prefix(root).ok())
+        .map(|p| Path::new("/").join(p));
+    inner.as_deref().unwrap_or(path).display().to_string()
+}
+
+/// `major.minor` of the tshark the tests run (the plugin folder name).
 pub fn tshark_version() -> String {
-    let out = Command::new("tshark")
+    let out = system_command("tshark")
         .arg("--version")
         .output()
-        .expect("tshark is installed (apt-get install tshark)");
+        .expect("tshark is installed (apt-get install tshark, or scripts/wireshark-root.sh)");
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text.lines().next().unwrap_or_default();
     // "TShark (Wireshark) 4.0.17 (Git v4.0.17 ...)"
@@ -98,7 +139,11 @@ pub struct Tshark {
 
 impl Tshark {
     pub fn new() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = match wireshark_root() {
+            Some(root) => tempfile::tempdir_in(root.join("tmp")),
+            None => tempfile::tempdir(),
+        }
+        .expect("tempdir");
         let plugin_dir = dir.path().join("plugins");
         let epan = plugin_dir.join(tshark_version()).join("epan");
         std::fs::create_dir_all(&epan).expect("plugin dir");
@@ -140,6 +185,30 @@ impl Tshark {
 
     /// Runs tshark with the plugin and these `NAME=value` variables.
     pub fn run_env(&self, vars: &[&str], args: &[&str]) -> Output {
+        if let Some(root) = wireshark_root() {
+            let root_text = root.display().to_string();
+            let mut cmd = Command::new("chroot");
+            cmd.arg("--userspec=65534:65534")
+                .arg(root)
+                .arg("env")
+                .arg("-C")
+                .arg(seen_by_tshark(self.dir.path()))
+                .arg(format!("HOME={}", seen_by_tshark(&self.home)))
+                .arg(format!(
+                    "WIRESHARK_PLUGIN_DIR={}",
+                    seen_by_tshark(&self.plugin_dir)
+                ))
+                .args(vars)
+                .arg("tshark");
+            for arg in args {
+                // Paths in the root (the test's files) as the root sees them.
+                match arg.strip_prefix(root_text.as_str()) {
+                    Some(inner) if inner.starts_with('/') => cmd.arg(inner),
+                    _ => cmd.arg(arg),
+                };
+            }
+            return cmd.output().expect("running tshark in the root (chroot)");
+        }
         let mut cmd = if is_root() {
             let mut c = Command::new("setpriv");
             c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "env"]);
@@ -205,9 +274,25 @@ impl Tshark {
         args.extend_from_slice(extra);
         let out = self.ok(&args);
         out.lines()
-            .map(|l| l.split('\t').map(str::to_owned).collect())
+            .map(|l| l.split('\t').map(boolean_as_number).collect())
             .collect()
     }
+}
+
+/// A `-T fields` cell with booleans as 4.0 prints them: "1"/"0" (4.4 and
+/// later print "True"/"False"), so one expectation holds for every line.
+fn boolean_as_number(cell: &str) -> String {
+    if !cell.contains("True") && !cell.contains("False") {
+        return cell.to_owned();
+    }
+    cell.split(',')
+        .map(|v| match v {
+            "True" => "1",
+            "False" => "0",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A frame carrying `payload` (a UDP payload) from `src` to `dst`.
