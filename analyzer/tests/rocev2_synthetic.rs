@@ -190,3 +190,143 @@ fn read_responses_acknowledge_up_to_their_psn() {
         (Some(20), Some(23), Some(23), 0)
     );
 }
+
+/// A packet between A (requester) and B (responder) to `qp`: A's requests
+/// carry B's QP, B's responses and CNPs carry A's. Responses carry an AETH
+/// (`syndrome`).
+fn to_qp(
+    frame: u64,
+    t_us: u64,
+    from_a: bool,
+    qp: u32,
+    opcode: Opcode,
+    psn: u32,
+    syndrome: Option<u8>,
+) -> Observation {
+    let mut o = pkt(frame, t_us, from_a, opcode, psn, syndrome, false);
+    if let ObsKind::RoceV2(r) = &mut o.kind {
+        r.dest_qp = qp;
+    }
+    o
+}
+
+/// The request flow sent to `dest_qp`.
+fn flow(r: &analyzer::engine::Report, dest_qp: u32) -> &analyzer::engine::RoceFlowReport {
+    r.rocev2.iter().find(|f| f.dest_qp == dest_qp).unwrap()
+}
+
+/// Three QPs between the same two hosts, with close PSN ranges, one of
+/// which wraps through 0 (requests to B's QPs 0x21, 0x22, 0x23; responses
+/// to A's QPs 0x31, 0x32, 0x33). A response is paired with the request
+/// flow whose outstanding PSNs its PSN (24-bit serial arithmetic) belongs
+/// to, never by the PSN of a CNP (not a sequence number), and not by the
+/// nearest highest PSN.
+///
+/// ```text
+/// f1-f4   X -> QP 0x21: SEND ONLY psn FFFFFE, FFFFFF, 0, 1 (wraps)
+/// f5-f8   Y -> QP 0x22: SEND ONLY psn FFFFF9..FFFFFC
+/// f9-f12  Z -> QP 0x23: SEND ONLY psn 2..5
+/// f13 CNP to 0x32 (no pairing yet)    -> unmatched
+/// f14 ACK FFFFFE to 0x31 -> X only (Y's highest, FFFFFC, is nearer)
+/// f15 ACK FFFFFC to 0x32 -> Y
+/// f16 NAK seq err 4 to 0x33 -> Z (2 and 3 acked)
+/// f17 CNP to 0x32 -> Y (paired at f15)
+/// f18 ACK 1 to 0x31 -> X          f19 ACK 5 to 0x33 -> Z
+/// ```
+#[test]
+fn responses_pair_with_their_own_qp_among_close_psn_ranges() {
+    use Opcode::{Cnp, RcAcknowledge as Ack, RcSendOnly as Send};
+    let mut script = Vec::new();
+    let mut t = 0;
+    let mut add = |from_a: bool, qp: u32, op: Opcode, psn: u32, syn: Option<u8>| {
+        t += 1;
+        script.push(to_qp(t, t, from_a, qp, op, psn, syn));
+    };
+    for psn in [0xFF_FFFE, 0xFF_FFFF, 0, 1] {
+        add(true, 0x21, Send, psn, None);
+    }
+    for psn in 0xFF_FFF9..=0xFF_FFFC {
+        add(true, 0x22, Send, psn, None);
+    }
+    for psn in 2..=5 {
+        add(true, 0x23, Send, psn, None);
+    }
+    add(false, 0x32, Cnp, 0, None);
+    add(false, 0x31, Ack, 0xFF_FFFE, Some(0x1f));
+    add(false, 0x32, Ack, 0xFF_FFFC, Some(0x1f));
+    add(false, 0x33, Ack, 4, Some(0x60));
+    add(false, 0x32, Cnp, 0, None);
+    add(false, 0x31, Ack, 1, Some(0x1f));
+    add(false, 0x33, Ack, 5, Some(0x1f));
+    let mut engine = Engine::new(Config::default());
+    for o in &script {
+        engine.ingest(o);
+    }
+    let r = engine.snapshot();
+    assert_eq!(r.rocev2.len(), 3);
+    let (x, y, z) = (flow(&r, 0x21), flow(&r, 0x22), flow(&r, 0x23));
+    assert_eq!(
+        (x.acks, x.naks, x.cnps, x.acked_psn, x.messages_completed),
+        (2, 0, 0, Some(1), 4)
+    );
+    assert_eq!(
+        (y.acks, y.naks, y.cnps, y.acked_psn, y.messages_completed),
+        (1, 0, 1, Some(0xFF_FFFC), 4)
+    );
+    assert_eq!(
+        (z.acks, z.naks, z.cnps, z.acked_psn, z.messages_completed),
+        (1, 1, 0, Some(5), 4)
+    );
+    for f in [x, y, z] {
+        assert_eq!(f.outstanding_psns, 0, "QP {:#x}", f.dest_qp);
+    }
+    assert_eq!(r.engine.rocev2_unmatched_responses, 1);
+}
+
+/// A pairing that later packets contradict is revisited. The capture
+/// starts after Z's first requests: the first response to A's QP 0x33
+/// (ACK 11) can only be paired with Y, the one flow there is; once Z's
+/// requests are captured, an ACK to 0x33 beyond everything Y sent moves
+/// the pairing to Z, where every later response of that QP is counted.
+///
+/// ```text
+/// f1-f4 Y -> QP 0x22: psn 10..13    f5 ACK 11 to 0x33 -> Y (the only flow)
+/// f6-f9 Z -> QP 0x23: psn 12..15    f10 ACK 15 to 0x33 -> not Y's: Z
+/// f11 ACK 13 to 0x32 -> Y           f12 CNP to 0x33 -> Z
+/// ```
+#[test]
+fn a_contradicted_pairing_is_revisited() {
+    use Opcode::{Cnp, RcAcknowledge as Ack, RcSendOnly as Send};
+    let mut script = Vec::new();
+    let mut t = 0;
+    let mut add = |from_a: bool, qp: u32, op: Opcode, psn: u32, syn: Option<u8>| {
+        t += 1;
+        script.push(to_qp(t, t, from_a, qp, op, psn, syn));
+    };
+    for psn in 10..=13 {
+        add(true, 0x22, Send, psn, None);
+    }
+    add(false, 0x33, Ack, 11, Some(0x1f));
+    for psn in 12..=15 {
+        add(true, 0x23, Send, psn, None);
+    }
+    add(false, 0x33, Ack, 15, Some(0x1f));
+    add(false, 0x32, Ack, 13, Some(0x1f));
+    add(false, 0x33, Cnp, 0, None);
+    let mut engine = Engine::new(Config::default());
+    for o in &script {
+        engine.ingest(o);
+    }
+    let r = engine.snapshot();
+    let (y, z) = (flow(&r, 0x22), flow(&r, 0x23));
+    assert_eq!(
+        (z.acks, z.cnps, z.acked_psn, z.messages_completed),
+        (1, 1, Some(15), 4)
+    );
+    assert_eq!(z.outstanding_psns, 0);
+    assert_eq!(
+        (y.acked_psn, y.messages_completed, y.cnps),
+        (Some(13), 4, 0)
+    );
+    assert_eq!(y.outstanding_psns, 0);
+}

@@ -2,8 +2,10 @@
 //! it carries (both ends may use one QP number, so the IPs are part of the
 //! key). Responses (ACK, NAK, RNR NAK, READ responses, atomic ACKs, CNPs)
 //! travel to the requester's QP; they are matched to the request flow
-//! going the other way between the same hosts (by PSN when several QPs
-//! share the host pair) and the match is cached.
+//! going the other way between the same hosts whose outstanding PSNs the
+//! response's PSN belongs to (24-bit serial arithmetic), and the match is
+//! cached until a later response contradicts it. A CNP's PSN is not a
+//! sequence number: a CNP never makes a match, it follows one.
 //!
 //! PSNs are 24 bits; they are extended to 32 bits against the flow's
 //! highest PSN so the serial arithmetic of [`super::window`] applies.
@@ -87,9 +89,16 @@ struct RMsg {
 #[derive(Debug, Clone, Copy)]
 struct RRead {
     psn: u32,
+    /// Most response PSNs the request can take (its RETH length at the
+    /// smallest path MTU, 256 bytes; 1 for an atomic).
+    span: u32,
     op: OpKind,
     ts: u64,
 }
+
+/// Smallest RoCEv2 path MTU: a READ of `n` bytes takes at most
+/// `ceil(n / 256)` response PSNs.
+const MIN_PMTU: u32 = 256;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct RCounters {
@@ -121,6 +130,9 @@ struct Flow {
     naks_by_code: [u64; NAK_SLOTS],
     /// 24-bit PSN of the first request captured.
     first_psn: Option<u32>,
+    /// The first request's PSN, extended (the low end of the PSNs a
+    /// response may name before any is acknowledged).
+    low: Option<u32>,
     highest: Option<u32>,
     acked: Option<u32>,
     nak_pending: bool,
@@ -210,6 +222,7 @@ impl Flow {
             c: RCounters::default(),
             naks_by_code: [0; NAK_SLOTS],
             first_psn: None,
+            low: None,
             highest: None,
             acked: None,
             nak_pending: false,
@@ -290,6 +303,7 @@ impl Flow {
         }
         self.nak_pending = false;
         self.first_psn.get_or_insert(r.psn);
+        self.low.get_or_insert(psn);
         self.highest = Some(psn);
         if let Some(slot) = self.window.entry(psn) {
             *slot = RSlot {
@@ -308,7 +322,11 @@ impl Flow {
                 if self.reads.len() >= cfg.max_messages {
                     self.reads.pop_front();
                 }
-                self.reads.push_back(RRead { psn, op, ts });
+                let span = match op {
+                    OpKind::Read => r.dma_len.unwrap_or(0).div_ceil(MIN_PMTU).max(1),
+                    _ => 1,
+                };
+                self.reads.push_back(RRead { psn, span, op, ts });
             }
             OpKind::Send | OpKind::Write => {
                 if first {
@@ -351,6 +369,28 @@ impl Flow {
                 _ => break,
             }
         }
+    }
+
+    /// Whether a response naming the 24-bit `psn` (an ACK, NAK, READ
+    /// response or atomic ACK: a sequence number) can answer this flow:
+    /// from its cumulative ack (before any, the PSN before its first
+    /// request) to one past the last PSN its requests may take.
+    fn answers(&self, psn: u32) -> bool {
+        let Some(highest) = self.highest else {
+            return false;
+        };
+        let reach = self
+            .reads
+            .iter()
+            .map(|rd| rd.psn.wrapping_add(rd.span - 1))
+            .fold(highest, |a, b| if lt(a, b) { b } else { a });
+        let low = match (self.acked, self.low) {
+            (Some(a), _) => a,
+            (None, Some(l)) => l.wrapping_sub(1),
+            (None, None) => return false,
+        };
+        let psn = extend(psn, Some(highest));
+        !lt(psn, low) && !lt(reach.wrapping_add(1), psn)
     }
 
     fn report(&self) -> RoceFlowReport {
@@ -474,43 +514,58 @@ impl RoceTable {
             .retain(|_, i| flows.get(*i as usize).is_some_and(Option::is_some));
     }
 
-    /// The request flow a response packet answers.
-    fn responder_flow(&mut self, obs: &Observation, r: &RoceObs) -> Option<u32> {
+    /// The request flow a response packet answers. `sequenced`: its PSN
+    /// is a sequence number (not a CNP's).
+    ///
+    /// The flow paired with the response's QP, while its PSNs agree;
+    /// otherwise the one flow between the two hosts whose PSNs the
+    /// response's belongs to, which becomes the pairing. Without such a
+    /// flow the response stays with its pairing, or, with none, with the
+    /// only flow between the hosts (unpaired: the next response decides).
+    fn responder_flow(&mut self, obs: &Observation, r: &RoceObs, sequenced: bool) -> Option<u32> {
         let rk = RoceKey {
             src: obs.src,
             dst: obs.dst,
             qp: r.dest_qp,
+        }
+        .packed();
+        let live = |i: &u32| {
+            self.flows
+                .get(*i as usize)
+                .and_then(Option::as_ref)
+                .filter(|f| f.key.src == obs.dst && f.key.dst == obs.src)
         };
-        let rk = rk.packed();
-        if let Some(&i) = self.assoc.get(&rk)
-            && self.flows.get(i as usize).is_some_and(Option::is_some)
+        let paired = self.assoc.get(&rk).filter(|i| live(i).is_some()).copied();
+        if let Some(i) = paired
+            && (!sequenced || live(&i).is_some_and(|f| f.answers(r.psn)))
         {
             return Some(i);
         }
-        let mut best: Option<(u32, u32)> = None;
-        let mut candidates = 0;
+        let (mut candidates, mut only) = (0, None);
+        let (mut answering, mut answer) = (0, None);
         for (i, f) in self.flows.iter().enumerate() {
             let Some(f) = f else { continue };
             if f.key.src != obs.dst || f.key.dst != obs.src {
                 continue;
             }
             candidates += 1;
-            let distance = f.highest.map_or(u32::MAX, |h| {
-                sext24(r.psn.wrapping_sub(h) & 0x00FF_FFFF).unsigned_abs()
-            });
-            if best.is_none_or(|(_, d)| distance < d) {
-                best = Some((i as u32, distance));
+            only = Some(i as u32);
+            if sequenced && f.answers(r.psn) {
+                answering += 1;
+                answer = Some(i as u32);
             }
         }
-        let (i, distance) = best?;
-        if candidates == 1 || distance < 1 << 16 {
+        if answering == 1
+            && let Some(i) = answer
+        {
             // Bounded: a cache, rebuilt on demand.
             if self.assoc.len() >= 4 * self.index.len().max(16) {
                 self.assoc.clear();
             }
             self.assoc.insert(rk, i);
+            return Some(i);
         }
-        Some(i)
+        paired.or(if candidates == 1 { only } else { None })
     }
 
     pub fn ingest(
@@ -540,7 +595,8 @@ impl RoceTable {
                 }
             }
             role => {
-                let Some(i) = self.responder_flow(obs, r) else {
+                let sequenced = role != Role::Cnp;
+                let Some(i) = self.responder_flow(obs, r, sequenced) else {
                     self.unmatched += 1;
                     return;
                 };
