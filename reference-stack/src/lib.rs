@@ -269,38 +269,9 @@ impl Endpoint {
         let idx = if repr.dst_conn == 0 {
             match &repr.body {
                 Body::Ctrl(ctrl) if ctrl.op == CtrlOp::Connect => {
-                    let known = self
-                        .by_peer
-                        .get(&(remote, repr.src_conn))
-                        .copied()
-                        .filter(|i| self.conns.get(i).is_some_and(|c| !c.is_closed()));
-                    if let Some(i) = known {
-                        i
-                    } else if self.accept && self.live_conns() >= MAX_CONNS {
-                        self.stats.refused_connects += 1;
-                        return;
-                    } else if self.accept {
-                        let id = self.fresh_id();
-                        let init: u32 = self.rng.random();
-                        let c = Connection::new_server(
-                            self.cfg.clone(),
-                            now,
-                            id,
-                            remote,
-                            repr.src_conn,
-                            ctrl,
-                            init,
-                        );
-                        let i = self.insert(c);
-                        self.by_id.insert(id, i);
-                        self.by_peer.insert((remote, repr.src_conn), i);
-                        self.stats.connects_accepted += 1;
-                        // Fall through so the repeated-CONNECT logic does not run.
-                        self.collect_events(i);
-                        return;
-                    } else {
-                        self.stats.unknown_conn += 1;
-                        return;
+                    match self.on_connect(now, remote, repr.src_conn, ctrl) {
+                        Some(i) => i,
+                        None => return,
                     }
                 }
                 _ => {
@@ -336,6 +307,44 @@ impl Endpoint {
         }
         conn.handle_packet(now, meta, &repr, trimmed, &mut self.memory);
         self.collect_events(idx);
+    }
+
+    /// A CONNECT (dst_conn 0) from `remote` with the peer's id `peer_id`:
+    /// the live connection it repeats (our ACCEPT was lost), or `None`
+    /// once it is accepted as a new connection, refused (`MAX_CONNS`) or
+    /// counted as unknown (this endpoint does not accept).
+    fn on_connect(
+        &mut self,
+        now: Time,
+        remote: SocketAddr,
+        peer_id: u32,
+        ctrl: &proto_parse::metaroce::CtrlRepr,
+    ) -> Option<usize> {
+        let known = self
+            .by_peer
+            .get(&(remote, peer_id))
+            .copied()
+            .filter(|i| self.conns.get(i).is_some_and(|c| !c.is_closed()));
+        if known.is_some() {
+            return known;
+        }
+        if !self.accept {
+            self.stats.unknown_conn += 1;
+            return None;
+        }
+        if self.live_conns() >= MAX_CONNS {
+            self.stats.refused_connects += 1;
+            return None;
+        }
+        let id = self.fresh_id();
+        let init: u32 = self.rng.random();
+        let c = Connection::new_server(self.cfg.clone(), now, id, remote, peer_id, ctrl, init);
+        let i = self.insert(c);
+        self.by_id.insert(id, i);
+        self.by_peer.insert((remote, peer_id), i);
+        self.stats.connects_accepted += 1;
+        self.collect_events(i);
+        None
     }
 
     fn collect_events(&mut self, i: usize) {
