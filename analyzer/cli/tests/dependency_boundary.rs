@@ -69,9 +69,13 @@ fn the_engine_links_no_cli_crate() {
     assert_eq!(cli_crates_in("analyzer"), Vec::<String>::new());
 }
 
+/// The plugin does not serialise the engine's report either: the engine's
+/// `serde` feature stays off there.
 #[test]
-fn the_wireshark_plugin_links_no_cli_crate() {
+fn the_wireshark_plugin_links_no_cli_crate_nor_serde() {
     assert_eq!(cli_crates_in("metaroce-dissector"), Vec::<String>::new());
+    let linked = linked_crates("metaroce-dissector");
+    assert!(!linked.iter().any(|n| n == "serde"), "{linked:?}");
 }
 
 /// The TUI is a command line of its own (`metaroce-top` parses arguments

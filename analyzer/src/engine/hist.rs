@@ -2,7 +2,6 @@
 //! JSON summary.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
 
 /// A latency histogram in nanoseconds; created empty and small (it
 /// resizes as larger values arrive).
@@ -102,7 +101,8 @@ impl Hist {
 /// when `count` is 0. Values are HdrHistogram bucket values (3 significant
 /// digits: the lowest value of the bucket, or the exact min/max when the
 /// bucket holds it); `min` and `max` are exact.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Summary {
     pub count: u64,
     pub min: u64,

@@ -21,7 +21,6 @@
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 
 use super::hist::Summary;
 use super::metaroce::{DirKey, PackedKey};
@@ -105,7 +104,8 @@ struct DirSpread {
 }
 
 /// Between-captures result for one path.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BetweenPath {
     /// `"metaroce"`, or `"rocev2"`: then `dst_conn` is the destination QP,
     /// `src_conn` 0 and `ev` the UDP source port.
@@ -127,7 +127,8 @@ pub struct BetweenPath {
     pub one_way_delay_ns: Summary,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BetweenReport {
     pub capture_a: u64,
     pub capture_b: u64,

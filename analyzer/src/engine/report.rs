@@ -4,12 +4,11 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use serde::Serialize;
-
 use super::hist::Summary;
 pub use super::merge::BetweenReport;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Report {
     pub capture: CaptureReport,
     pub directions: Vec<DirectionReport>,
@@ -18,7 +17,8 @@ pub struct Report {
     pub engine: EngineReport,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CaptureReport {
     pub files: u64,
     pub frames: u64,
@@ -38,7 +38,8 @@ pub struct CaptureReport {
     pub time_went_backwards: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DirectionReport {
     pub src: IpAddr,
     pub dst: IpAddr,
@@ -92,7 +93,8 @@ pub struct DirectionReport {
     pub messages_evicted: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct StallReport {
     pub start_ns: u64,
     pub duration_ns: u64,
@@ -111,7 +113,8 @@ pub struct StallReport {
     pub retransmissions: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PathReport {
     pub ev: u16,
     /// Non-CTRL packets this direction sent on the ev.
@@ -131,7 +134,8 @@ pub struct PathReport {
     pub ack_rtt_ns: Summary,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RoceFlowReport {
     pub src: IpAddr,
     pub dst: IpAddr,
@@ -175,7 +179,8 @@ pub struct RoceFlowReport {
 /// Kept for source compatibility: the between-captures entry.
 pub type BetweenCaptures = BetweenReport;
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct EngineReport {
     pub stall_threshold_ns: u64,
     pub max_flows: u64,

@@ -2,11 +2,11 @@
 //! Wireshark plugin shows under `metaroce.analysis.*`.
 
 use proto_parse::metaroce::{CnpReason, NackCode};
-use serde::Serialize;
 
 /// Why a PSN was sent again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum RetxKind {
     /// After a NACK for the PSN, or a SACK showing later PSNs received
     /// (MetaRoCE), or a sequence-error NAK (RoCEv2 go-back-N).
@@ -27,7 +27,8 @@ impl RetxKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Retransmission {
     /// Frame number of the first captured transmission of this PSN (`None`
     /// when the original was not captured).
@@ -39,8 +40,9 @@ pub struct Retransmission {
 }
 
 /// Which message view completed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum MsgView {
     /// Start of message to the first feedback whose cumulative ack passes
     /// its last PSN (spec 9, sender view).
@@ -52,7 +54,8 @@ pub enum MsgView {
     Read,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MsgDone {
     pub msg_id: u32,
     pub op: &'static str,
@@ -61,7 +64,8 @@ pub struct MsgDone {
 }
 
 /// A stall this packet lies in (or ends).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct StallMark {
     pub start_ns: u64,
     /// Time from the stall start to this packet.
@@ -72,7 +76,8 @@ pub struct StallMark {
 
 /// The analysis of one packet. Every field is `None`/`false` when it does
 /// not apply.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Verdict {
     pub frame: u64,
     /// Index of the flow (MetaRoCE direction or RoCEv2 flow) in the engine;
@@ -88,12 +93,12 @@ pub struct Verdict {
     pub ce_marked: bool,
     /// Feedback with the ECE flag.
     pub ece: bool,
-    #[serde(serialize_with = "ser_name")]
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_name"))]
     pub nack: Option<NackCode>,
     /// RoCEv2 AETH NAK / RNR NAK syndrome byte.
     pub rocev2_nak: Option<u8>,
     /// MetaRoCE CNP reason (RoCEv2 CNPs: `cnp_rocev2`).
-    #[serde(serialize_with = "ser_name")]
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_name"))]
     pub cnp: Option<CnpReason>,
     pub cnp_rocev2: bool,
     /// Feedback: capture time minus the capture time of the transmission
@@ -129,6 +134,7 @@ impl Verdict {
 }
 
 /// Serializes an open enum by its spec name ("GAP", "unknown (9)").
+#[cfg(feature = "serde")]
 fn ser_name<T: std::fmt::Display, S: serde::Serializer>(
     value: &Option<T>,
     s: S,
