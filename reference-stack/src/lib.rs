@@ -37,7 +37,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 pub use conn::{
-    Completion, CompletionKind, Config, ConnStats, Connection, Event, MIN_MTU, Mode, RxMeta, Spray,
+    Completion, CompletionKind, Config, ConnStats, Connection, Event, HANDSHAKE_TIMED_OUT, MIN_MTU,
+    Mode, RxMeta, Spray,
 };
 pub use memory::Memory;
 pub use path::PathStats;

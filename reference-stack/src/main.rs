@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use proto_parse::metaroce::DEFAULT_PORT;
 use reference_stack::driver::{Driver, DriverConfig, DriverStats};
 use reference_stack::impair::{Blackhole, Impairment};
 use reference_stack::{
-    CompletionKind, Config, ConnHandle, ConnStats, Endpoint, EndpointStats, Event, Mode, PathStats,
-    Spray,
+    CompletionKind, Config, ConnHandle, ConnStats, Endpoint, EndpointStats, Event,
+    HANDSHAKE_TIMED_OUT, Mode, PathStats, Spray,
 };
 use serde::Serialize;
 
@@ -143,12 +144,14 @@ struct Common {
     /// Local IPv4 address (server default 127.0.0.1, client 127.0.0.2).
     #[arg(long)]
     bind: Option<Ipv4Addr>,
-    /// Our MetaRoCE UDP port.
-    #[arg(long, default_value_t = 4794)]
-    port: u16,
-    /// The port peers listen on.
-    #[arg(long, default_value_t = 4794)]
-    peer_port: u16,
+    /// Our MetaRoCE UDP port [server default: 4794; client default: the
+    /// port of --connect].
+    #[arg(long)]
+    port: Option<u16>,
+    /// The port peers listen on [default: our own --port; client: the port
+    /// of --connect].
+    #[arg(long)]
+    peer_port: Option<u16>,
     #[arg(long, value_enum, default_value_t = ModeArg::Metaroce)]
     mode: ModeArg,
     #[arg(long, value_enum, default_value_t = SprayArg::Weighted)]
@@ -379,12 +382,39 @@ fn seed_of(c: &Common) -> u64 {
     })
 }
 
-fn driver_config(c: &Common, default_bind: Ipv4Addr) -> DriverConfig {
+/// The MetaRoCE ports of one side: ours (where we receive) and the peers'.
+/// One port for everyone is the common case: a server's peers listen on
+/// the server's own port unless `--peer-port` says otherwise, and a client
+/// listens on the port it connects to unless `--port` says otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ports {
+    ours: u16,
+    peers: u16,
+}
+
+impl Ports {
+    fn server(c: &Common) -> Ports {
+        let ours = c.port.unwrap_or(DEFAULT_PORT);
+        Ports {
+            ours,
+            peers: c.peer_port.unwrap_or(ours),
+        }
+    }
+
+    fn client(c: &Common, connect: SocketAddrV4) -> Ports {
+        Ports {
+            ours: c.port.unwrap_or(connect.port()),
+            peers: c.peer_port.unwrap_or(connect.port()),
+        }
+    }
+}
+
+fn driver_config(c: &Common, default_bind: Ipv4Addr, ports: Ports) -> DriverConfig {
     let imp = c.imp.impairment();
     DriverConfig {
         bind: c.bind.unwrap_or(default_bind),
-        port: c.port,
-        peer_port: c.peer_port,
+        port: ports.ours,
+        peer_port: ports.peers,
         impair_tx: if c.imp.impair != ImpairWhere::Rx {
             imp.clone()
         } else {
@@ -515,11 +545,13 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
     let mut ep = Endpoint::new(cfg, seed_of(c) ^ 0x5E, true);
     let rkey = ep.memory.register(MR_VA, a.mr_size);
     debug_assert_eq!(rkey, MR_RKEY);
-    let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 1)), ep)?;
+    let ports = Ports::server(c);
+    let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 1), ports), ep)?;
     if !c.json {
         eprintln!(
-            "metaroce-stack server on {} (rkey {rkey:#x} va {MR_VA:#x} size {})",
+            "metaroce-stack server on {}, answering peers at port {} (rkey {rkey:#x} va {MR_VA:#x} size {})",
             d.local_addr(),
+            ports.peers,
             a.mr_size
         );
     }
@@ -610,6 +642,23 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
     Ok(())
 }
 
+/// Why the handshake with `connect` failed, and what to check.
+fn handshake_failure(connect: SocketAddrV4, ports: Ports, error: Option<&str>) -> anyhow::Error {
+    match error {
+        None | Some(HANDSHAKE_TIMED_OUT) => anyhow::anyhow!(
+            "no ACCEPT from {connect}: the handshake timed out. Check that `metaroce-stack server` \
+             runs there with --port {}, that it answers this host at port {} (the server's \
+             --peer-port, which defaults to its own --port), and that no firewall drops UDP \
+             on either port",
+            connect.port(),
+            ports.ours
+        ),
+        Some(reason) => {
+            anyhow::anyhow!("the connection to {connect} closed during the handshake: {reason}")
+        }
+    }
+}
+
 fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
     let c = &a.common;
     if a.paths == 0 {
@@ -618,7 +667,8 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
     let evs: Vec<u16> = (1..=a.paths).collect();
     let cfg = core_config(c, evs, c.events.is_some());
     let ep = Endpoint::new(cfg, seed_of(c) ^ 0xC1, false);
-    let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 2)), ep)?;
+    let ports = Ports::client(c, a.connect);
+    let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 2), ports), ep)?;
     let now = d.now();
     let h = d.endpoint.connect(now, SocketAddr::V4(a.connect));
     let deadline = Instant::now() + Duration::from_secs_f64(a.timeout);
@@ -631,14 +681,14 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
                 closed = Some(error);
             }
         }
-        if let Some(e) = closed {
-            bail!("connection closed during the handshake: {e:?}");
+        if let Some(error) = closed {
+            return Err(handshake_failure(a.connect, ports, error.as_deref()));
         }
         if d.endpoint.conn(h).is_established() {
             break;
         }
         if Instant::now() > deadline {
-            bail!("no ACCEPT from {} (is the server running?)", a.connect);
+            return Err(handshake_failure(a.connect, ports, None));
         }
     }
     let size = a.size;
@@ -773,8 +823,8 @@ fn median_u64(v: &[u64]) -> u64 {
 fn bench_common(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> Common {
     Common {
         bind: None,
-        port,
-        peer_port: port,
+        port: Some(port),
+        peer_port: Some(port),
         mode,
         spray: SprayArg::Weighted,
         mtu: b.mtu,
@@ -1061,8 +1111,19 @@ fn load_average() -> Option<String> {
     Some(s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    // Errors are printed as sentences with their causes (`{:#}`), never as
+    // a Debug dump or a backtrace.
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("metaroce-stack: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Server(a) => run_server(a, None),
         Cmd::Client(a) => {

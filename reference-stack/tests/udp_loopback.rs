@@ -137,3 +137,86 @@ fn write_read_send_over_loopback_with_impairment() {
         assert_eq!(retx, r["retransmissions"].as_u64().unwrap());
     }
 }
+
+/// Runs `metaroce-stack server --once` on `srv_ip` with `server_args` and
+/// a 2-message WRITE client with `client_args`; the client's output.
+fn run_pair(srv_ip: &str, server_args: &[&str], client_args: &[&str]) -> std::process::Output {
+    let mut server = Command::new(BIN)
+        .args(["server", "--once", "--duration", "20", "--bind", srv_ip])
+        .args(server_args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = Command::new(BIN)
+        .args([
+            "client",
+            "--size",
+            "10000",
+            "--messages",
+            "2",
+            "--timeout",
+            "15",
+        ])
+        .args(client_args)
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    out
+}
+
+/// One non-default port on both sides, without --peer-port: the server
+/// answers at its own port, the client listens on the port it connects to.
+#[test]
+fn one_port_on_both_sides_needs_no_peer_port() {
+    let (srv, cli, port) = ("127.0.0.21", "127.0.0.22", "47951");
+    let connect = format!("{srv}:{port}");
+    let out = run_pair(
+        srv,
+        &["--port", port],
+        &["--bind", cli, "--port", port, "--connect", &connect],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "--port on both sides: {stderr}");
+    // The client's --port defaults to the port of --connect.
+    let out = run_pair(
+        srv,
+        &["--port", port],
+        &["--bind", cli, "--connect", &connect],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "--connect only: {stderr}");
+}
+
+/// A client listening on another port than the server answers gets an
+/// error that says what to check, in words (no Rust debug formatting).
+#[test]
+fn handshake_timeout_says_what_to_check() {
+    let (srv, cli) = ("127.0.0.23", "127.0.0.24");
+    let out = run_pair(
+        srv,
+        &["--port", "47953"],
+        &[
+            "--bind",
+            cli,
+            "--port",
+            "47954",
+            "--connect",
+            &format!("{srv}:47953"),
+        ],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no ACCEPT from 127.0.0.23:47953")
+            && stderr.contains("answers this host at port 47954")
+            && stderr.contains("--peer-port"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("Some(") && !stderr.contains("\"handshake"),
+        "{stderr}"
+    );
+}

@@ -107,6 +107,9 @@ impl Default for Config {
 /// raised to it.
 pub const MIN_MTU: u16 = 64;
 
+/// The `Event::Closed` error of a handshake that got no ACCEPT.
+pub const HANDSHAKE_TIMED_OUT: &str = "handshake timed out";
+
 /// CONNECTs sent before the handshake gives up.
 pub(super) const MAX_CONNECT_ATTEMPTS: u32 = 8;
 /// The CONNECT interval doubles per attempt up to `handshake_timeout << 6`.

@@ -34,7 +34,7 @@ use std::net::SocketAddr;
 
 use proto_parse::metaroce::{Body, CcAlgo, CtrlOp, CtrlRepr, Features, Op, Repr};
 
-pub use config::{Config, MIN_MTU, Mode, Spray};
+pub use config::{Config, HANDSHAKE_TIMED_OUT, MIN_MTU, Mode, Spray};
 pub use events::{Completion, CompletionKind, ConnStats, Event, RxMeta};
 
 use config::{
@@ -463,7 +463,7 @@ impl Connection {
             return;
         }
         if attempts >= MAX_CONNECT_ATTEMPTS {
-            self.finish(now, Some("handshake timed out".into()));
+            self.finish(now, Some(HANDSHAKE_TIMED_OUT.into()));
         } else {
             self.ctrl_out.push_back(CtrlOut::Connect);
         }
