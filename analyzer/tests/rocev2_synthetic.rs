@@ -330,3 +330,69 @@ fn a_contradicted_pairing_is_revisited() {
     );
     assert_eq!(y.outstanding_psns, 0);
 }
+
+/// An RDMA READ completes when every one of its response PSNs has been
+/// captured, not at the first "READ Response Last"; and an RC QP completes
+/// in order: a SEND posted after the READ completes no earlier than it.
+///
+/// ```text
+/// f1 t0  READ request psn 20, 768 bytes (3 responses: PSNs 20..=22)
+/// f2 t1  SEND ONLY psn 23
+/// f3 t10 READ response FIRST psn 20   [MIDDLE psn 21 lost upstream]
+/// f4 t12 READ response LAST psn 22    -> beyond the gap: discarded by the
+///                                        requester, READ incomplete
+/// f5 t13 ACK 23                       -> SEND acked, waits for the READ
+/// f6 t20 READ request psn 21 again (re-read from the missing PSN)
+/// f7 t30 READ response FIRST psn 21
+/// f8 t31 READ response LAST psn 22    -> READ done (31 us), then SEND (30 us)
+/// ```
+#[test]
+fn a_read_completes_with_all_its_responses_and_in_order() {
+    use Opcode::{
+        RcAcknowledge as Ack, RcRdmaReadRequest as Read, RcRdmaReadResponseFirst as First,
+        RcRdmaReadResponseLast as Last, RcSendOnly as Send,
+    };
+    let mut read = pkt(1, 0, true, Read, 20, None, false);
+    if let ObsKind::RoceV2(r) = &mut read.kind {
+        (r.dma_len, r.payload_len) = (Some(768), 0);
+    }
+    let mut reread = pkt(6, 20, true, Read, 21, None, false);
+    if let ObsKind::RoceV2(r) = &mut reread.kind {
+        (r.dma_len, r.payload_len) = (Some(512), 0);
+    }
+    let script = [
+        read,
+        pkt(2, 1, true, Send, 23, None, false),
+        pkt(3, 10, false, First, 20, Some(0x1f), false),
+        pkt(4, 12, false, Last, 22, Some(0x1f), false),
+        pkt(5, 13, false, Ack, 23, Some(0x1f), false),
+        reread,
+        pkt(7, 30, false, First, 21, Some(0x1f), false),
+        pkt(8, 31, false, Last, 22, Some(0x1f), false),
+    ];
+    let mut engine = Engine::new(Config::default());
+    let mut v = Vec::new();
+    let mut done = Vec::new();
+    for o in &script {
+        v.push(engine.ingest(o));
+        done.push(
+            engine
+                .messages_done()
+                .iter()
+                .map(|m| (m.op, m.latency_ns))
+                .collect::<Vec<_>>(),
+        );
+    }
+    for (i, d) in done[..7].iter().enumerate() {
+        assert!(d.is_empty(), "frame {}: {d:?}", i + 1);
+    }
+    assert_eq!(done[7], [("read", 31_000), ("send", 30_000)]);
+    assert_eq!(v[7].messages_completed, 2);
+    assert!(v[5].retransmission.is_some(), "the re-read repeats PSN 21");
+    let r = engine.snapshot();
+    let f = &r.rocev2[0];
+    assert_eq!(f.messages_completed, 2);
+    assert_eq!(f.msg_completion_by_op_ns["read"].min, 31_000);
+    assert_eq!(f.msg_completion_by_op_ns["send"].min, 30_000);
+    assert_eq!((f.acked_psn, f.outstanding_psns), (Some(23), 0));
+}

@@ -79,21 +79,28 @@ impl OpKind {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+/// A request message not yet completed, in posting order: an RC QP
+/// completes its work requests in the order they were posted.
+#[derive(Debug, Clone)]
 struct RMsg {
-    last: Option<u32>,
     op: OpKind,
+    /// Capture time of its first request packet.
     ts: u64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct RRead {
+    /// PSN of its first request packet.
     psn: u32,
-    /// Most response PSNs the request can take (its RETH length at the
-    /// smallest path MTU, 256 bytes; 1 for an atomic).
+    /// SEND/WRITE: PSN of its last request packet, once captured.
+    /// READ/atomic: PSN of its last response, once captured.
+    last: Option<u32>,
+    /// READ/atomic: most response PSNs it can take (its RETH length at the
+    /// smallest path MTU, 256 bytes; 1 for an atomic); 0 for SEND/WRITE.
     span: u32,
-    op: OpKind,
-    ts: u64,
+    /// READ/atomic: the responses accepted in order so far (the requester
+    /// takes response PSNs in sequence and discards one beyond a gap).
+    accepted: u32,
+    /// Its own condition is met (SEND/WRITE: acknowledged through `last`;
+    /// READ/atomic: every response PSN captured); it completes once every
+    /// message posted before it has.
+    done: bool,
 }
 
 /// Smallest RoCEv2 path MTU: a READ of `n` bytes takes at most
@@ -137,8 +144,8 @@ struct Flow {
     acked: Option<u32>,
     nak_pending: bool,
     window: Window<RSlot>,
+    /// Messages posted and not yet completed, in posting order.
     msgs: VecDeque<RMsg>,
-    reads: VecDeque<RRead>,
     /// Completion latency by op (send, write, read, atomic); the flow's
     /// is their sum, made by `report` (`LazyHist::sum`).
     by_op: [LazyHist; 4],
@@ -228,7 +235,6 @@ impl Flow {
             nak_pending: false,
             window: Window::new(cfg.window),
             msgs: VecDeque::new(),
-            reads: VecDeque::new(),
             by_op: Default::default(),
             rtt: LazyHist::default(),
         }
@@ -314,31 +320,48 @@ impl Flow {
                 ts,
             };
         }
-        match op {
-            OpKind::Read | OpKind::Atomic => {
-                if op == OpKind::Read {
-                    self.c.read_requests += 1;
-                }
-                if self.reads.len() >= cfg.max_messages {
-                    self.reads.pop_front();
-                }
-                let span = match op {
-                    OpKind::Read => r.dma_len.unwrap_or(0).div_ceil(MIN_PMTU).max(1),
-                    _ => 1,
-                };
-                self.reads.push_back(RRead { psn, span, op, ts });
+        if op == OpKind::Read {
+            self.c.read_requests += 1;
+        }
+        let span = match op {
+            OpKind::Read => r.dma_len.unwrap_or(0).div_ceil(MIN_PMTU).max(1),
+            OpKind::Atomic => 1,
+            OpKind::Send | OpKind::Write => 0,
+        };
+        if first {
+            if self.msgs.len() >= cfg.max_messages {
+                self.msgs.pop_front();
             }
-            OpKind::Send | OpKind::Write => {
-                if first {
-                    if self.msgs.len() >= cfg.max_messages {
-                        self.msgs.pop_front();
-                    }
-                    self.msgs.push_back(RMsg { last: None, op, ts });
-                }
-                if last && let Some(m) = self.msgs.back_mut() {
-                    m.last.get_or_insert(psn);
-                }
-            }
+            self.msgs.push_back(RMsg {
+                op,
+                ts,
+                psn,
+                last: None,
+                span,
+                accepted: 0,
+                done: false,
+            });
+        }
+        if last
+            && let Some(m) = self.msgs.back_mut()
+            && m.op == op
+        {
+            m.last.get_or_insert(psn);
+        }
+    }
+
+    /// Completes the messages at the front of the queue whose condition
+    /// is met (in posting order: one not yet done holds back the rest).
+    fn complete_in_order(&mut self, ts: u64, v: &mut Verdict, done: &mut Vec<MsgDone>) {
+        while self.msgs.front().is_some_and(|m| m.done) {
+            let Some(m) = self.msgs.pop_front() else {
+                break;
+            };
+            let (id, view) = match m.op {
+                OpKind::Send | OpKind::Write => (m.last.unwrap_or(m.psn), MsgView::Acked),
+                OpKind::Read | OpKind::Atomic => (m.psn, MsgView::Read),
+            };
+            self.complete(m.op, id, ts.saturating_sub(m.ts), view, v, done);
         }
     }
 
@@ -360,15 +383,56 @@ impl Flow {
             self.acked = Some(psn);
             self.window.prune_below(psn.wrapping_add(1));
         }
-        while let Some(m) = self.msgs.front().copied() {
-            match m.last {
-                Some(last) if !lt(psn, last) => {
-                    self.msgs.pop_front();
-                    self.complete(m.op, last, ts.saturating_sub(m.ts), MsgView::Acked, v, done);
+        // SEND and WRITE are done when acknowledged; a READ or atomic
+        // only by its responses (below).
+        for m in self.msgs.iter_mut() {
+            if lt(psn, m.psn) {
+                break;
+            }
+            if matches!(m.op, OpKind::Send | OpKind::Write) {
+                match m.last {
+                    Some(last) if !lt(psn, last) => m.done = true,
+                    _ => break,
                 }
-                _ => break,
             }
         }
+        self.complete_in_order(ts, v, done);
+    }
+
+    /// A READ response (or atomic ACK, `op`) with PSN `psn` (extended),
+    /// `last` of its request. The request it answers is the latest one
+    /// posted at or before `psn`; the requester accepts its responses in
+    /// PSN order only (one beyond a missing PSN is discarded, and the
+    /// missing part is read again), so the request is done when its last
+    /// response is accepted: every one of its response PSNs has arrived.
+    fn response(
+        &mut self,
+        psn: u32,
+        op: OpKind,
+        last: bool,
+        ts: u64,
+        v: &mut Verdict,
+        done: &mut Vec<MsgDone>,
+    ) {
+        if let Some(m) = self
+            .msgs
+            .iter_mut()
+            .rev()
+            .find(|m| m.op == op && !lt(psn, m.psn))
+            && !m.done
+            && diff(m.psn, psn) as u32 == m.accepted
+        {
+            m.accepted += 1;
+            if last {
+                m.last = Some(psn);
+                m.done = true;
+            }
+        }
+        if self.highest.is_none_or(|h| lt(h, psn)) {
+            // The READ consumed PSNs up to its responses'.
+            self.highest = Some(psn);
+        }
+        self.complete_in_order(ts, v, done);
     }
 
     /// Whether a response naming the 24-bit `psn` (an ACK, NAK, READ
@@ -380,9 +444,10 @@ impl Flow {
             return false;
         };
         let reach = self
-            .reads
+            .msgs
             .iter()
-            .map(|rd| rd.psn.wrapping_add(rd.span - 1))
+            .filter(|m| m.span > 0 && !m.done)
+            .map(|m| m.psn.wrapping_add(m.span - 1))
             .fold(highest, |a, b| if lt(a, b) { b } else { a });
         let low = match (self.acked, self.low) {
             (Some(a), _) => a,
@@ -463,7 +528,7 @@ impl RoceTable {
         s.rocev2_flows = self.index.len() + self.assoc.len();
         for f in self.flows.iter().flatten() {
             s.rocev2_slots += f.window.len();
-            s.rocev2_messages += f.msgs.len() + f.reads.len();
+            s.rocev2_messages += f.msgs.len();
         }
     }
 
@@ -638,14 +703,12 @@ impl RoceTable {
                         // own (IBTA 9.7.5.1.2: an implicit ACK); the first
                         // one names the request's PSN (the RTT sample).
                         f.ack_through(psn, ts, v, done);
-                        if last {
-                            f.complete_read(psn, OpKind::Read, ts, v, done);
-                        }
+                        f.response(psn, OpKind::Read, last, ts, v, done);
                     }
                     Role::AtomicAck => {
                         f.c.acks += 1;
                         f.ack_through(psn, ts, v, done);
-                        f.complete_read(psn, OpKind::Atomic, ts, v, done);
+                        f.response(psn, OpKind::Atomic, true, ts, v, done);
                     }
                     _ => {}
                 }
@@ -669,40 +732,5 @@ impl Flow {
         self.c.ect_packets += u64::from(obs.ecn != 0);
         self.c.fecn += u64::from(r.fecn);
         self.c.becn += u64::from(r.becn);
-    }
-
-    /// A READ (or atomic) whose last response PSN is `psn`: completes the
-    /// oldest pending request at or before it.
-    fn complete_read(
-        &mut self,
-        psn: u32,
-        op: OpKind,
-        ts: u64,
-        v: &mut Verdict,
-        done: &mut Vec<MsgDone>,
-    ) {
-        let mut last = None;
-        while let Some(rd) = self.reads.front().copied() {
-            if lt(psn, rd.psn) {
-                break;
-            }
-            self.reads.pop_front();
-            last = Some(rd);
-        }
-        if let Some(rd) = last {
-            let _ = op;
-            self.complete(
-                rd.op,
-                rd.psn,
-                ts.saturating_sub(rd.ts),
-                MsgView::Read,
-                v,
-                done,
-            );
-        }
-        if self.highest.is_none_or(|h| lt(h, psn)) {
-            // The READ consumed PSNs up to its last response.
-            self.highest = Some(psn);
-        }
     }
 }
