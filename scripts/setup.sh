@@ -3,12 +3,14 @@
 # the toolkit: Wireshark/tshark with its headers (the plugin's bindgen),
 # libpcap (live capture), clang (bindgen), tcpdump, tmux (TUI tests),
 # nftables and iproute2 (network-namespace tests), debootstrap (Debian roots
-# with Wireshark 4.4/4.6 for the plugin), and the Rust components.
+# with Wireshark 4.4/4.6 for the plugin), the Wireshark GUI with Xvfb,
+# xdotool and imagemagick (the plugin's GUI test), and the Rust components.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt.
 set -euo pipefail
 
 packages=(tshark libwireshark-dev wireshark-dev libpcap-dev clang libclang-dev
-          pkg-config tcpdump tmux nftables iproute2 util-linux debootstrap)
+          pkg-config tcpdump tmux nftables iproute2 util-linux debootstrap
+          wireshark-qt xvfb xdotool imagemagick)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
