@@ -168,6 +168,12 @@ impl Tshark {
         }
     }
 
+    /// The HOME tshark runs with (its `.config/wireshark` is the personal
+    /// configuration folder).
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
     /// A path inside the test's folder.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
