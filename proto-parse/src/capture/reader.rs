@@ -20,9 +20,8 @@ use crate::{Error, Layer, LenSource};
 
 /// Default size of the read buffer (256 KiB; it grows when one record needs
 /// more). A record is moved only when it straddles the buffer's end. Bigger
-/// is slower: measured on 1M 142-byte records, 64 KiB-1 MiB buffers walk at
-/// 20-24M records/s of CPU time, an 8 MiB one (beyond the caches, so the
-/// kernel's copy and the parse both miss) at 12-13M.
+/// is slower once the buffer outgrows the caches: the kernel's copy and the
+/// parse then both miss.
 pub const DEFAULT_BUFFER_SIZE: usize = 256 * 1024;
 
 /// Smallest buffer (it grows when one record needs more).
