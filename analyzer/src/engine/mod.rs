@@ -45,6 +45,7 @@
 mod ev_table;
 mod hist;
 mod interval;
+mod loss;
 mod merge;
 mod metaroce;
 mod observation;
