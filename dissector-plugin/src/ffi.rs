@@ -3,7 +3,7 @@
 //! code builds for Wireshark 4.0, 4.4 and 4.6: where their headers differ,
 //! it uses the names of `epan_sys::compat`.
 //!
-//! Rules kept here (see `/work/shared/notes/wireshark-plugin.md`):
+//! Rules kept here:
 //! - every callback runs its Rust work inside `catch_unwind`; a caught panic
 //!   becomes `proto_report_dissector_bug`, called only after every Rust value
 //!   with a destructor is gone (it throws, i.e. longjmps);
