@@ -226,3 +226,74 @@ fn rocev2_flows_are_matched_between_captures() {
     assert_eq!((back.upstream, back.downstream, back.matched), (1, 0, 20));
     assert_eq!(back.lost_between, 0);
 }
+
+/// Loss between the capture points at the end of the common window: a
+/// transmission captured upstream and never downstream is lost when the
+/// downstream capture ran on long enough after it for its copy to arrive,
+/// judged from the one-way delays measured on that path (4 times the
+/// largest: here 4 x 20 us = 80 us), not from a fixed margin. Those closer
+/// to the downstream capture's end than that are "unknown", not delivered.
+///
+/// A (capture 0) sends one DATA every 100 us on ev 1 (20 us to B), B
+/// (capture 1, clock 5 ms ahead) acks each 10 us after it arrives (20 us
+/// back on ev 7). DATA 90, 93, 96 (sent 9.0, 9.3, 9.6 ms) and 99 (9.9 ms)
+/// are lost between the capture points; capture 1 ends with the ACK of
+/// DATA 98 (9.83 ms in A's clock); capture 0 runs on to DATA 104.
+///
+/// - lost: sent at most 9.83 - 0.08 = 9.75 ms: DATA 90, 93, 96;
+/// - unknown: DATA 99 (9.9 ms) and DATA 100..=104 (after capture 1 ended).
+#[test]
+fn loss_at_the_end_of_the_common_window_uses_the_measured_delays() {
+    let a: IpAddr = "10.5.0.1".parse().unwrap();
+    let b: IpAddr = "10.5.0.2".parse().unwrap();
+    let t0 = 1_000_000_000u64;
+    let mut events: Vec<(usize, u64, bool, MrObs)> = Vec::new();
+    for i in 0..=104u32 {
+        let t = t0 + u64::from(i) * 100_000;
+        let d = data(1000 + i, 1, i as u16 + 1, i);
+        events.push((0, t, true, d));
+        let captured_at_b = i <= 98 && ![90, 93, 96].contains(&i);
+        if captured_at_b {
+            events.push((1, t + 20_000 + OFFSET, true, d));
+            let k = ack(1001 + i, i as u16 + 1, 7000 + i);
+            events.push((1, t + 30_000 + OFFSET, false, k));
+            events.push((0, t + 50_000, false, k));
+        }
+    }
+    events.sort_by_key(|e| e.1);
+    let mut m = two_captures();
+    for (n, (c, ts, from_a, mr)) in events.iter().enumerate() {
+        let (src, dst) = if *from_a { (a, b) } else { (b, a) };
+        let obs = Observation {
+            frame: n as u64 + 1,
+            ts_ns: *ts,
+            src,
+            dst,
+            src_port: 0xC000,
+            dst_port: 4794,
+            ecn: 2,
+            malformed: false,
+            kind: ObsKind::MetaRoce(*mr),
+        };
+        m.ingest(*c, &obs);
+    }
+    let end_a = t0 + 104 * 100_000;
+    let end_b = t0 + 98 * 100_000 + 30_000 + OFFSET;
+    m.finish(&[end_a, end_b]);
+    let between = m.between();
+    let p = &between[0];
+    assert_eq!(p.clock_offset_ns, OFFSET as i64);
+    let ev1 = p.paths.iter().find(|x| x.src == a && x.ev == 1).unwrap();
+    assert_eq!((ev1.upstream, ev1.downstream), (0, 1));
+    assert_eq!(ev1.matched, 96);
+    assert_eq!(ev1.one_way_delay_ns.max, 20_000);
+    assert_eq!(ev1.end_margin_ns, 80_000);
+    assert_eq!(ev1.lost_between, 3);
+    assert_eq!(ev1.unknown, 6);
+    let back = p.paths.iter().find(|x| x.src == b).unwrap();
+    assert_eq!((back.matched, back.lost_between, back.unknown), (96, 0, 0));
+    let json = serde_json::to_value(&m.snapshots()[0]).unwrap();
+    let paths = json["between_captures"][0]["paths"].as_array().unwrap();
+    let path = paths.iter().find(|x| x["src"] == "10.5.0.1").unwrap();
+    assert_eq!((&path["ev"], &path["unknown"]), (&1.into(), &6.into()));
+}

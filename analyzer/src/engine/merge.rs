@@ -30,6 +30,20 @@ use super::observation::{MrBody, ObsKind, Observation};
 use super::report::Report;
 use super::{Config, Engine, MsgDone, Verdict};
 
+/// The end margin of a path, in its largest measured one-way delays: a
+/// copy later than that is not expected (delays vary; a few times the
+/// largest seen leaves room for queueing the captures did not show).
+const END_MARGIN_DELAYS: i128 = 4;
+
+/// The largest offset-corrected one-way delay of a path's samples,
+/// whichever capture sees it first (`ts_b - ts_a` is `offset + delay`
+/// one way, `offset - delay` the other).
+fn max_one_way_delay(d: &PathDeltas, offset: i64) -> i64 {
+    d.max
+        .saturating_sub(offset)
+        .max(offset.saturating_sub(d.min))
+}
+
 /// Settings of the cross-capture matcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeConfig {
@@ -123,6 +137,16 @@ pub struct BetweenPath {
     /// Transmissions captured upstream and never downstream (within the
     /// window, while both captures ran).
     pub lost_between: u64,
+    /// Transmissions captured upstream and not downstream whose fate the
+    /// captures cannot tell: sent less than `end_margin_ns` (offset
+    /// corrected) before the downstream capture ended, or after it ended.
+    /// Neither lost nor delivered.
+    pub unknown: u64,
+    /// How long the downstream capture must run on after a transmission
+    /// for a missing copy to count as lost: `END_MARGIN_DELAYS` times the
+    /// largest one-way delay measured on the path (on the capture pair
+    /// when the path has none).
+    pub end_margin_ns: u64,
     /// One-way delay upstream -> downstream, offset-corrected (samples).
     pub one_way_delay_ns: Summary,
 }
@@ -152,6 +176,9 @@ pub struct CrossCapture {
     deltas: FxHashMap<(u8, u8, FlowId, u16), PathDeltas>,
     /// (capture, flow, ev) -> transmissions never matched.
     unmatched: FxHashMap<(u8, FlowId, u16), u64>,
+    /// (capture, flow, ev) -> transmissions unmatched at the end whose
+    /// copy could still have been on its way when the other capture ended.
+    unknown: FxHashMap<(u8, FlowId, u16), u64>,
     rng: u64,
 }
 
@@ -166,6 +193,7 @@ impl CrossCapture {
             last_ts: Vec::new(),
             deltas: FxHashMap::default(),
             unmatched: FxHashMap::default(),
+            unknown: FxHashMap::default(),
             rng: 0x9E37_79B9_7F4A_7C15,
         }
     }
@@ -353,11 +381,27 @@ impl CrossCapture {
         }
     }
 
-    /// End of all captures: transmissions still unmatched are lost between
-    /// the capture points when every other capture ran until (offset
-    /// corrected) `FINISH_MARGIN_NS` after them.
+    /// The largest one-way delay measured from `from` to the other
+    /// capture of the pair (a, b) on `flow`'s path `ev`, or on any path of
+    /// the pair when that one has no match; `None` without any.
+    fn max_delay(&self, a: u8, b: u8, offset: i64, flow: FlowId, ev: u16) -> Option<i64> {
+        let owd = |d: &PathDeltas| max_one_way_delay(d, offset);
+        self.deltas.get(&(a, b, flow, ev)).map(owd).or_else(|| {
+            self.deltas
+                .iter()
+                .filter(|(k, _)| k.0 == a && k.1 == b)
+                .map(|(_, d)| owd(d))
+                .max()
+        })
+    }
+
+    /// End of all captures: a transmission still unmatched is lost between
+    /// the capture points when every other capture ran on, offset
+    /// corrected, for the end margin after it (`END_MARGIN_DELAYS` times
+    /// the largest one-way delay measured on its path); otherwise its fate
+    /// is unknown. Those made before another capture started count in
+    /// neither.
     pub fn finish(&mut self) {
-        const FINISH_MARGIN_NS: i128 = 1_000_000;
         let offsets: FxHashMap<(u8, u8), i64> = self
             .report()
             .iter()
@@ -378,19 +422,30 @@ impl CrossCapture {
             return;
         }
         for (key, seen) in pending {
-            let all_ran = (0..captures)
-                .filter(|&o| o != usize::from(seen.capture))
-                .all(|o| {
-                    let at = i128::from(seen.ts) + off(seen.capture, o as u8);
-                    self.first_ts[o].is_some_and(|f| i128::from(f) <= at)
-                        && i128::from(self.last_ts[o]) >= at + FINISH_MARGIN_NS
-                });
-            if all_ran {
-                *self
-                    .unmatched
-                    .entry((seen.capture, key.flow, key.ev))
-                    .or_default() += 1;
+            let c = seen.capture;
+            let others = (0..captures as u8).filter(|&o| o != c);
+            let at = |o: u8| i128::from(seen.ts) + off(c, o);
+            let started = others
+                .clone()
+                .all(|o| self.first_ts[usize::from(o)].is_some_and(|f| i128::from(f) <= at(o)));
+            if !started {
+                continue;
             }
+            let ran_past_margin = others.clone().all(|o| {
+                let (a, b) = (c.min(o), c.max(o));
+                let offset = offsets.get(&(a, b)).copied().unwrap_or(0);
+                self.max_delay(a, b, offset, key.flow, key.ev)
+                    .is_some_and(|owd| {
+                        let margin = i128::from(owd.max(0)) * END_MARGIN_DELAYS;
+                        i128::from(self.last_ts[usize::from(o)]) >= at(o) + margin
+                    })
+            });
+            let count = if ran_past_margin {
+                &mut self.unmatched
+            } else {
+                &mut self.unknown
+            };
+            *count.entry((c, key.flow, key.ev)).or_default() += 1;
         }
     }
 
@@ -472,6 +527,9 @@ impl CrossCapture {
                     dir: d.dir.packed(),
                 };
                 let lost = self.unmatched.get(&(up, flow, d.ev)).copied().unwrap_or(0);
+                let unknown = self.unknown.get(&(up, flow, d.ev)).copied().unwrap_or(0);
+                let end_margin_ns =
+                    max_one_way_delay(d, offset).max(0) as u64 * END_MARGIN_DELAYS as u64;
                 paths.push(BetweenPath {
                     proto: if d.rocev2 { "rocev2" } else { "metaroce" },
                     src: d.dir.src,
@@ -483,6 +541,8 @@ impl CrossCapture {
                     downstream: u64::from(down),
                     matched: d.n,
                     lost_between: lost,
+                    unknown,
+                    end_margin_ns,
                     one_way_delay_ns: h.summary(),
                 });
             }
