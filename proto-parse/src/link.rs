@@ -91,10 +91,19 @@ impl LinkType {
 
 impl core::fmt::Display for LinkType {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            LinkType::Unknown(n) => write!(f, "linktype {n}"),
-            other => write!(f, "{other:?}"),
-        }
+        // The names of the tcpdump.org link-type list.
+        let name = match self {
+            LinkType::Null => "NULL",
+            LinkType::Ethernet => "ETHERNET",
+            LinkType::RawDlt12 | LinkType::RawDlt14 | LinkType::Raw => "RAW",
+            LinkType::Loop => "LOOP",
+            LinkType::LinuxSll => "LINUX_SLL",
+            LinkType::Ipv4 => "IPV4",
+            LinkType::Ipv6 => "IPV6",
+            LinkType::LinuxSll2 => "LINUX_SLL2",
+            LinkType::Unknown(n) => return write!(f, "linktype {n}"),
+        };
+        write!(f, "{name} ({})", u32::from(*self))
     }
 }
 
@@ -182,6 +191,13 @@ pub(crate) fn unsupported(link: LinkType) -> Error {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn link_types_print_their_registry_names() {
+        assert_eq!(LinkType::LinuxSll2.to_string(), "LINUX_SLL2 (276)");
+        assert_eq!(LinkType::RawDlt12.to_string(), "RAW (12)");
+        assert_eq!(LinkType::Unknown(197).to_string(), "linktype 197");
+    }
 
     #[test]
     fn link_type_round_trips() {

@@ -54,6 +54,17 @@ impl NakCode {
     }
 }
 
+/// The code's name, and its value when reserved: "PSN sequence error",
+/// "reserved code 9".
+impl core::fmt::Display for NakCode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            NakCode::Unknown(value) => write!(f, "reserved code {value}"),
+            known => f.write_str(known.name()),
+        }
+    }
+}
+
 impl From<u8> for NakCode {
     fn from(value: u8) -> Self {
         match value {
@@ -203,7 +214,7 @@ impl core::fmt::Display for Repr {
             Syndrome::Ack { credit } => write!(f, "AETH ACK credit={credit}")?,
             Syndrome::RnrNak { timer } => write!(f, "AETH RNR-NAK timer={timer}")?,
             Syndrome::Reserved { value } => write!(f, "AETH reserved({value})")?,
-            Syndrome::Nak(code) => write!(f, "AETH NAK {code:?}")?,
+            Syndrome::Nak(code) => write!(f, "AETH NAK {code}")?,
         }
         write!(f, " msn={}", self.msn)
     }
@@ -212,6 +223,13 @@ impl core::fmt::Display for Repr {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    /// What users read names the code, never a Rust variant.
+    #[test]
+    fn nak_codes_print_their_names() {
+        assert_eq!(NakCode::PsnSequenceError.to_string(), "PSN sequence error");
+        assert_eq!(NakCode::from(9).to_string(), "reserved code 9");
+    }
 
     /// AETH of frame 5 of montybeatnik_roce_capture_read-write-ecn.pcap
     /// (ACK, no credit, MSN 1).
