@@ -204,10 +204,10 @@ impl EventDetector {
                 let before = seen.stalls.insert(s.start_ns, s.open);
                 let text = if s.open {
                     format!(
-                        "open {}: {} packets outstanding, paths {:?}",
+                        "open {}: {} packets outstanding, paths {}",
                         ms(s.duration_ns),
                         s.outstanding_packets,
-                        s.paths_in_flight
+                        crate::render::fmt::evs(&s.paths_in_flight)
                     )
                 } else {
                     format!(

@@ -412,3 +412,72 @@ fn status_line_never_hides_drops() {
     let l = line(40, &mut a);
     assert!(l.starts_with(" metaroce-top  drops kernel 3 if 12"), "{l}");
 }
+
+/// Every value of a long, busy run in the connections table and the paths
+/// pane: each column is as wide as its widest value, so none is cut (the
+/// Stalls column once showed `758+open` as `758+ope`).
+#[test]
+fn large_values_fit_their_columns() {
+    let mut snap = replay("multipath_loss_sender.pcap");
+    let i = snap
+        .report
+        .directions
+        .iter()
+        .position(|d| d.data_packets > 0)
+        .unwrap();
+    snap.rates[i].goodput_bps = 1.234e12;
+    snap.rates[i].packets_per_s = 98.7e6;
+    let d = &mut snap.report.directions[i];
+    d.data_packets = 1_234_567_890;
+    d.retransmissions = 98_765_432;
+    d.out_of_order = 123_456_789;
+    d.ce_marked = 99_999_999;
+    d.nacks = 1_234_567;
+    d.cnps = 7_654_321;
+    d.ack_rtt_ns.p50 = 123_456_789;
+    d.ack_rtt_ns.p99 = 12_345_678_901;
+    assert!(!d.stalls.is_empty(), "the fixture has a stall");
+    d.stalls_dropped = 758 - d.stalls.len() as u64;
+    d.stalls[0].open = true;
+    let p = &mut d.paths[0];
+    p.packets = 123_456_789;
+    p.data_packets = 120_000_000;
+    p.lost = 22_800_000;
+    p.lost_inferred = 1_200_000;
+    p.ce_marked = 4_567_890;
+    p.retransmissions = 98_765_432;
+    p.ack_rtt_ns.p99 = 12_345_678_901;
+    let mut a = App::new(Arc::new(snap), PathBuf::from("."));
+
+    let t = draw(160, 6, &mut a, |f, a| {
+        render::connections::render(f, f.area(), a)
+    });
+    let screen = format!("{}", t.backend());
+    for value in [
+        "1234 Gb/s",
+        "98.7M",
+        "1.23G",
+        "98.77M",
+        "8.0%",
+        "123.46M",
+        "100.00M",
+        "1.23M",
+        "7.65M",
+        "123.46ms",
+        "12.35s",
+        "758+open",
+    ] {
+        assert!(screen.contains(value), "{value} cut:\n{screen}");
+    }
+    insta::assert_snapshot!("large_values_connections", t.backend());
+
+    let t = draw(88, 10, &mut a, |f, a| render::paths::render(f, f.area(), a));
+    let screen = format!("{}", t.backend());
+    // 22.8M of 146.3M expected; 1.2M of 120M sent.
+    for value in [
+        "123.46M", "22.80M", "15.6%", "1.20M", "1.0%", "4.57M", "12.35s",
+    ] {
+        assert!(screen.contains(value), "{value} cut:\n{screen}");
+    }
+    insta::assert_snapshot!("large_values_paths", t.backend());
+}

@@ -7,10 +7,11 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Cell, HighlightSpacing, Row, Table, TableState};
+use ratatui::widgets::{Block, HighlightSpacing, Table, TableState};
 
 use crate::app::{App, SortKey};
 
+use super::columns::Fitted;
 use super::fmt;
 
 /// Loss of a direction: receiver-side path_seq gaps plus sender-side
@@ -51,60 +52,60 @@ fn warn(n: u64, c: Color) -> Style {
     }
 }
 
+/// A count, in colour `c` when not zero.
+fn counted(n: u64, c: Color) -> (String, Style) {
+    (fmt::count(n), warn(n, c))
+}
+
+fn bold() -> Style {
+    Style::default().add_modifier(Modifier::BOLD)
+}
+
 /// RoCEv2 flows (by destination QP): counted by the same engine, shown
 /// below the MetaRoCE table; selectable like its rows (↑↓ go on from the
 /// last MetaRoCE row), with the same sort and filter.
 fn render_rocev2(f: &mut Frame<'_>, area: Rect, app: &App) {
     let rows = app.roce_rows();
     let selected = app.selected_roce_index(&rows);
-    let header = Row::new(vec![
-        "RoCEv2 flow (src→dst QP)",
-        "Rate",
-        "Pkt/s",
-        "DATA",
-        "bytes",
-        "Retx",
-        "NAK",
-        "RNR",
-        "CNP",
-        "CE",
-        "RTT p50",
-        "RTT p99",
-    ])
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    let body = rows.iter().map(|r| {
+    let plain = Style::default();
+    let mut t = Fitted::new(
+        [
+            "RoCEv2 flow (src→dst QP)",
+            "Rate",
+            "Pkt/s",
+            "DATA",
+            "bytes",
+            "Retx",
+            "NAK",
+            "RNR",
+            "CNP",
+            "CE",
+            "RTT p50",
+            "RTT p99",
+        ]
+        .map(|h| (h.to_string(), plain))
+        .into(),
+    )
+    .at_least(&[36, 11, 8, 7, 8, 6, 5, 5, 5, 5, 8, 8]);
+    for r in &rows {
         let f = r.flow;
-        Row::new(vec![
-            Cell::from(r.key.to_string()),
-            Cell::from(fmt::bps(r.rate.goodput_bps)),
-            Cell::from(fmt::per_s(r.rate.packets_per_s)),
-            Cell::from(fmt::count(f.data_packets)),
-            Cell::from(fmt::count(f.data_bytes)),
-            Cell::from(fmt::count(f.retransmissions)).style(warn(f.retransmissions, Color::Yellow)),
-            Cell::from(fmt::count(f.naks)).style(warn(f.naks, Color::Yellow)),
-            Cell::from(fmt::count(f.rnr_naks)).style(warn(f.rnr_naks, Color::Yellow)),
-            Cell::from(fmt::count(f.cnps)).style(warn(f.cnps, Color::Magenta)),
-            Cell::from(fmt::count(f.ce_marked)).style(warn(f.ce_marked, Color::Magenta)),
-            Cell::from(fmt::ns(f.ack_rtt_ns.p50)),
-            Cell::from(fmt::ns(f.ack_rtt_ns.p99)),
-        ])
-    });
-    let widths = [
-        Constraint::Min(36),
-        Constraint::Length(11),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(8),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Length(5),
-        Constraint::Length(5),
-        Constraint::Length(5),
-        Constraint::Length(8),
-        Constraint::Length(8),
-    ];
-    let table = Table::new(body, widths)
-        .header(header)
+        t.push(vec![
+            (r.key.to_string(), plain),
+            (fmt::bps(r.rate.goodput_bps), plain),
+            (fmt::per_s(r.rate.packets_per_s), plain),
+            (fmt::count(f.data_packets), plain),
+            (fmt::count(f.data_bytes), plain),
+            counted(f.retransmissions, Color::Yellow),
+            counted(f.naks, Color::Yellow),
+            counted(f.rnr_naks, Color::Yellow),
+            counted(f.cnps, Color::Magenta),
+            counted(f.ce_marked, Color::Magenta),
+            (fmt::ns(f.ack_rtt_ns.p50), plain),
+            (fmt::ns(f.ack_rtt_ns.p99), plain),
+        ]);
+    }
+    let table = Table::new(t.rows(), t.widths(true))
+        .header(t.header().style(bold()))
         .block(Block::bordered().title(format!(
             " RoCEv2 flows ({} of {}) ",
             rows.len(),
@@ -124,12 +125,15 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
     let arrow = if app.descending { "▼" } else { "▲" };
     let head = |label: &'static str, key: Option<SortKey>| {
         if key == Some(app.sort) {
-            Cell::from(format!("{arrow}{label}")).style(Style::default().fg(Color::Yellow))
+            (
+                format!("{arrow}{label}"),
+                Style::default().fg(Color::Yellow),
+            )
         } else {
-            Cell::from(label)
+            (label.to_string(), Style::default())
         }
     };
-    let header = Row::new(vec![
+    let mut t = Fitted::new(vec![
         head("Connection (src#conn→dst#conn)", None),
         head("Goodput", Some(SortKey::Goodput)),
         head("Pkt/s", None),
@@ -146,52 +150,38 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
         head("Stalls", Some(SortKey::Stalls)),
         head("Paths", None),
     ])
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    let body = rows.iter().map(|r| {
+    .at_least(&[30, 11, 8, 7, 6, 6, 6, 6, 6, 5, 5, 8, 9, 7, 5]);
+    let plain = Style::default();
+    for r in &rows {
         let d = r.dir;
         let stalls = d.stalls.len() as u64 + d.stalls_dropped;
         let open = d.stalls.iter().any(|s| s.open);
-        let loss = lost(d);
-        Row::new(vec![
-            Cell::from(r.key.to_string()),
-            Cell::from(fmt::bps(r.rate.goodput_bps)),
-            Cell::from(fmt::per_s(r.rate.packets_per_s)),
-            Cell::from(fmt::count(d.data_packets)),
-            Cell::from(fmt::count(d.retransmissions)).style(warn(d.retransmissions, Color::Yellow)),
-            Cell::from(fmt::pct(d.retransmissions, d.data_packets)),
-            Cell::from(fmt::count(loss)).style(warn(loss, Color::Red)),
-            Cell::from(fmt::count(d.out_of_order)),
-            Cell::from(fmt::count(d.ce_marked)).style(warn(d.ce_marked, Color::Magenta)),
-            Cell::from(fmt::count(d.nacks)).style(warn(d.nacks, Color::Yellow)),
-            Cell::from(fmt::count(d.cnps)).style(warn(d.cnps, Color::Magenta)),
-            Cell::from(fmt::ns(d.ack_rtt_ns.p50)),
-            Cell::from(fmt::ns(d.ack_rtt_ns.p99)),
-            Cell::from(if open {
-                format!("{stalls}+open")
-            } else {
-                stalls.to_string()
-            })
-            .style(warn(stalls, Color::Red)),
-            Cell::from(d.paths.len().to_string()),
-        ])
-    });
-    let widths = [
-        Constraint::Min(30),
-        Constraint::Length(11),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Length(5),
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(7),
-        Constraint::Length(5),
-    ];
+        let (stalls_text, _) = counted(stalls, Color::Red);
+        t.push(vec![
+            (r.key.to_string(), plain),
+            (fmt::bps(r.rate.goodput_bps), plain),
+            (fmt::per_s(r.rate.packets_per_s), plain),
+            (fmt::count(d.data_packets), plain),
+            counted(d.retransmissions, Color::Yellow),
+            (fmt::pct(d.retransmissions, d.data_packets), plain),
+            counted(lost(d), Color::Red),
+            (fmt::count(d.out_of_order), plain),
+            counted(d.ce_marked, Color::Magenta),
+            counted(d.nacks, Color::Yellow),
+            counted(d.cnps, Color::Magenta),
+            (fmt::ns(d.ack_rtt_ns.p50), plain),
+            (fmt::ns(d.ack_rtt_ns.p99), plain),
+            (
+                if open {
+                    format!("{stalls_text}+open")
+                } else {
+                    stalls_text
+                },
+                warn(stalls, Color::Red),
+            ),
+            (fmt::count(d.paths.len() as u64), plain),
+        ]);
+    }
     let title = Line::from(format!(
         " Connections ({} of {}) sort {arrow}{}{} ",
         rows.len(),
@@ -203,8 +193,8 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
             format!(" filter \"{}\"", app.filter)
         }
     ));
-    let table = Table::new(body, widths)
-        .header(header)
+    let table = Table::new(t.rows(), t.widths(true))
+        .header(t.header().style(bold()))
         .block(Block::bordered().title(title))
         .column_spacing(1)
         .row_highlight_style(highlight())

@@ -75,7 +75,12 @@ fn counters(d: &DirectionReport, goodput_bps: f64) -> Vec<Line<'static>> {
         ),
         kv(
             "loss",
-            format!("{} (path_seq gaps {})", connections::lost(d), d.path_loss),
+            format!(
+                "{} (rx lost {}, tx lost {})",
+                connections::lost(d),
+                d.path_loss,
+                d.paths.iter().map(|p| p.lost_inferred).sum::<u64>()
+            ),
         ),
         kv(
             "out of order",
@@ -258,7 +263,7 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &App, row: &ConnRow<'_>) 
     for s in d.stalls.iter().rev().take(8) {
         lines.push(Line::from(Span::styled(
             format!(
-                "  +{:.6}s {} {}, {} outstanding, paths {:?}",
+                "  +{:.6}s {} {}, {} outstanding, paths {}",
                 s.start_ns.saturating_sub(first) as f64 / 1e9,
                 fmt::ns(s.duration_ns),
                 if s.open {
@@ -267,7 +272,7 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &App, row: &ConnRow<'_>) 
                     format!("ended by {}", s.end_cause.replace('_', " "))
                 },
                 s.outstanding_packets,
-                s.paths_in_flight
+                fmt::evs(&s.paths_in_flight)
             ),
             Style::default().fg(if s.open { Color::Red } else { Color::LightRed }),
         )));

@@ -1,4 +1,8 @@
-//! Number formatting shared by the panes.
+//! Number formatting shared by the panes, on the report's number
+//! formatting (`analyzer::fmt`: the same scaling as the CLI's text report;
+//! the panes keep fixed decimals so that columns do not jitter).
+
+use analyzer::fmt;
 
 /// Bits per second: "0 b/s", "812 kb/s", "1.23 Gb/s".
 pub fn bps(v: f64) -> String {
@@ -16,50 +20,41 @@ pub fn per_s(v: f64) -> String {
 }
 
 fn si(v: f64, unit: &str) -> String {
-    let (x, p) = if v >= 1e9 {
-        (v / 1e9, "G")
-    } else if v >= 1e6 {
-        (v / 1e6, "M")
-    } else if v >= 1e3 {
-        (v / 1e3, "k")
-    } else {
-        return format!("{v:.0} {unit}");
-    };
-    if x >= 100.0 {
-        format!("{x:.0} {p}{unit}")
-    } else if x >= 10.0 {
-        format!("{x:.1} {p}{unit}")
-    } else {
-        format!("{x:.2} {p}{unit}")
-    }
+    fmt::si(v, " ", unit)
 }
 
 /// A count: "999", "12.3k", "4.56M".
 pub fn count(v: u64) -> String {
     if v < 10_000 {
-        v.to_string()
-    } else if v < 1_000_000 {
-        format!("{:.1}k", v as f64 / 1e3)
-    } else if v < 1_000_000_000 {
-        format!("{:.2}M", v as f64 / 1e6)
-    } else {
-        format!("{:.2}G", v as f64 / 1e9)
+        return v.to_string();
+    }
+    match fmt::scale(v as f64) {
+        (x, 1) => format!("{x:.1}k"),
+        (x, n) => format!("{x:.2}{}", ["", "k", "M", "G"][n]),
     }
 }
 
 /// A duration: "-", "850ns", "24.0µs", "5.03ms", "1.20s".
 pub fn ns(v: u64) -> String {
     if v == 0 {
-        "-".into()
-    } else if v < 1_000 {
-        format!("{v}ns")
-    } else if v < 1_000_000 {
-        format!("{:.1}µs", v as f64 / 1e3)
-    } else if v < 1_000_000_000 {
-        format!("{:.2}ms", v as f64 / 1e6)
-    } else {
-        format!("{:.2}s", v as f64 / 1e9)
+        return "-".into();
     }
+    match fmt::scale(v as f64) {
+        (_, 0) => format!("{v}ns"),
+        (x, 1) => format!("{x:.1}µs"),
+        (x, n) => format!("{x:.2}{}", ["ms", "s"][n - 2]),
+    }
+}
+
+/// Path evs as a list for people: "1, 2, 3", "none" when empty.
+pub fn evs(evs: &[u16]) -> String {
+    if evs.is_empty() {
+        return "none".into();
+    }
+    evs.iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A percentage of `part` in `whole`: "0.0%".

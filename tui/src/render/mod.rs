@@ -1,6 +1,7 @@
 //! Panes, one file each; [`app`] lays them out.
 
 pub mod app;
+pub mod columns;
 pub mod connections;
 pub mod detail;
 pub mod events;
