@@ -561,7 +561,7 @@ fn rocev2_info(packet: &rocev2::Packet<&[u8]>) -> String {
         let kind = match aeth.syndrome() {
             Syndrome::Ack { .. } => "ACK".to_string(),
             Syndrome::RnrNak { timer } => format!("RNR-NAK timer={timer}"),
-            Syndrome::Nak(code) => format!("NAK {code:?}"),
+            Syndrome::Nak(code) => format!("NAK {code}"),
             Syndrome::Reserved { value } => format!("reserved syndrome {value}"),
         };
         let _ = write!(s, " {kind} msn={}", aeth.msn());
