@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use proto_parse::metaroce::DEFAULT_PORT;
-use reference_stack::driver::{Driver, DriverConfig, DriverStats};
-use reference_stack::impair::{Blackhole, Impairment};
+use reference_stack::driver::{
+    Driver, DriverConfig, DriverStats, MAX_DEFAULT_MTU, interface_mtu, payload_mtu, route_mtu,
+};
+use reference_stack::impair::{Blackhole, ImpairStats, Impairment};
 use reference_stack::{
     CompletionKind, Config, ConnHandle, ConnStats, Endpoint, EndpointStats, Event,
-    HANDSHAKE_TIMED_OUT, Mode, PathStats, Spray,
+    HANDSHAKE_TIMED_OUT, MIN_MTU, Mode, PathStats, Spray,
 };
 use serde::Serialize;
 
@@ -103,10 +105,18 @@ fn run_relay(a: &RelayArgs) -> anyhow::Result<()> {
         limit.is_some_and(|t| start.elapsed().as_secs_f64() >= t)
             || idle.is_some_and(|t| moved > 0 && last.1.elapsed().as_secs_f64() >= t)
     })?;
+    let s = &r.stats;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r.stats)?);
+        println!("{}", serde_json::to_string_pretty(s)?);
     } else {
-        println!("{:?}", r.stats);
+        println!(
+            "relay: A to B {} datagrams, B to A {}, ignored {}\nimpairment A to B: {}\nimpairment B to A: {}",
+            s.a_to_b,
+            s.b_to_a,
+            s.ignored,
+            impairment_summary(&s.impair_a_to_b),
+            impairment_summary(&s.impair_b_to_a)
+        );
     }
     Ok(())
 }
@@ -156,9 +166,16 @@ struct Common {
     mode: ModeArg,
     #[arg(long, value_enum, default_value_t = SprayArg::Weighted)]
     spray: SprayArg,
-    /// Payload MTU.
-    #[arg(long, default_value_t = 4096)]
-    mtu: u16,
+    /// Payload MTU (CTRL mtu; both sides use the smaller) [default: the
+    /// largest whose packets fit the MTU of the interface toward the peer,
+    /// at most 4096]. A value whose packets do not fit is an error: the
+    /// stack sends with the don't-fragment bit and never fragments.
+    #[arg(long)]
+    mtu: Option<u16>,
+    /// Test only: accept an --mtu above the path MTU and send without the
+    /// don't-fragment bit, so that the kernel fragments.
+    #[arg(long, hide = true)]
+    allow_fragmentation: bool,
     #[arg(long)]
     no_crc: bool,
     /// Disable PLB-like path retirement.
@@ -283,6 +300,10 @@ struct ServerArgs {
     /// Exit after this many seconds.
     #[arg(long)]
     duration: Option<f64>,
+    /// Report a digest (FNV-1a 64) of the registered region when a
+    /// connection closes, to check a transfer end to end.
+    #[arg(long)]
+    digest: bool,
     /// No per-connection report (the in-process server of `bench`).
     #[arg(skip)]
     quiet: bool,
@@ -347,7 +368,56 @@ struct BenchArgs {
     json: bool,
 }
 
-fn core_config(c: &Common, evs: Vec<u16>, trace: bool) -> Config {
+/// The IP MTU toward the peer and where it was read, for messages.
+struct PathMtu {
+    ip_mtu: u32,
+    source: String,
+}
+
+/// The payload MTU of one side: `--mtu`, refused when its packets do not
+/// fit `path`, or else the largest that fits (at most 4096).
+fn payload_mtu_of(c: &Common, path: Option<&PathMtu>) -> anyhow::Result<u16> {
+    let fits = path.map(|p| payload_mtu(p.ip_mtu, !c.no_crc));
+    match (c.mtu, path, fits) {
+        (Some(mtu), Some(p), Some(fits)) if u32::from(mtu) > fits && !c.allow_fragmentation => {
+            bail!(
+                "--mtu {mtu} does not fit {}: its DATA packets would need {} bytes of IP MTU, \
+                 and the stack sends with the don't-fragment bit (it never fragments). Use \
+                 --mtu {fits} or less, or leave --mtu out for the largest that fits",
+                p.source,
+                u32::from(mtu) + p.ip_mtu - fits
+            )
+        }
+        (Some(mtu), ..) => Ok(mtu),
+        (None, Some(p), Some(fits)) if fits < u32::from(MIN_MTU) => {
+            bail!("{} is too small for MetaRoCE DATA packets", p.source)
+        }
+        (None, _, fits) => Ok(fits.map_or(MAX_DEFAULT_MTU, |f| {
+            f.min(u32::from(MAX_DEFAULT_MTU)) as u16
+        })),
+    }
+}
+
+/// A server's path MTU: that of the interface holding its address.
+fn server_path_mtu(bind: Ipv4Addr) -> anyhow::Result<Option<PathMtu>> {
+    let found = interface_mtu(bind).with_context(|| format!("reading the MTU of {bind}"))?;
+    Ok(found.map(|(name, mtu)| PathMtu {
+        ip_mtu: mtu,
+        source: format!("the MTU {mtu} of {name}, the interface of {bind}"),
+    }))
+}
+
+/// A client's path MTU: that of the route to the server.
+fn client_path_mtu(bind: Ipv4Addr, server: SocketAddrV4) -> anyhow::Result<PathMtu> {
+    let mtu =
+        route_mtu(bind, server).with_context(|| format!("no route from {bind} to {server}"))?;
+    Ok(PathMtu {
+        ip_mtu: mtu,
+        source: format!("the MTU {mtu} of the route from {bind} to {}", server.ip()),
+    })
+}
+
+fn core_config(c: &Common, evs: Vec<u16>, trace: bool, mtu: u16) -> Config {
     Config {
         mode: match c.mode {
             ModeArg::Metaroce => Mode::MetaRoce,
@@ -358,7 +428,7 @@ fn core_config(c: &Common, evs: Vec<u16>, trace: bool) -> Config {
             SprayArg::Weighted => Spray::Weighted,
         },
         evs,
-        mtu: c.mtu,
+        mtu,
         crc: !c.no_crc,
         plb: !c.no_plb,
         rto_min: c.rto_min_us * 1000,
@@ -428,6 +498,7 @@ fn driver_config(c: &Common, default_bind: Ipv4Addr, ports: Ports) -> DriverConf
         seed: seed_of(c),
         pcap: c.pcap.clone(),
         events: c.events.clone(),
+        dont_fragment: !c.allow_fragmentation,
         ..DriverConfig::default()
     }
 }
@@ -472,6 +543,8 @@ struct Report {
     mode: Mode,
     paths: usize,
     size: u32,
+    /// The negotiated payload MTU.
+    mtu: u16,
     messages: u64,
     bytes: u64,
     elapsed_s: f64,
@@ -485,6 +558,33 @@ struct Report {
     endpoint: EndpointStats,
     driver: DriverStats,
     pcap_frames: u64,
+    /// Server with `--digest`: FNV-1a 64 of the registered region, in hex.
+    region_digest: Option<String>,
+}
+
+impl OpArg {
+    fn name(self) -> &'static str {
+        match self {
+            OpArg::Write => "write",
+            OpArg::Read => "read",
+            OpArg::Send => "send",
+        }
+    }
+}
+
+/// The impairment counters as words.
+fn impairment_summary(s: &ImpairStats) -> String {
+    format!(
+        "passed {} dropped {} blackholed {} duplicated {} trimmed {} CE-marked {} reordered {}",
+        s.passed, s.dropped, s.blackholed, s.duplicated, s.trimmed, s.ce_marked, s.reordered
+    )
+}
+
+/// FNV-1a, 64 bits: a digest to compare memory contents end to end.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
@@ -492,9 +592,17 @@ fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(r)?);
         return Ok(());
     }
+    let op = r.op.map_or(String::new(), |op| format!(" {}", op.name()));
     println!(
-        "{} {:?} {:?}: {} messages of {} B, {} B in {:.3} s: goodput {:.3} Gb/s",
-        r.role, r.mode, r.op, r.messages, r.size, r.bytes, r.elapsed_s, r.goodput_gbps
+        "{} {}{op}: {} messages of {} B, {} B in {:.3} s: goodput {:.3} Gb/s (MTU {})",
+        r.role,
+        r.mode.name(),
+        r.messages,
+        r.size,
+        r.bytes,
+        r.elapsed_s,
+        r.goodput_gbps,
+        r.mtu
     );
     let l = &r.latency;
     println!(
@@ -533,20 +641,29 @@ fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
     }
     let e = &r.endpoint;
     println!(
-        "refused datagrams: malformed {} bad_crc {} unknown_conn {} unsupported {}; impairment tx {:?}",
-        e.malformed, e.bad_crc, e.unknown_conn, e.unsupported, r.driver.impair_tx
+        "refused datagrams: malformed {} bad CRC {} unknown connection {} unsupported {}; impairment on transmit: {}",
+        e.malformed,
+        e.bad_crc,
+        e.unknown_conn,
+        e.unsupported,
+        impairment_summary(&r.driver.impair_tx)
     );
+    if let Some(d) = &r.region_digest {
+        println!("registered region digest (FNV-1a 64): {d}");
+    }
     Ok(())
 }
 
 fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
     let c = &a.common;
-    let cfg = core_config(c, vec![1], c.events.is_some());
+    let bind = c.bind.unwrap_or(Ipv4Addr::LOCALHOST);
+    let mtu = payload_mtu_of(c, server_path_mtu(bind)?.as_ref())?;
+    let cfg = core_config(c, vec![1], c.events.is_some(), mtu);
     let mut ep = Endpoint::new(cfg, seed_of(c) ^ 0x5E, true);
     let rkey = ep.memory.register(MR_VA, a.mr_size);
     debug_assert_eq!(rkey, MR_RKEY);
     let ports = Ports::server(c);
-    let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 1), ports), ep)?;
+    let mut d = Driver::new(driver_config(c, bind, ports), ep)?;
     if !c.json {
         eprintln!(
             "metaroce-stack server on {}, answering peers at port {} (rkey {rkey:#x} va {MR_VA:#x} size {})",
@@ -596,6 +713,7 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
                         mode: conn.mode(),
                         paths: conn.path_stats().len(),
                         size: 0,
+                        mtu: conn.mtu(),
                         messages: lat.get(&h).map_or(0, |v| v.len() as u64),
                         bytes: b,
                         elapsed_s: elapsed,
@@ -613,6 +731,10 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
                         endpoint: d.endpoint.stats().clone(),
                         driver: d.impair_stats(),
                         pcap_frames: d.pcap_frames(),
+                        region_digest: a.digest.then(|| {
+                            let region = d.endpoint.memory.region(rkey);
+                            format!("{:016x}", fnv1a64(region.map_or(&[], |m| &m.data[..])))
+                        }),
                     };
                     d.finish()?;
                     if !a.quiet {
@@ -665,10 +787,12 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
         bail!("--paths must be at least 1");
     }
     let evs: Vec<u16> = (1..=a.paths).collect();
-    let cfg = core_config(c, evs, c.events.is_some());
+    let bind = c.bind.unwrap_or(Ipv4Addr::new(127, 0, 0, 2));
+    let mtu = payload_mtu_of(c, Some(&client_path_mtu(bind, a.connect)?))?;
+    let cfg = core_config(c, evs, c.events.is_some(), mtu);
     let ep = Endpoint::new(cfg, seed_of(c) ^ 0xC1, false);
     let ports = Ports::client(c, a.connect);
-    let mut d = Driver::new(driver_config(c, Ipv4Addr::new(127, 0, 0, 2), ports), ep)?;
+    let mut d = Driver::new(driver_config(c, bind, ports), ep)?;
     let now = d.now();
     let h = d.endpoint.connect(now, SocketAddr::V4(a.connect));
     let deadline = Instant::now() + Duration::from_secs_f64(a.timeout);
@@ -772,6 +896,7 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
         mode: conn.mode(),
         paths: conn.path_stats().len(),
         size,
+        mtu: conn.mtu(),
         messages: done,
         bytes,
         elapsed_s: elapsed,
@@ -786,6 +911,7 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
         endpoint: d.endpoint.stats().clone(),
         driver: d.impair_stats(),
         pcap_frames: d.pcap_frames(),
+        region_digest: None,
     })
 }
 
@@ -827,7 +953,8 @@ fn bench_common(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> Common {
         peer_port: Some(port),
         mode,
         spray: SprayArg::Weighted,
-        mtu: b.mtu,
+        mtu: Some(b.mtu),
+        allow_fragmentation: false,
         no_crc: false,
         no_plb: false,
         rto_min_us: 1000,
@@ -917,6 +1044,7 @@ fn bench_case(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> anyhow::Res
         recv_depth: 64,
         once: false,
         duration: None,
+        digest: false,
         quiet: true,
     };
     let stop2 = stop.clone();

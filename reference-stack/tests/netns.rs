@@ -331,3 +331,287 @@ fn transfer_through_relay_namespace() {
         "min RTT {srtt} ns below the relay's 2 x 200 us"
     );
 }
+
+// ----- MTU: the stack never fragments -----------------------------------
+
+/// Two namespaces joined by a veth pair with a 1500-byte MTU: `a` holds
+/// `{net}.1` on `va`, `b` holds `{net}.2` on `vb`.
+struct Veth {
+    _guard: Namespaces,
+    a: String,
+    b: String,
+    va: String,
+}
+
+fn veth_1500(tag: &str, net: &str) -> Veth {
+    let probe = Command::new("ip").args(["netns", "list"]).output();
+    assert!(
+        probe.as_ref().is_ok_and(|o| o.status.success()),
+        "`ip netns` is unavailable (need iproute2 and root): {probe:?}"
+    );
+    let id = std::process::id() % 100_000;
+    let (a, b) = (format!("mrs-{tag}a-{id}"), format!("mrs-{tag}b-{id}"));
+    let (va, vb) = (format!("mrs{tag}a{id}"), format!("mrs{tag}b{id}"));
+    let guard = Namespaces(vec![a.clone(), b.clone()]);
+    sh(&["ip", "netns", "add", &a]);
+    sh(&["ip", "netns", "add", &b]);
+    sh(&[
+        "ip", "link", "add", &va, "mtu", "1500", "type", "veth", "peer", "name", &vb, "mtu", "1500",
+    ]);
+    for (dev, ns, addr) in [(&va, &a, ".1/24"), (&vb, &b, ".2/24")] {
+        sh(&["ip", "link", "set", dev, "netns", ns]);
+        sh(&[
+            "ip",
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{net}{addr}"),
+            "dev",
+            dev,
+        ]);
+        sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+    }
+    Veth {
+        _guard: guard,
+        a,
+        b,
+        va,
+    }
+}
+
+/// tcpdump on `dev` in namespace `ns`, writing `file`; stopped (and the
+/// file flushed) by [`Capture::stop`].
+struct Capture(std::process::Child);
+
+impl Capture {
+    fn start(ns: &str, dev: &str, file: &std::path::Path) -> Capture {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new("ip")
+            .args([
+                "netns", "exec", ns, "tcpdump", "-i", dev, "-n", "-U", "-Z", "root",
+            ])
+            .arg("-w")
+            .arg(file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tcpdump (scripts/setup.sh installs it)");
+        // Ready once it says it listens.
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("listening on"), "tcpdump: {line}");
+        Capture(child)
+    }
+
+    fn stop(mut self) {
+        sh(&["kill", "-INT", &self.0.id().to_string()]);
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+/// What a capture of MetaRoCE traffic holds, read with proto-parse.
+#[derive(Debug, Default)]
+struct Wire {
+    frames: u64,
+    /// IPv4 fragments (proto-parse stops at them).
+    fragments: u64,
+    data_packets: u64,
+    largest_ip_packet: usize,
+}
+
+fn read_capture(file: &std::path::Path) -> Wire {
+    use proto_parse::capture::Reader;
+    use proto_parse::frame::{DecodeConfig, decode};
+    use proto_parse::link::LinkType;
+    use proto_parse::metaroce::PacketType;
+    let mut wire = Wire::default();
+    let mut reader = Reader::open(file).unwrap();
+    while let Some(rec) = reader.next_record() {
+        let rec = rec.unwrap();
+        let f = decode(LinkType::Ethernet, rec.data, &DecodeConfig::default());
+        wire.frames += 1;
+        if let Some(ip) = f.ip {
+            wire.largest_ip_packet = wire.largest_ip_packet.max(ip.wire_len);
+        }
+        if let Some(proto_parse::Error {
+            kind: proto_parse::ErrorKind::Unsupported { what, .. },
+            ..
+        }) = f.error
+            && what.starts_with("IPv4 fragment")
+        {
+            wire.fragments += 1;
+        }
+        if f.metaroce()
+            .is_some_and(|p| p.packet_type() == PacketType::Data)
+        {
+            wire.data_packets += 1;
+        }
+    }
+    wire
+}
+
+const MR_SIZE: usize = 4 << 20;
+const MSG_SIZE: usize = 300_000;
+const MESSAGES: usize = 10;
+
+/// The FNV-1a 64 digest the server reports after the client's WRITEs:
+/// message k at offset k x size of the region (the client's payload
+/// pattern), zeros elsewhere.
+fn expected_digest() -> String {
+    let mut region = vec![0u8; MR_SIZE];
+    let payload: Vec<u8> = (0..MSG_SIZE as u32).map(|i| (i * 7 + 3) as u8).collect();
+    for k in 0..MESSAGES {
+        region[k * MSG_SIZE..(k + 1) * MSG_SIZE].copy_from_slice(&payload);
+    }
+    let h = region.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
+
+/// A WRITE transfer from `b` to the server in `a`, captured on `a`'s veth:
+/// the client's and the server's JSON reports and the capture.
+fn write_transfer(
+    v: &Veth,
+    net: &str,
+    extra: &[&str],
+    pcap: &std::path::Path,
+) -> (serde_json::Value, serde_json::Value) {
+    let capture = Capture::start(&v.a, &v.va, pcap);
+    let server = Command::new("ip")
+        .args([
+            "netns", "exec", &v.a, BIN, "server", "--once", "--json", "--digest",
+        ])
+        .args(["--bind", &format!("{net}.1"), "--duration", "30"])
+        .args(["--mr-size", &MR_SIZE.to_string()])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("ip")
+        .args(["netns", "exec", &v.b, BIN, "client", "--json"])
+        .args([
+            "--bind",
+            &format!("{net}.2"),
+            "--connect",
+            &format!("{net}.1:4794"),
+        ])
+        .args(["--paths", "4", "--op", "write", "--timeout", "20"])
+        .args([
+            "--size",
+            &MSG_SIZE.to_string(),
+            "--messages",
+            &MESSAGES.to_string(),
+        ])
+        .args(["--remote-size", &MR_SIZE.to_string()])
+        .args(extra)
+        .output()
+        .unwrap();
+    let srv = server.wait_with_output().unwrap();
+    capture.stop();
+    assert!(
+        out.status.success(),
+        "client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        srv.status.success(),
+        "server: {}",
+        String::from_utf8_lossy(&srv.stderr)
+    );
+    let client: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let server: serde_json::Value = serde_json::from_slice(&srv.stdout).unwrap();
+    assert_eq!(client["messages"], MESSAGES, "{client}");
+    assert!(client["closed_error"].is_null(), "{client}");
+    // Byte-exact: the server's memory holds exactly what was written.
+    assert_eq!(
+        server["region_digest"],
+        expected_digest().as_str(),
+        "{server}"
+    );
+    (client, server)
+}
+
+/// On a 1500-byte link the stack takes its DATA size from the interface
+/// MTU (no --mtu given), negotiates it in the CTRL handshake, and nothing
+/// on the wire is fragmented.
+#[test]
+fn transfer_fits_a_1500_byte_link_without_fragments() {
+    let net = "10.213.10";
+    let v = veth_1500("m", net);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("wire.pcap");
+    let (client, server) = write_transfer(&v, net, &[], &pcap);
+    // 1500 - IPv4 20 - UDP 8 - WRITE_IMM header 56 - CRC 4.
+    assert_eq!(client["mtu"], 1412, "{client}");
+    assert_eq!(server["mtu"], 1412, "{server}");
+    assert_eq!(client["driver"]["tx_too_big"], 0, "{client}");
+    let wire = read_capture(&pcap);
+    assert!(wire.data_packets > 2000, "{wire:?}");
+    assert_eq!(wire.fragments, 0, "{wire:?}");
+    assert!(wire.largest_ip_packet <= 1500, "{wire:?}");
+}
+
+/// An --mtu whose packets do not fit the path is refused at start, on both
+/// sides, with the size that would fit.
+#[test]
+fn mtu_above_the_path_is_refused_at_start() {
+    let net = "10.213.11";
+    let v = veth_1500("r", net);
+    let client = Command::new("ip")
+        .args(["netns", "exec", &v.b, BIN, "client", "--mtu", "4096"])
+        .args([
+            "--bind",
+            &format!("{net}.2"),
+            "--connect",
+            &format!("{net}.1:4794"),
+        ])
+        .output()
+        .unwrap();
+    let server = Command::new("ip")
+        .args(["netns", "exec", &v.a, BIN, "server", "--mtu", "4096"])
+        .args(["--bind", &format!("{net}.1"), "--duration", "5"])
+        .output()
+        .unwrap();
+    for (side, out) in [("client", client), ("server", server)] {
+        assert!(!out.status.success(), "{side} accepted --mtu 4096");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--mtu 4096 does not fit")
+                && err.contains("MTU 1500")
+                && err.contains("--mtu 1412 or less"),
+            "{side}: {err}"
+        );
+    }
+}
+
+/// The test-only switch: --mtu above the path with the don't-fragment bit
+/// off, so the kernel fragments; the transfer still completes byte-exact,
+/// and the capture holds the fragments.
+#[test]
+fn forced_fragmentation_shows_fragments_on_the_wire() {
+    let net = "10.213.12";
+    let v = veth_1500("f", net);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("fragmented.pcap");
+    let (client, _) = write_transfer(&v, net, &["--mtu", "4096", "--allow-fragmentation"], &pcap);
+    assert_eq!(client["mtu"], 4096, "{client}");
+    let wire = read_capture(&pcap);
+    // A 4152-byte DATA datagram leaves as three fragments (proto-parse
+    // stops at each); only the short last packet of a message fits whole.
+    assert!(wire.fragments > 2000, "{wire:?}");
+    assert!(wire.data_packets < wire.fragments / 10, "{wire:?}");
+    assert!(wire.largest_ip_packet <= 1500, "{wire:?}");
+}

@@ -180,6 +180,15 @@ fn one_port_on_both_sides_needs_no_peer_port() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "--port on both sides: {stderr}");
+    // The report is written in words: no Rust debug formatting.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("client MetaRoCE write: 2 messages of 10000 B"),
+        "{stdout}"
+    );
+    for debug in ["Some(", "None", "MetaRoce", "ImpairStats", "{ "] {
+        assert!(!stdout.contains(debug), "{debug} in {stdout}");
+    }
     // The client's --port defaults to the port of --connect.
     let out = run_pair(
         srv,

@@ -5,15 +5,26 @@ use serde::Serialize;
 
 /// Transport mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Multipath spraying, out-of-order placement, SACK/NACK selective repair,
     /// delay-based congestion control.
+    #[serde(rename = "metaroce")]
     MetaRoce,
     /// RoCEv2-like: one path, in-order receiver that drops out-of-order
     /// packets, go-back-N repair, ECN (DCQCN-like) congestion control.
     /// Signalled as `cc_algo = ECN` in CONNECT.
+    #[serde(rename = "gbn")]
     GoBackN,
+}
+
+impl Mode {
+    /// The mode as users read it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::MetaRoce => "MetaRoCE",
+            Mode::GoBackN => "go-back-N",
+        }
+    }
 }
 
 /// Spraying policy.

@@ -31,7 +31,8 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use proto_parse::metaroce::{DEFAULT_PORT, Packet, udp_source_port};
+use proto_parse::metaroce::field::CRC_LEN;
+use proto_parse::metaroce::{DEFAULT_PORT, DataOp, Packet, udp_source_port};
 use serde::Serialize;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -56,6 +57,10 @@ pub struct DriverConfig {
     pub events: Option<PathBuf>,
     /// Spin instead of sleeping when the next timer is close.
     pub busy_poll: bool,
+    /// Send with the don't-fragment bit (path MTU discovery): a datagram
+    /// larger than the path MTU is refused by the kernel, never fragmented.
+    /// Off only to produce fragmented traffic on purpose (tests).
+    pub dont_fragment: bool,
 }
 
 impl Default for DriverConfig {
@@ -71,6 +76,7 @@ impl Default for DriverConfig {
             pcap: None,
             events: None,
             busy_poll: true,
+            dont_fragment: true,
         }
     }
 }
@@ -85,6 +91,8 @@ pub struct DriverStats {
     pub tx_syscalls: u64,
     pub rx_syscalls: u64,
     pub fallback_tx: u64,
+    /// Datagrams the kernel refused as larger than the path MTU.
+    pub tx_too_big: u64,
     pub impair_tx: ImpairStats,
     pub impair_rx: ImpairStats,
 }
@@ -127,7 +135,12 @@ fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
     }
 }
 
-fn bind_udp(addr: SocketAddrV4, nonblocking: bool) -> io::Result<UdpSocket> {
+/// `dont_fragment`: `None` keeps the kernel's default (the relay).
+fn bind_udp(
+    addr: SocketAddrV4,
+    nonblocking: bool,
+    dont_fragment: Option<bool>,
+) -> io::Result<UdpSocket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     s.set_reuse_address(true)?;
     s.bind(&SocketAddr::V4(addr).into())?;
@@ -136,14 +149,57 @@ fn bind_udp(addr: SocketAddrV4, nonblocking: bool) -> io::Result<UdpSocket> {
     s.set_tos_v4(2)?;
     let u: UdpSocket = s.into();
     sys::force_buffers(u.as_raw_fd(), 16 << 20);
+    if let Some(on) = dont_fragment {
+        sys::set_dont_fragment(u.as_raw_fd(), on)?;
+    }
     Ok(u)
+}
+
+/// IPv4 and UDP header bytes in front of every MetaRoCE packet.
+const IPV4_UDP_OVERHEAD: u32 = 20 + 8;
+
+/// The default payload MTU when the path allows more: 4096, the largest
+/// RoCE MTU.
+pub const MAX_DEFAULT_MTU: u16 = 4096;
+
+/// The largest payload MTU (CTRL `mtu`) whose DATA packets fit an IP MTU
+/// of `ip_mtu`: the IPv4 and UDP headers, the largest DATA header
+/// (WRITE_IMM) and, with `crc`, the CRC32C trailer come off.
+pub fn payload_mtu(ip_mtu: u32, crc: bool) -> u32 {
+    let header = DataOp::WriteImm.header_len() + if crc { CRC_LEN } else { 0 };
+    ip_mtu.saturating_sub(IPV4_UDP_OVERHEAD + header as u32)
+}
+
+/// The MTU of the route from `local` to `peer` (see [`payload_mtu`]).
+pub fn route_mtu(local: Ipv4Addr, peer: SocketAddrV4) -> io::Result<u32> {
+    sys::route_mtu(local, peer)
+}
+
+/// The interface that holds `addr` and its MTU; `None` for an address no
+/// interface holds (0.0.0.0).
+pub fn interface_mtu(addr: Ipv4Addr) -> io::Result<Option<(String, u32)>> {
+    let Some(name) = sys::interface_of(addr)? else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))?;
+    let mtu = text.trim().parse::<u32>().map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("/sys/class/net/{name}/mtu: {e}"),
+        )
+    })?;
+    Ok(Some((name, mtu)))
 }
 
 impl Driver {
     /// Binds the sockets. `endpoint` should have `Config::trace` set when
     /// an event log is wanted.
     pub fn new(cfg: DriverConfig, endpoint: Endpoint) -> anyhow::Result<Self> {
-        let rx = bind_udp(SocketAddrV4::new(cfg.bind, cfg.port), true)?;
+        let rx = bind_udp(
+            SocketAddrV4::new(cfg.bind, cfg.port),
+            true,
+            Some(cfg.dont_fragment),
+        )?;
         sys::enable_recv_tos(rx.as_raw_fd())?;
         let pcap = match &cfg.pcap {
             Some(p) => Some(PcapSink::create(p)?),
@@ -189,10 +245,17 @@ impl Driver {
     }
 
     fn tx_socket(&mut self, ev: u16) -> Option<&UdpSocket> {
-        let bind = self.cfg.bind;
+        let (bind, df) = (self.cfg.bind, self.cfg.dont_fragment);
         self.tx
             .entry(ev)
-            .or_insert_with(|| bind_udp(SocketAddrV4::new(bind, udp_source_port(ev)), false).ok())
+            .or_insert_with(|| {
+                bind_udp(
+                    SocketAddrV4::new(bind, udp_source_port(ev)),
+                    false,
+                    Some(df),
+                )
+                .ok()
+            })
             .as_ref()
     }
 
@@ -376,7 +439,9 @@ impl Driver {
                 self.rx.as_raw_fd()
             }
         };
-        self.stats.tx_syscalls += sys::send_batch(fd, msgs)? as u64;
+        let sent = sys::send_batch(fd, msgs)?;
+        self.stats.tx_syscalls += sent.calls as u64;
+        self.stats.tx_too_big += sent.too_big as u64;
         self.stats.tx_datagrams += msgs.len() as u64;
         self.stats.tx_bytes += msgs.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
         Ok(())

@@ -7,7 +7,7 @@
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 /// Largest datagram received (jumbo frames included).
 pub const MAX_DATAGRAM: usize = 9216;
@@ -131,8 +131,9 @@ pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
 /// Sends every datagram of `msgs` (blocking socket), in `sendmmsg` calls of
 /// up to 64. Returns the number of system calls.
 #[allow(clippy::needless_range_loop)]
-pub fn send_batch(fd: RawFd, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<usize> {
+pub fn send_batch(fd: RawFd, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<Sent> {
     let mut calls = 0;
+    let mut too_big = 0;
     let mut done = 0;
     while done < msgs.len() {
         let chunk = &msgs[done..(done + 64).min(msgs.len())];
@@ -167,12 +168,28 @@ pub fn send_batch(fd: RawFd, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<usize
                     done += 1;
                     continue;
                 }
+                // Larger than the path's MTU with DF set: dropped like a
+                // loss (the sender's recovery resends it), and counted.
+                _ if e.raw_os_error() == Some(libc::EMSGSIZE) => {
+                    done += 1;
+                    too_big += 1;
+                    continue;
+                }
                 _ => return Err(e),
             }
         }
         done += (r as usize).max(1);
     }
-    Ok(calls)
+    Ok(Sent { calls, too_big })
+}
+
+/// What [`send_batch`] did.
+#[derive(Debug, Clone, Copy)]
+pub struct Sent {
+    /// `sendmmsg` calls.
+    pub calls: usize,
+    /// Datagrams refused because they exceed the path MTU (DF set).
+    pub too_big: usize,
 }
 
 /// Waits until `fd` is readable or `timeout_ns` pass.
@@ -220,6 +237,75 @@ fn setsockopt_int(
     } else {
         Ok(())
     }
+}
+
+fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: passes a pointer to a live c_int and its size, which the
+    // kernel writes at most.
+    let r = unsafe { libc::getsockopt(fd, level, name, (&raw mut v).cast(), &raw mut len) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(v)
+    }
+}
+
+/// Path MTU discovery: with `on`, datagrams leave with the don't-fragment
+/// bit and one larger than the path MTU fails (EMSGSIZE) instead of being
+/// fragmented; without, the kernel fragments it.
+pub fn set_dont_fragment(fd: RawFd, on: bool) -> io::Result<()> {
+    let mode = if on {
+        libc::IP_PMTUDISC_DO
+    } else {
+        libc::IP_PMTUDISC_DONT
+    };
+    setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, mode)
+}
+
+/// The MTU of the route from `local` to `peer` (the interface it leaves
+/// through, or a smaller path MTU the kernel learnt): a UDP socket
+/// connected to the peer, `IP_MTU`. Nothing is sent.
+pub fn route_mtu(local: Ipv4Addr, peer: SocketAddrV4) -> io::Result<u32> {
+    let s = std::net::UdpSocket::bind(SocketAddrV4::new(local, 0))?;
+    s.connect(peer)?;
+    let mtu = getsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU)?;
+    Ok(mtu.max(0) as u32)
+}
+
+/// The name of the interface that holds the IPv4 address `addr`.
+pub fn interface_of(addr: Ipv4Addr) -> io::Result<Option<String>> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below.
+    if unsafe { libc::getifaddrs(&raw mut list) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut name = None;
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive
+        // until freeifaddrs; ifa_addr, when not null, points to a sockaddr
+        // whose family says its type, and ifa_name to a C string.
+        unsafe {
+            let ifa = &*cur;
+            if !ifa.ifa_addr.is_null()
+                && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET
+                && from_sockaddr(&*ifa.ifa_addr.cast::<libc::sockaddr_in>()).ip() == &addr
+            {
+                name = Some(
+                    std::ffi::CStr::from_ptr(ifa.ifa_name)
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+                break;
+            }
+            cur = ifa.ifa_next;
+        }
+    }
+    // SAFETY: frees the list getifaddrs returned, once.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(name)
 }
 
 /// Asks for the TOS byte (ECN) of received datagrams.
