@@ -169,19 +169,20 @@ fn main() {
              create_dissector_handle|register_dissector|register_init_routine|\
              register_cleanup_routine|val_to_str.*|register_decode_as|epan_get_version|\
              get_data_source_tvb|register_conversation_table|add_conversation_table_data.*|\
-             add_endpoint_table_data|stats_tree_.*|stat_tap_.*|register_stat_tap_ui",
+             add_endpoint_table_data|stats_tree_.*|have_tap_listener",
         )
         .allowlist_type(
             "hf_register_info|ei_register_info|proto_plugin|packet_info|frame_data|\
              expert_field|value_string|true_false_string|range_string|field_display_e|\
              proto_checksum_enum_e|ftenum|hf_ref_type|heuristic_enable_e|address_type|nstime_t|\
              conv_hash_t|conv_item_t|endpoint_item_t|ct_dissector_info_t|et_dissector_info_t|\
-             tap_packet_status|tap_flags_t|stats_tree|stat_node",
+             tap_packet_status|tap_flags_t|stats_tree|conv_filter_type_e|conversation_type|\
+             endpoint_type|manip_node_mode|stat_node_datatype|epan_dissect_t",
         )
         .allowlist_var(
             "WIRESHARK_VERSION_.*|ENC_.*|COL_.*|PI_.*|BASE_.*|FT_.*|FI_.*|HF_REF_.*|HEURISTIC_.*|\
              PROTO_CHECKSUM_.*|FIELD_DISPLAY_E_MASK|BASE_DISPLAY_E_MASK|proto_checksum_vals|\
-             WTAP_ENCAP_.*|WS_PLUGIN_DESC_.*|TL_.*|ST_.*|CONVERSATION_.*|ENDPOINT_.*|TAP_.*",
+             WTAP_ENCAP_.*|WS_PLUGIN_DESC_.*",
         )
         .default_enum_style(bindgen::EnumVariation::Consts)
         .prepend_enum_name(false)

@@ -34,7 +34,7 @@ use crate::decode::{self, Checksum, Dissection, Item, Label, MAX_DEPTH, Options,
 use crate::fields::{
     Base, Custom, EXPERTS, Ei, Ett, FIELDS, FieldDef, Group, Hf, Kind, Names, Severity,
 };
-use crate::state;
+use crate::{state, taps};
 
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
 
@@ -450,6 +450,7 @@ unsafe fn register() {
         );
         let handle = ws::register_dissector(c"metaroce".as_ptr(), Some(dissect_cb), proto);
         HANDLE.store(handle, Ordering::Relaxed);
+        crate::taps::register(proto);
         ws::register_init_routine(Some(init_routine));
         ws::register_cleanup_routine(Some(cleanup_routine));
     }
@@ -675,8 +676,13 @@ unsafe fn dissect_packet(
     let mut d = SPARE.take();
     decode::dissect_parsed_into(bytes, &lax, &opts, &mut d);
     // SAFETY: valid pointers (see above).
-    if let Some(verdict) = unsafe { verdict(pinfo, bytes, &lax) } {
-        analysis::add_items(&verdict, &mut d, opts.info || opts.labels);
+    let verdict = unsafe { verdict(pinfo, bytes, &lax) };
+    if let Some(verdict) = &verdict {
+        analysis::add_items(verdict, &mut d, opts.info || opts.labels);
+    }
+    if taps::wanted() {
+        // SAFETY: valid pointers (see above).
+        unsafe { taps::queue(pinfo, tap_record(pinfo, bytes, &d, verdict.as_ref())) };
     }
     if opts.info {
         let info = cstring(&d.info);
@@ -700,6 +706,41 @@ unsafe fn dissect_packet(
     Done {
         consumed: c_int::try_from(wire).unwrap_or(c_int::MAX),
         payload,
+    }
+}
+
+/// What this packet tells the statistics ([`taps`]).
+///
+/// # Safety
+/// Valid `pinfo`, during the dissection of its packet.
+unsafe fn tap_record(
+    pinfo: *mut ws::packet_info,
+    bytes: &[u8],
+    d: &Dissection,
+    verdict: Option<&analyzer::Verdict>,
+) -> taps::Record {
+    let conns = metaroce::Packet::new_checked(bytes)
+        .ok()
+        .map(|p| (p.src_conn(), p.dst_conn()));
+    // SAFETY: pinfo and its frame_data are valid during dissection; the
+    // addresses are copied as Wireshark's (shallow) structs, valid for the
+    // packet.
+    let (src, dst, frame_len) = unsafe {
+        let fd = (*pinfo).fd;
+        let len = if fd.is_null() { 0 } else { (*fd).pkt_len };
+        ((*pinfo).src, (*pinfo).dst, len)
+    };
+    taps::Record {
+        src,
+        dst,
+        conns,
+        packet_type: d.packet_type,
+        frame_len,
+        retransmission: verdict.is_some_and(|v| v.retransmission.is_some()),
+        path_loss: verdict.is_some_and(|v| v.path_loss.is_some()),
+        stall: verdict.is_some_and(|v| v.stall.is_some()),
+        malformed: d.notes.iter().any(|n| matches!(n.ei, Ei::Malformed)),
+        bad_crc: matches!(d.checksum, Checksum::Present { stored, computed: Some(c), .. } if c != stored),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `metaroce-dissector`: a Wireshark 4.0 plugin (cdylib) that dissects
+//! `metaroce-dissector`: a Wireshark plugin (cdylib; 4.0, 4.4 and 4.6) that dissects
 //! MetaRoCE v1 (spec `metaroce-wire-v1.md`) on UDP port 4794, through Decode
 //! As, and with a heuristic on UDP.
 //!
@@ -8,11 +8,13 @@
 //!   expert infos, as plain tables.
 //! - [`analysis`]: `metaroce.analysis.*`, from the `analyzer` crate's flow
 //!   engine (fed on the first pass, verdicts kept per frame).
-//! - `ffi`: the only `unsafe` code: the four plugin symbols, registration,
-//!   and callbacks wrapped in `catch_unwind`.
+//! - `ffi`: the plugin symbols, registration, and callbacks wrapped in
+//!   `catch_unwind`; with `taps` (conversations, endpoints and the stats
+//!   tree), the only `unsafe` code.
 
 pub mod analysis;
 pub mod decode;
 mod ffi;
 pub mod fields;
 pub mod state;
+mod taps;
