@@ -7,5 +7,6 @@
 #![forbid(unsafe_code)]
 
 pub mod engine;
+pub mod fmt;
 
 pub use engine::{Config, Engine, Observation, Report, Verdict};

@@ -14,31 +14,12 @@ use owo_colors::{OwoColorize, Style};
 
 use crate::pipeline::CaptureResult;
 use analyzer::engine::{DirectionReport, PathReport, Report, Summary};
+use analyzer::fmt;
 
 /// Nanoseconds as a short human duration: `850ns`, `24.0us`, `5.03ms`,
 /// `1.20s`.
 pub fn fmt_ns(ns: u64) -> String {
-    let f = ns as f64;
-    if ns < 1_000 {
-        format!("{ns}ns")
-    } else if ns < 1_000_000 {
-        format!("{}us", sig3(f / 1e3))
-    } else if ns < 1_000_000_000 {
-        format!("{}ms", sig3(f / 1e6))
-    } else {
-        format!("{}s", sig3(f / 1e9))
-    }
-}
-
-/// Three significant digits.
-fn sig3(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
+    fmt::duration_ns(ns, "us")
 }
 
 /// Bytes with a binary unit.
@@ -53,22 +34,13 @@ pub fn fmt_bytes(b: u64) -> String {
     if u == 0 {
         format!("{b}B")
     } else {
-        format!("{}{}", sig3(v), UNITS[u])
+        format!("{}{}", fmt::sig3(v), UNITS[u])
     }
 }
 
 /// Bits per second.
 pub fn fmt_bps(bps: u64) -> String {
-    let f = bps as f64;
-    if bps < 1_000 {
-        format!("{bps}b/s")
-    } else if bps < 1_000_000 {
-        format!("{}kb/s", sig3(f / 1e3))
-    } else if bps < 1_000_000_000 {
-        format!("{}Mb/s", sig3(f / 1e6))
-    } else {
-        format!("{}Gb/s", sig3(f / 1e9))
-    }
+    fmt::si(bps as f64, "", "b/s")
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -415,7 +387,7 @@ fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
     let _ = writeln!(
         out,
         "  {}",
-        "lost = rx lost (path_seq gaps, seen by a receiver-side capture) + tx lost (transmissions retransmitted before any ack, seen by a sender-side capture); rates per path below"
+        "lost = path_seq gaps (receiver-side) + transmissions retransmitted before any ack (sender-side)"
             .dimmed()
     );
     let mut details = Vec::new();
@@ -488,10 +460,8 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         "data",
         "bytes",
         "retx",
-        "rx lost",
-        "rx loss%",
-        "tx lost",
-        "tx loss%",
+        "lost",
+        "lost_inf",
         "reord",
         "CE",
         "rtt n",
@@ -516,9 +486,7 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
                 Cell::s(fmt_bytes(p.data_bytes)),
                 Cell::bad(p.retransmissions),
                 Cell::bad(p.lost),
-                Cell::s(fmt_rate(p.receive_loss_rate())),
                 Cell::bad(p.lost_inferred),
-                Cell::s(fmt_rate(p.send_loss_rate())),
                 Cell::warn(p.reordered),
                 Cell::warn(p.ce_marked),
                 Cell::n(s.count),
@@ -531,18 +499,6 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         }
     }
     t.render(out);
-    let _ = writeln!(
-        out,
-        "  {}",
-        "rx lost = path_seq gaps, rx loss% = lost / (received + lost): the rate a receiver-side capture measures\n  \
-         tx lost = transmissions retransmitted before any ack, tx loss% = lost / sent DATA: the rate a sender-side capture measures"
-            .dimmed()
-    );
-}
-
-/// A rate as a percentage with one decimal; "-" when undefined.
-fn fmt_rate(rate: Option<f64>) -> String {
-    rate.map_or_else(|| "-".into(), |r| format!("{:.1}%", r * 100.0))
 }
 
 fn render_stalls(out: &mut String, dirs: &[(String, &DirectionReport)], origin: u64) {
@@ -621,7 +577,7 @@ fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: 
     heading(out, &format!("Top offenders (worst {top} paths)"));
     let lost = |p: &PathReport| p.lost + p.lost_inferred;
     let lists: [OffenderList<'_>; 3] = [
-        ("by loss (rx lost + tx lost)", Box::new(lost), false),
+        ("by loss (lost + lost_inf)", Box::new(lost), false),
         (
             "by ack RTT p99",
             Box::new(|p: &PathReport| p.ack_rtt_ns.p99),
@@ -650,7 +606,7 @@ fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: 
             let value = if is_time { fmt_ns(v) } else { v.to_string() };
             let _ = writeln!(
                 out,
-                "    {:>8}  {} ev {}  ({} data, {} retx, {} rx lost, {} tx lost, rtt p99 {})",
+                "    {:>8}  {} ev {}  ({} data, {} retx, {} lost, {} lost_inf, rtt p99 {})",
                 value.red(),
                 p.dir,
                 p.path.ev,
