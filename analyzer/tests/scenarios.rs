@@ -746,3 +746,38 @@ fn a_late_echo_of_the_hole_filling_retransmission_gives_its_rtt_sample() {
     let ev2 = d.paths.iter().find(|p| p.ev == 2).unwrap();
     assert_eq!(ev2.ack_rtt_ns.count, 1);
 }
+
+/// Spec 11.10: a DUP feedback shows the retransmission spurious whether it
+/// echoes the retransmission or the original; either way the verdict names
+/// the retransmission's frame (the one to mark spurious), and the report
+/// counts it once.
+///
+/// ```text
+/// f1 t0   D psn100 ev1
+/// f2 t100 D psn100 att1 ev2          -> timeout retransmission
+/// f3 t110 ACK cum101 echo100 (f2)    -> RTT 10 us
+/// f4 t130 ACK cum101 echo100 (f1) DUP -> the original arrived late: f2 was spurious
+/// ```
+#[test]
+fn a_dup_echoing_the_original_names_the_retransmission() {
+    let mut s = Script::default();
+    s.data(0, Data::send(100, 1, 1, 0, 0, 1000));
+    let retx = s.data(
+        100,
+        Data {
+            tx_attempt: 1,
+            ..Data::send(100, 2, 1, 0, 0, 1000)
+        },
+    );
+    s.ack(110, 101, 100, 100, FbFlags::empty(), &[]);
+    let dup = s.ack(130, 101, 100, 0, FbFlags::DUP, &[]);
+    let mut engine = Engine::new(Config::default());
+    let v = s.run(&mut engine);
+    let kind = v[retx as usize - 1].retransmission.map(|r| r.kind);
+    assert_eq!(kind, Some(RetxKind::Timeout));
+    let dup = &v[dup as usize - 1];
+    assert_eq!(dup.acked_frame, Some(1), "it echoes the original");
+    assert_eq!(dup.dup_of_frame, Some(retx));
+    let r = engine.snapshot();
+    assert_eq!(data_direction(&r).spurious_retransmissions, 1);
+}

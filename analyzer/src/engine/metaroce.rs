@@ -701,6 +701,7 @@ impl Dir {
             original_frame,
             attempt: mr.tx_attempt.max(count),
             kind,
+            shown_spurious_by: None,
         });
         self.stall_event(
             match kind {
@@ -933,7 +934,9 @@ impl Dir {
                     slot.first = slot.last;
                 }
                 if fb.flags.contains(FbFlags::DUP) && slot.retx {
-                    v.dup_of_frame = v.acked_frame;
+                    // Echoing the retransmission or the original, the DUP
+                    // shows the retransmission spurious.
+                    v.dup_of_frame = Some(slot.last.frame);
                     if !slot.spurious {
                         slot.spurious = true;
                         let lost_ev = slot.lost_ev.take();

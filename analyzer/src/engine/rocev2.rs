@@ -304,6 +304,7 @@ impl Flow {
                 original_frame: original,
                 attempt: 1,
                 kind,
+                shown_spurious_by: None,
             });
             return;
         }

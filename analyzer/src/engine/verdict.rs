@@ -36,7 +36,21 @@ pub struct Retransmission {
     /// tx_attempt, or the number of earlier captured transmissions if
     /// larger.
     pub attempt: u8,
+    /// Why it was sent, as known when it was captured.
     pub kind: RetxKind,
+    /// The DUP feedback frame that showed it spurious after it was
+    /// captured (spec 11.10). `ingest` cannot know it (the proof comes
+    /// later): a consumer that keeps verdicts fills it from the DUP's
+    /// `dup_of_frame` (the plugin, for its later passes).
+    pub shown_spurious_by: Option<u64>,
+}
+
+impl Retransmission {
+    /// Spurious at capture, or shown spurious by a later DUP feedback:
+    /// what the report counts in `spurious_retransmissions`.
+    pub fn spurious(&self) -> bool {
+        self.kind == RetxKind::Spurious || self.shown_spurious_by.is_some()
+    }
 }
 
 /// Which message view completed.
@@ -110,7 +124,8 @@ pub struct Verdict {
     /// Feedback: the frame of the transmission it echoes.
     pub acked_frame: Option<u64>,
     /// Feedback with DUP: the frame of the retransmission it shows was
-    /// spurious.
+    /// spurious (the PSN's latest retransmission, whether the DUP echoes
+    /// it or the original).
     pub dup_of_frame: Option<u64>,
     /// Feedback: PSNs newly covered by the cumulative ack.
     pub cum_ack_advance: Option<u32>,
