@@ -255,6 +255,8 @@ fields! {
         Some(c"ACK RTT minus the receiver hold time T3 - T2")),
     AnAckedFrame = (c"metaroce.analysis.acked_frame", c"Echoes the transmission in frame", FrameNum, NoBase, No, 0, None),
     AnDupOfFrame = (c"metaroce.analysis.dup_of_frame", c"Shows as spurious the retransmission in frame", FrameNum, NoBase, No, 0, None),
+    AnShownSpuriousBy = (c"metaroce.analysis.spurious_retransmission.dup_frame", c"Shown spurious by the DUP feedback in frame", FrameNum, NoBase, No, 0,
+        Some(c"A later DUP feedback echoing this retransmission or its original (spec 11.10); known on a second pass (tshark -2, the GUI)")),
     AnCumAckAdvance = (c"metaroce.analysis.cum_ack_advance", c"Cumulative ack advance (PSNs)", U32, Dec, No, 0, None),
     AnMsgCount = (c"metaroce.analysis.messages_completed", c"Messages completed", U16, Dec, No, 0, None),
     AnMsgId = (c"metaroce.analysis.message.msg_id", c"Message id", U32, Dec, No, 0, None),
