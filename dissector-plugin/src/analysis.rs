@@ -9,10 +9,17 @@
 //! engine is fed on the first pass only; verdicts are kept per frame number
 //! and shown on every pass. [`crate::state::reset`] drops everything when a
 //! capture is opened or closed.
+//!
+//! Some verdicts are only known after the fact: a DUP feedback shows an
+//! earlier retransmission spurious (spec 11.10). When the engine's verdict
+//! of a DUP names that retransmission (`dup_of_frame`), its kept verdict
+//! gets the link back (`shown_spurious_by`), so later passes (tshark `-2`,
+//! the GUI, which dissects every frame before showing a tree) mark it as
+//! the report counts it.
 
 use std::net::IpAddr;
 
-use analyzer::engine::{Config, Engine, Observation, RetxKind, Verdict};
+use analyzer::engine::{Config, Engine, Observation, Verdict};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::metaroce;
 
@@ -142,7 +149,24 @@ impl Analysis {
                 _ => self.verdicts.push(v),
             }
         }
+        if let Some(retx) = v.dup_of_frame {
+            self.shown_spurious(retx, v.frame);
+        }
         Some(v)
+    }
+
+    /// The DUP feedback in frame `dup` shows the retransmission in frame
+    /// `retx` spurious: its kept verdict says so from now on, unless it was
+    /// already spurious when captured.
+    fn shown_spurious(&mut self, retx: u64, dup: u64) {
+        let Ok(at) = self.verdicts.binary_search_by_key(&retx, |x| x.frame) else {
+            return;
+        };
+        if let Some(r) = &mut self.verdicts[at].retransmission
+            && !r.spurious()
+        {
+            r.shown_spurious_by = Some(dup);
+        }
     }
 
     /// Later passes: the verdict kept for `frame`.
@@ -247,12 +271,23 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
         let kind = d.push_text(r.kind.as_str());
         d.add(generated(Hf::AnRetxKind, Value::Text(kind)));
         d.close();
-        if r.kind == RetxKind::Spurious {
+        if r.spurious() {
             d.add(marker(Hf::AnSpurious));
-            d.notes.push(note(
-                Ei::SpuriousRetransmission,
-                "Spurious retransmission: the PSN was already acknowledged",
-            ));
+            match r.shown_spurious_by {
+                Some(dup) => {
+                    d.add(uint(Hf::AnShownSpuriousBy, dup));
+                    d.notes.push(note(
+                        Ei::SpuriousRetransmission,
+                        format!(
+                            "Spurious retransmission: the DUP feedback in frame {dup} shows the PSN had already arrived"
+                        ),
+                    ));
+                }
+                None => d.notes.push(note(
+                    Ei::SpuriousRetransmission,
+                    "Spurious retransmission: the PSN was already acknowledged",
+                )),
+            }
             tag(d, "Spurious Retransmission");
         } else {
             let orig = r
@@ -487,6 +522,62 @@ mod test {
         let marked = &frames[1];
         let (src, _, ecn) = outer_layers(LinkType::Ethernet, marked, &marked[42..]).unwrap();
         assert_eq!((src, ecn), (IpAddr::from(Ipv4Addr::new(10, 0, 0, 1)), 3));
+    }
+
+    fn dup_ack(cum: u32, echo_psn: u32, echo_tx_ts: u32) -> Vec<u8> {
+        use proto_parse::metaroce::{AckRepr, FbFlags, FeedbackRepr, SackBitmap};
+        Repr {
+            flags: Flags::empty(),
+            tx_attempt: 0,
+            ev: 1,
+            path_seq: 0,
+            dst_conn: 1,
+            src_conn: 2,
+            psn: cum,
+            tx_ts: 0,
+            body: Body::Ack(AckRepr {
+                feedback: FeedbackRepr {
+                    flags: FbFlags::DUP,
+                    echo_psn,
+                    echo_tx_ts,
+                    credit: u32::MAX,
+                    ..FeedbackRepr::default()
+                },
+                sack_base: cum,
+                sack: SackBitmap::default(),
+            }),
+            tlvs: Vec::new(),
+            payload: &[],
+            crc: false,
+        }
+        .to_vec()
+    }
+
+    /// A DUP feedback captured after a retransmission shows it spurious
+    /// (spec 11.10): the kept verdict of the retransmission gets the link,
+    /// so a later pass marks it, as the report counts it.
+    #[test]
+    fn a_later_dup_marks_the_kept_retransmission_spurious() {
+        let mut a = Analysis::new(Config::default());
+        let first = data_packet(10, 0);
+        let again = data_packet(10, 1);
+        a.ingest(&meta(1), &first, first.len());
+        let at_capture = a.ingest(&meta(2), &again, again.len()).unwrap();
+        assert!(!at_capture.retransmission.unwrap().spurious());
+        let mut back = meta(3);
+        (back.src, back.dst) = (back.dst, back.src);
+        let dup = dup_ack(11, 10, 0);
+        let v = a.ingest(&back, &dup, dup.len()).unwrap();
+        assert_eq!(v.dup_of_frame, Some(2));
+        let later = a.lookup(2).unwrap().retransmission.unwrap();
+        assert_eq!(later.shown_spurious_by, Some(3));
+        assert!(later.spurious());
+        let mut d = Dissection::default();
+        add_items(&a.lookup(2).unwrap(), &mut d, true);
+        let hfs: Vec<_> = d.items.iter().filter_map(|i| i.hf()).collect();
+        assert!(hfs.contains(&Hf::AnSpurious), "{hfs:?}");
+        assert!(hfs.contains(&Hf::AnShownSpuriousBy), "{hfs:?}");
+        assert_eq!(d.info, " [Spurious Retransmission]");
     }
 
     #[test]

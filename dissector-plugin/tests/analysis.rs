@@ -12,7 +12,7 @@ use common::*;
 use proto_parse::build::{ECN_CE, UdpFrameBuilder};
 use proto_parse::capture::PcapWriter;
 use proto_parse::metaroce::{
-    AckRepr, Body, DataRepr, FeedbackRepr, Flags, Op, Repr, SackBitmap, udp_source_port,
+    AckRepr, Body, DataRepr, FbFlags, FeedbackRepr, Flags, Op, Repr, SackBitmap, udp_source_port,
 };
 
 fn data_pkt(psn: u32, ev: u16, path_seq: u16, tx_attempt: u8, tx_ts: u32) -> Repr<'static> {
@@ -82,11 +82,21 @@ fn exchange() -> Vec<(u64, Repr<'static>, bool, bool)> {
 }
 
 fn write_exchange(t: &Tshark) -> std::path::PathBuf {
-    let path = t.path("exchange.pcap");
+    write_script(t, "exchange.pcap", exchange())
+}
+
+/// Writes `script` ((time in us, packet, forward direction, CE) as
+/// [`exchange`] gives) as the capture `name`.
+fn write_script(
+    t: &Tshark,
+    name: &str,
+    script: Vec<(u64, Repr<'static>, bool, bool)>,
+) -> std::path::PathBuf {
+    let path = t.path(name);
     let mut w = PcapWriter::create(&path).unwrap();
     let a: SocketAddr = ([10, 0, 0, 1], 0).into();
     let b: SocketAddr = ([10, 0, 0, 2], 0).into();
-    for (us, repr, forward, ce) in exchange() {
+    for (us, repr, forward, ce) in script {
         let (mut src, mut dst) = if forward { (a, b) } else { (b, a) };
         src.set_port(udp_source_port(repr.ev));
         dst.set_port(PORT);
@@ -214,4 +224,152 @@ fn second_pass_shows_the_first_pass_verdicts_and_the_pref_turns_it_off() {
         frames_with(&long, "metaroce.analysis.stall").is_empty(),
         "{long:?}"
     );
+}
+
+/// `ack_pkt` with the DUP flag: the triggering packet had already arrived.
+fn dup_ack_pkt(
+    cack: u32,
+    echo_psn: u32,
+    echo_ev: u16,
+    echo_tx_ts: u32,
+    tx_ts: u32,
+) -> Repr<'static> {
+    let mut ack = ack_pkt(cack, echo_psn, echo_ev, echo_tx_ts, tx_ts);
+    if let Body::Ack(a) = &mut ack.body {
+        a.feedback.flags = FbFlags::DUP;
+    }
+    ack
+}
+
+/// Spurious retransmissions of both kinds of spec 11.10: shown by a later
+/// DUP feedback (echoing the original, or the retransmission), and
+/// already acknowledged when captured.
+///
+/// ```text
+/// 1 t0  D psn100 ev1            2 t1  D psn101 ev1
+/// 3 t50 D psn100 att1 ev2 (timeout)
+/// 4 t60 ACK cum102 echo100 (3)  5 t70 ACK cum102 echo100 (1) DUP -> 3 spurious
+/// 6 t80 D psn101 att1 ev2       -> below the cumulative ack: spurious at capture
+/// 7 t90 D psn102 ev1            8 t200 D psn102 att1 ev2 (timeout)
+/// 9 t210 ACK cum103 echo102 (8) DUP -> 8 spurious
+/// ```
+fn dup_exchange() -> Vec<(u64, Repr<'static>, bool, bool)> {
+    vec![
+        (0, data_pkt(100, 1, 1, 0, 0), true, false),
+        (1, data_pkt(101, 1, 2, 0, 1000), true, false),
+        (50, data_pkt(100, 2, 1, 1, 50_000), true, false),
+        (60, ack_pkt(102, 100, 2, 50_000, 59_000), false, false),
+        (70, dup_ack_pkt(102, 100, 1, 0, 69_000), false, false),
+        (80, data_pkt(101, 2, 2, 1, 80_000), true, false),
+        (90, data_pkt(102, 1, 3, 0, 90_000), true, false),
+        (200, data_pkt(102, 2, 3, 1, 200_000), true, false),
+        (
+            210,
+            dup_ack_pkt(103, 102, 2, 200_000, 209_000),
+            false,
+            false,
+        ),
+    ]
+}
+
+/// What the analyzer CLI reports for `pcap` (the engine's report, as
+/// `metaroce-analyze report --json` prints it): spurious retransmissions
+/// over every direction; and the frames it counts: spurious when captured,
+/// or named by a DUP feedback's `dup_of_frame`.
+fn engine_spurious(pcap: &std::path::Path) -> (u64, Vec<u64>) {
+    use analyzer::engine::{Config, Engine, Observation};
+    use proto_parse::frame::{DecodeConfig, LinkType};
+    let mut engine = Engine::new(Config::default());
+    let mut reader = proto_parse::capture::Reader::open(pcap).unwrap();
+    let cfg = DecodeConfig::default();
+    let mut at_capture = Vec::new();
+    let mut shown = Vec::new();
+    while let Some(rec) = reader.next_record() {
+        let rec = rec.unwrap();
+        let link = LinkType::from(u32::from(rec.linktype));
+        match Observation::decode(rec.index, rec.ts_ns, link, rec.data, &cfg) {
+            Some(obs) => {
+                let v = engine.ingest(&obs);
+                if v.retransmission.is_some_and(|r| r.spurious()) {
+                    at_capture.push(v.frame);
+                }
+                shown.extend(v.dup_of_frame);
+            }
+            None => engine.ingest_other(rec.ts_ns),
+        }
+    }
+    let report = engine.snapshot();
+    let count = report
+        .directions
+        .iter()
+        .map(|d| d.spurious_retransmissions)
+        .sum();
+    let mut frames = at_capture;
+    frames.extend(shown);
+    frames.sort_unstable();
+    frames.dedup();
+    (count, frames)
+}
+
+/// The plugin's spurious retransmissions, read with two passes (`-2`, as
+/// the GUI reads a file), are the frames the CLI counts, on every scripted
+/// scenario: the two exchanges here and the generated fixtures.
+#[test]
+fn two_pass_spurious_frames_equal_the_clis() {
+    let t = Tshark::new();
+    let generated = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/generated");
+    let mut captures = vec![
+        write_exchange(&t),
+        write_script(&t, "dup_exchange.pcap", dup_exchange()),
+    ];
+    for name in ["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"] {
+        let copy = t.path(name);
+        std::fs::copy(generated.join(name), &copy).unwrap();
+        t.share(&copy);
+        captures.push(copy);
+    }
+    let mut total = 0;
+    for pcap in &captures {
+        let rows = t.fields_with(
+            pcap,
+            &["frame.number"],
+            Some("metaroce.analysis.spurious_retransmission"),
+            &["-2"],
+        );
+        let plugin: Vec<u64> = rows.iter().map(|r| r[0].parse().unwrap()).collect();
+        let (count, frames) = engine_spurious(pcap);
+        assert_eq!(plugin, frames, "{}", pcap.display());
+        assert_eq!(plugin.len() as u64, count, "{}", pcap.display());
+        total += count;
+    }
+    // The scenarios do have spurious retransmissions of both kinds.
+    assert!(total >= 5, "{total}");
+
+    // The DUP exchange: frames 3 and 8 shown spurious by the DUPs in 5
+    // and 9 (linked), frame 6 spurious when captured; one pass cannot know
+    // the DUPs yet.
+    let dup = &captures[1];
+    let fields = [
+        "frame.number",
+        "metaroce.analysis.spurious_retransmission.dup_frame",
+        "metaroce.analysis.retransmission.kind",
+    ];
+    let two = t.fields_with(
+        dup,
+        &fields,
+        Some("metaroce.analysis.spurious_retransmission"),
+        &["-2"],
+    );
+    let want = [
+        ["3", "5", "timeout"],
+        ["6", "", "spurious"],
+        ["8", "9", "timeout"],
+    ];
+    assert_eq!(two, want.map(|r| r.map(String::from).to_vec()));
+    let one = t.fields(
+        dup,
+        &["frame.number"],
+        Some("metaroce.analysis.spurious_retransmission"),
+    );
+    assert_eq!(one, [["6".to_string()]]);
 }
