@@ -8,6 +8,7 @@
 //! DIR/table=packets/host=<capture stem>/part-<n>.parquet   (one part per 1 Mi packets)
 //! DIR/table=messages/host=<capture stem>/part-0.parquet
 //! DIR/table=paths/host=<capture stem>/part-0.parquet
+//! DIR/table=captures/host=<capture stem>/part-0.parquet
 //! ```
 //!
 //! Columns (names from spec section 10 without the `metaroce.` prefix;
@@ -23,7 +24,14 @@
 //!   (`fast`/`timeout`/`spurious`), `out_of_order` (distance), `path_loss`
 //!   (path_seq values missing before it), `trimmed`, `ce_marked`, `nack`,
 //!   `ack_rtt_ns`, `fabric_rtt_ns`, `acked_frame`, `cum_ack_advance`,
-//!   `stall_elapsed_ns`.
+//!   `stall_elapsed_ns`; for the fabric-wide analysis of many hosts'
+//!   exports (`cluster/`): `capture_host` (the capture point: the capture
+//!   stem), `type_code` (MetaRoCE type or RoCEv2 opcode number, where
+//!   `type` names unknown ones alike), `tx_ts` (MetaRoCE), and the
+//!   packet's HOP_TELEMETRY entries (spec 6), one list element per switch
+//!   in path order, null without the TLV: `hop_switch_id`,
+//!   `hop_queue_depth` (cells), `hop_latency_ns`. CSV writes each list as
+//!   its numbers separated by spaces.
 //! - `messages`: one row per message completion, at the packet that
 //!   completed it (a cumulative ack can complete several: one row each):
 //!   `frame`, `ts_ns`, `proto`, `src`, `dst`, `src_conn`, `dst_conn` (the
@@ -34,6 +42,16 @@
 //!   `data_bytes`, `retransmissions`, `lost`, `lost_inferred`, `reordered`,
 //!   `ce_marked`, `rtt_count`, `rtt_min_ns`, `rtt_p50_ns`, `rtt_p90_ns`,
 //!   `rtt_p99_ns`, `rtt_p999_ns`, `rtt_max_ns`.
+//! - `captures`: one row, the capture as a whole: `capture_host`, `frames`
+//!   (of any protocol), `first_ts_ns`, `last_ts_ns`, `packets_exported`
+//!   (rows of its packets table: a reader of the export can tell a partial
+//!   one).
+//!
+//! HOP_TELEMETRY is not part of the engine's `Observation` (a small `Copy`
+//! struct the hot loop moves between threads); the export reads it with
+//! proto-parse from a second reader of the same capture that follows the
+//! frames the engine sees (standard input cannot be read twice: no
+//! telemetry columns are filled then).
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
@@ -44,6 +62,9 @@ use polars::prelude::*;
 
 use crate::pipeline::Sink;
 use analyzer::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
+use proto_parse::capture::Reader;
+use proto_parse::frame::{self, DecodeConfig, LinkType};
+use proto_parse::metaroce::{Flags, HopTelemetry};
 
 /// Packets per `part-N` file of the packets table (bounds memory).
 pub const PART_ROWS: usize = 1 << 20;
@@ -107,6 +128,11 @@ struct Packets {
     proto: Vec<&'static str>,
     malformed: Vec<bool>,
     ptype: Vec<&'static str>,
+    type_code: Vec<u8>,
+    tx_ts: Vec<Option<u32>>,
+    /// HOP_TELEMETRY of each packet: a range of `hops`, or none.
+    hop_range: Vec<Option<(u32, u32)>>,
+    hops: Vec<HopTelemetry>,
     ev: Vec<Option<u16>>,
     path_seq: Vec<Option<u16>>,
     src_conn: Vec<Option<u32>>,
@@ -146,7 +172,12 @@ impl Packets {
         self.frame.len()
     }
 
-    fn push(&mut self, obs: &Observation, v: &Verdict) {
+    fn push(&mut self, obs: &Observation, v: &Verdict, hops: Option<&[HopTelemetry]>) {
+        self.hop_range.push(hops.map(|h| {
+            let start = self.hops.len() as u32;
+            self.hops.extend_from_slice(h);
+            (start, h.len() as u32)
+        }));
         self.frame.push(obs.frame);
         self.ts_ns.push(obs.ts_ns);
         let (src, dst) = (self.addrs.id(obs.src), self.addrs.id(obs.dst));
@@ -160,6 +191,8 @@ impl Packets {
             ObsKind::MetaRoce(mr) => {
                 self.proto.push("metaroce");
                 self.ptype.push(mr.ptype.name());
+                self.type_code.push(u8::from(mr.ptype));
+                self.tx_ts.push(Some(mr.tx_ts));
                 self.ev.push(Some(mr.ev));
                 self.path_seq.push(Some(mr.path_seq));
                 self.src_conn.push(Some(mr.src_conn));
@@ -195,6 +228,8 @@ impl Packets {
             ObsKind::RoceV2(r) => {
                 self.proto.push("rocev2");
                 self.ptype.push(r.opcode.name());
+                self.type_code.push(u8::from(r.opcode));
+                self.tx_ts.push(None);
                 self.ev.push(None);
                 self.path_seq.push(None);
                 self.src_conn.push(None);
@@ -228,49 +263,90 @@ impl Packets {
         self.stall_elapsed_ns.push(v.stall.map(|s| s.elapsed_ns));
     }
 
-    fn take_frame(&mut self) -> PolarsResult<DataFrame> {
+    /// One list column of the HOP_TELEMETRY entries.
+    fn hop_column<T: PolarsNumericType>(
+        &self,
+        name: &str,
+        field: impl Fn(&HopTelemetry) -> T::Native,
+    ) -> Column {
+        let mut b = ListPrimitiveChunkedBuilder::<T>::new(
+            name.into(),
+            self.hop_range.len(),
+            self.hops.len(),
+            T::get_static_dtype(),
+        );
+        let mut values = Vec::new();
+        for range in &self.hop_range {
+            match *range {
+                Some((start, len)) => {
+                    values.clear();
+                    let hops = &self.hops[start as usize..(start + len) as usize];
+                    values.extend(hops.iter().map(&field));
+                    b.append_slice(&values);
+                }
+                None => b.append_null(),
+            }
+        }
+        b.finish().into_series().into()
+    }
+
+    fn take_frame(&mut self, host: &str) -> PolarsResult<DataFrame> {
+        let hop_columns = [
+            self.hop_column::<UInt32Type>("hop_switch_id", |h| h.switch_id),
+            self.hop_column::<UInt16Type>("hop_queue_depth", |h| h.queue_depth),
+            self.hop_column::<UInt16Type>("hop_latency_ns", |h| h.hop_latency),
+        ];
         // The address table is kept for the next part.
         let addrs = std::mem::take(&mut self.addrs);
         let p = std::mem::take(self);
+        let rows = p.frame.len();
         let src = addrs.column("src", &p.src);
         let dst = addrs.column("dst", &p.dst);
         self.addrs = addrs;
-        DataFrame::new_infer_height(vec![
-            col("frame", p.frame),
-            col("ts_ns", p.ts_ns),
-            src,
-            dst,
-            col("src_port", p.src_port),
-            col("dst_port", p.dst_port),
-            col("ecn", p.ecn),
-            col("proto", p.proto),
-            col("malformed", p.malformed),
-            col("type", p.ptype),
-            col("ev", p.ev),
-            col("path_seq", p.path_seq),
-            col("src_conn", p.src_conn),
-            col("dst_conn", p.dst_conn),
-            col("dest_qp", p.dest_qp),
-            col("psn", p.psn),
-            col("tx_attempt", p.tx_attempt),
-            col("msg_id", p.msg_id),
-            col("msg_offset", p.msg_offset),
-            col("payload_len", p.payload_len),
-            col("actual_len", p.actual_len),
-            col("echo_ev", p.echo_ev),
-            col("echo_psn", p.echo_psn),
-            col("retransmission", p.retransmission),
-            col("out_of_order", p.out_of_order),
-            col("path_loss", p.path_loss),
-            col("trimmed", p.trimmed),
-            col("ce_marked", p.ce_marked),
-            col("nack", p.nack),
-            col("ack_rtt_ns", p.ack_rtt_ns),
-            col("fabric_rtt_ns", p.fabric_rtt_ns),
-            col("acked_frame", p.acked_frame),
-            col("cum_ack_advance", p.cum_ack_advance),
-            col("stall_elapsed_ns", p.stall_elapsed_ns),
-        ])
+        DataFrame::new_infer_height(
+            vec![
+                col("frame", p.frame),
+                col("ts_ns", p.ts_ns),
+                src,
+                dst,
+                col("src_port", p.src_port),
+                col("dst_port", p.dst_port),
+                col("ecn", p.ecn),
+                col("proto", p.proto),
+                col("malformed", p.malformed),
+                col("type", p.ptype),
+                col("ev", p.ev),
+                col("path_seq", p.path_seq),
+                col("src_conn", p.src_conn),
+                col("dst_conn", p.dst_conn),
+                col("dest_qp", p.dest_qp),
+                col("psn", p.psn),
+                col("tx_attempt", p.tx_attempt),
+                col("msg_id", p.msg_id),
+                col("msg_offset", p.msg_offset),
+                col("payload_len", p.payload_len),
+                col("actual_len", p.actual_len),
+                col("echo_ev", p.echo_ev),
+                col("echo_psn", p.echo_psn),
+                col("retransmission", p.retransmission),
+                col("out_of_order", p.out_of_order),
+                col("path_loss", p.path_loss),
+                col("trimmed", p.trimmed),
+                col("ce_marked", p.ce_marked),
+                col("nack", p.nack),
+                col("ack_rtt_ns", p.ack_rtt_ns),
+                col("fabric_rtt_ns", p.fabric_rtt_ns),
+                col("acked_frame", p.acked_frame),
+                col("cum_ack_advance", p.cum_ack_advance),
+                col("stall_elapsed_ns", p.stall_elapsed_ns),
+                col("capture_host", vec![host; rows]),
+                col("type_code", p.type_code),
+                col("tx_ts", p.tx_ts),
+            ]
+            .into_iter()
+            .chain(hop_columns)
+            .collect(),
+        )
     }
 }
 
@@ -423,9 +499,87 @@ fn write_frame(path: &Path, format: Format, df: &mut DataFrame) -> io::Result<()
     let file = BufWriter::new(File::create(path)?);
     let res = match format {
         Format::Parquet => ParquetWriter::new(file).finish(df).map(|_| ()),
-        Format::Csv => CsvWriter::new(file).finish(df),
+        Format::Csv => lists_as_text(df).and_then(|mut df| CsvWriter::new(file).finish(&mut df)),
     };
     res.map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
+}
+
+/// CSV has no lists: each list becomes its values separated by spaces.
+fn lists_as_text(df: &DataFrame) -> PolarsResult<DataFrame> {
+    let mut out = df.clone();
+    for c in df.columns() {
+        if !matches!(c.dtype(), DataType::List(_)) {
+            continue;
+        }
+        let lists = c.list()?;
+        let text: StringChunked = (0..lists.len())
+            .map(|i| lists.get_as_series(i))
+            .map(|item| {
+                item.map(|values| {
+                    let values = values.cast(&DataType::String)?;
+                    let words = values.str()?;
+                    let words: Vec<&str> = (0..words.len()).filter_map(|i| words.get(i)).collect();
+                    PolarsResult::Ok(words.join(" "))
+                })
+                .transpose()
+            })
+            .collect::<PolarsResult<_>>()?;
+        out.replace(
+            c.name(),
+            text.with_name(c.name().clone()).into_series().into(),
+        )?;
+    }
+    Ok(out)
+}
+
+/// A second reader of a capture that follows the frames the engine sees,
+/// for what the engine's observations leave out (HOP_TELEMETRY).
+struct Telemetry {
+    reader: Reader<Box<dyn io::Read + Send>>,
+    decode: DecodeConfig,
+    hops: Vec<HopTelemetry>,
+}
+
+impl Telemetry {
+    fn open(path: &Path, decode: DecodeConfig) -> Option<Telemetry> {
+        if path.as_os_str() == "-" {
+            return None;
+        }
+        Some(Telemetry {
+            reader: Reader::map_or_open(path).ok()?,
+            decode,
+            hops: Vec::new(),
+        })
+    }
+
+    /// The HOP_TELEMETRY entries of frame `frame` (frames are asked for in
+    /// increasing order); `None` without the TLV.
+    fn hops_of(&mut self, frame: u64) -> Option<&[HopTelemetry]> {
+        loop {
+            let record = match self.reader.next_record()? {
+                Ok(r) => r,
+                Err(_) => continue,
+            };
+            if record.index < frame {
+                continue;
+            }
+            if record.index > frame {
+                return None;
+            }
+            let link = LinkType::from(u32::from(record.linktype));
+            let decoded = frame::decode(link, record.data, &self.decode);
+            let packet = decoded.metaroce()?;
+            self.hops.clear();
+            let mut found = false;
+            for tlv in packet.tlvs().flatten() {
+                if let Some(entries) = tlv.hop_telemetry() {
+                    found = true;
+                    self.hops.extend(entries);
+                }
+            }
+            return found.then_some(self.hops.as_slice());
+        }
+    }
 }
 
 /// The tables of one capture being written.
@@ -434,6 +588,8 @@ struct CaptureTables {
     packets: Packets,
     messages: Messages,
     part: usize,
+    packets_written: u64,
+    telemetry: Option<Telemetry>,
 }
 
 /// The export sink: collects rows on the engine thread, writes a part of
@@ -445,6 +601,7 @@ pub struct Exporter {
     written: Vec<PathBuf>,
     rows: [u64; 3],
     error: Option<io::Error>,
+    decode: DecodeConfig,
 }
 
 impl Exporter {
@@ -455,7 +612,15 @@ impl Exporter {
             written: Vec::new(),
             rows: [0; 3],
             error: None,
+            decode: DecodeConfig::default(),
         }
+    }
+
+    /// How the pipeline recognises the protocols (ports, heuristic): the
+    /// telemetry reader must find the same packets.
+    pub fn with_decode(mut self, decode: DecodeConfig) -> Exporter {
+        self.decode = decode;
+        self
     }
 
     /// Files written so far.
@@ -497,33 +662,43 @@ impl Exporter {
         if n == 0 && t.part > 0 {
             return Ok(());
         }
-        let mut df = t.packets.take_frame().map_err(io::Error::other)?;
+        let mut df = t.packets.take_frame(&t.host).map_err(io::Error::other)?;
         let (host, part) = (t.host.clone(), t.part);
         t.part += 1;
         self.write("packets", &host, part, &mut df)?;
         self.rows[0] += n as u64;
+        self.captures[capture].packets_written += n as u64;
         Ok(())
     }
 }
 
 impl Sink for Exporter {
-    fn begin_capture(&mut self, index: usize, _path: &Path, stem: &str) {
+    fn begin_capture(&mut self, index: usize, path: &Path, stem: &str) {
         while self.captures.len() <= index {
             self.captures.push(CaptureTables {
                 host: String::new(),
                 packets: Packets::default(),
                 messages: Messages::default(),
                 part: 0,
+                packets_written: 0,
+                telemetry: None,
             });
         }
         self.captures[index].host = stem.to_string();
+        self.captures[index].telemetry = Telemetry::open(path, self.decode);
     }
 
     fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict, done: &[MsgDone]) {
         let Some(t) = self.captures.get_mut(capture) else {
             return;
         };
-        t.packets.push(obs, verdict);
+        let hops = match (&obs.kind, &mut t.telemetry) {
+            (ObsKind::MetaRoce(mr), Some(tel)) if mr.flags.contains(Flags::EXT) => {
+                tel.hops_of(obs.frame)
+            }
+            _ => None,
+        };
+        t.packets.push(obs, verdict, hops);
         t.messages.push(obs, done);
         if t.packets.len() >= PART_ROWS
             && self.error.is_none()
@@ -548,6 +723,17 @@ impl Sink for Exporter {
         self.rows[1] += n;
         let mut df = paths_frame(report).map_err(io::Error::other)?;
         self.rows[2] += df.height() as u64;
-        self.write("paths", &host, 0, &mut df)
+        self.write("paths", &host, 0, &mut df)?;
+        let c = &report.capture;
+        let exported = self.captures[index].packets_written;
+        let mut df = DataFrame::new_infer_height(vec![
+            col("capture_host", [host.as_str()]),
+            col("frames", [c.frames]),
+            col("first_ts_ns", [c.first_ts_ns]),
+            col("last_ts_ns", [c.last_ts_ns]),
+            col("packets_exported", [exported]),
+        ])
+        .map_err(io::Error::other)?;
+        self.write("captures", &host, 0, &mut df)
     }
 }
