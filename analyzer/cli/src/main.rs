@@ -354,7 +354,7 @@ fn run_export(args: &ExportArgs) -> ExitCode {
     if let Some(dir) = &args.csv {
         targets.push((Format::Csv, dir.clone()));
     }
-    let mut exporter = Exporter::new(targets);
+    let mut exporter = Exporter::new(targets).with_decode(args.analysis.protocol.config());
     let results = match analyze(&args.analysis, &mut exporter) {
         Ok(r) => r,
         Err(code) => return code,
