@@ -39,6 +39,21 @@ pub trait CongestionController: Send + std::fmt::Debug {
     fn name(&self) -> &'static str;
 }
 
+/// Swift: a delay above target shrinks the window by `SWIFT_BETA` x the
+/// excess share of the RTT...
+const SWIFT_BETA: f64 = 0.8;
+/// ...keeping at least half of it.
+const SWIFT_MAX_DECREASE: f64 = 0.5;
+/// The delay controller's window factor on ECE, CNP or trimming.
+const SIGNAL_DECREASE: f64 = 0.8;
+/// DCQCN's gain `g` of the congestion estimate alpha.
+const DCQCN_G: f64 = 1.0 / 16.0;
+/// `CcParams::new` windows, in packets (connections set their own).
+const DEFAULT_INITIAL_WINDOW_PACKETS: u64 = 32;
+const DEFAULT_MAX_WINDOW_PACKETS: u64 = 1024;
+/// `CcParams::new` delay target above the smallest RTT: 25 us.
+const DEFAULT_TARGET_HEADROOM_NS: u64 = 25_000;
+
 /// Parameters shared by the controllers.
 #[derive(Debug, Clone, Copy)]
 pub struct CcParams {
@@ -55,10 +70,10 @@ impl CcParams {
     pub fn new(mss: u64) -> Self {
         CcParams {
             mss,
-            initial_window: 32 * mss,
+            initial_window: DEFAULT_INITIAL_WINDOW_PACKETS * mss,
             min_window: mss,
-            max_window: 1024 * mss,
-            target_headroom: 25_000,
+            max_window: DEFAULT_MAX_WINDOW_PACKETS * mss,
+            target_headroom: DEFAULT_TARGET_HEADROOM_NS,
         }
     }
 }
@@ -123,7 +138,7 @@ impl CongestionController for DelayCc {
             if rtt > target {
                 // Swift: decrease in proportion to the excess delay, capped.
                 let excess = (rtt - target) as f64 / rtt as f64;
-                self.decrease(now, (1.0 - 0.8 * excess).max(0.5));
+                self.decrease(now, (1.0 - SWIFT_BETA * excess).max(SWIFT_MAX_DECREASE));
                 return;
             }
         }
@@ -138,8 +153,8 @@ impl CongestionController for DelayCc {
             // congestion loss comes with a queue the delay signal already
             // reacts to (once per RTT): loss itself changes nothing.
             Signal::Loss => {}
-            Signal::Trim => self.decrease(now, 0.8),
-            Signal::Ece | Signal::Cnp => self.decrease(now, 0.8),
+            Signal::Trim => self.decrease(now, SIGNAL_DECREASE),
+            Signal::Ece | Signal::Cnp => self.decrease(now, SIGNAL_DECREASE),
         }
     }
 
@@ -196,7 +211,7 @@ impl CongestionController for EcnCc {
                 (7 * self.srtt + rtt) / 8
             };
         }
-        self.alpha *= 1.0 - 1.0 / 16.0;
+        self.alpha *= 1.0 - DCQCN_G;
         self.cwnd = (self.cwnd + self.p.mss as f64 * bytes as f64 / self.cwnd)
             .min(self.p.max_window as f64);
     }
@@ -207,7 +222,7 @@ impl CongestionController for EcnCc {
             // go-back-N.
             Signal::Loss => {}
             Signal::Ece | Signal::Cnp | Signal::Trim => {
-                self.alpha = (1.0 - 1.0 / 16.0) * self.alpha + 1.0 / 16.0;
+                self.alpha = (1.0 - DCQCN_G) * self.alpha + DCQCN_G;
                 let f = 1.0 - self.alpha / 2.0;
                 self.decrease(now, f);
             }

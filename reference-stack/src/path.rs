@@ -5,6 +5,16 @@ use crate::Time;
 use crate::cc::CongestionController;
 use serde::Serialize;
 
+/// Spraying weights are 1 / srtt (in ms: `WEIGHT_SCALE_NS / srtt_ns`)...
+const WEIGHT_SCALE_NS: f64 = 1e6;
+/// ...with srtt taken as at least 1 us...
+const WEIGHT_MIN_RTT_NS: u64 = 1_000;
+/// ...and as 50 us before the first sample...
+const WEIGHT_UNMEASURED_RTT_NS: u64 = 50_000;
+/// ...scaled by the share of packets neither lost nor CE-marked, never
+/// below 5 % each (a path keeps a trickle that can show it recovered).
+const WEIGHT_FLOOR: f64 = 0.05;
+
 /// Where a path stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathStatus {
@@ -106,6 +116,8 @@ impl Path {
         self.status == PathStatus::Active
     }
 
+    /// RFC 6298's estimator: rttvar gains 1/4 of the error, srtt 1/8 of
+    /// the sample.
     pub fn on_rtt(&mut self, rtt: u64) {
         self.min_rtt = self.min_rtt.min(rtt);
         self.latest_rtt = rtt;
@@ -124,11 +136,13 @@ impl Path {
     /// paths get more packets.
     pub fn weight(&self) -> f64 {
         let rtt = if self.has_rtt {
-            self.srtt.max(1000)
+            self.srtt.max(WEIGHT_MIN_RTT_NS)
         } else {
-            50_000
+            WEIGHT_UNMEASURED_RTT_NS
         } as f64;
-        1e6 / rtt * (1.0 - self.loss_ewma).max(0.05) * (1.0 - self.ce_ewma).max(0.05)
+        WEIGHT_SCALE_NS / rtt
+            * (1.0 - self.loss_ewma).max(WEIGHT_FLOOR)
+            * (1.0 - self.ce_ewma).max(WEIGHT_FLOOR)
     }
 
     /// Room for a packet of `len` bytes in the congestion window (an idle

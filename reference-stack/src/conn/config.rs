@@ -135,6 +135,8 @@ pub(super) const DRAIN_PERIOD_RTOS: u64 = 3;
 
 /// RTO = srtt + `RTTVAR_FACTOR` x rttvar (RFC 6298's K).
 pub(super) const RTTVAR_FACTOR: u64 = 4;
+/// RACK's time threshold allows at least min RTT / 4 of reordering.
+pub(super) const MIN_REORDER_WINDOW_DIVISOR: u64 = 4;
 /// The RTO doubles per expiry without progress, at most `1 << 16` times.
 pub(super) const MAX_RTO_BACKOFF_SHIFT: u32 = 16;
 /// A retired path is probed after `probe_interval << backoff`, the backoff

@@ -135,8 +135,8 @@ impl Connection {
                 let mut w = word;
                 while w != 0 {
                     let lz = w.leading_zeros();
-                    w &= !(1u64 << (63 - lz));
-                    let psn = ack.sack_base.wrapping_add(k as u32 * 64 + lz);
+                    w &= !(1u64 << (u64::BITS - 1 - lz));
+                    let psn = ack.sack_base.wrapping_add(k as u32 * u64::BITS + lz);
                     if r.sent.in_window(psn) {
                         progress |= r.sack(now, psn, ctx);
                     }

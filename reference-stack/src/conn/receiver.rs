@@ -168,7 +168,8 @@ impl Receiver {
     /// Receive-buffer occupancy, 0..=255 of `window_packets`.
     pub(super) fn buf_level(&self, cfg: &Config) -> u8 {
         let occ = self.bits.len() as u64;
-        (occ * 255 / u64::from(cfg.window_packets.max(1))).min(255) as u8
+        let full = u64::from(u8::MAX);
+        (occ * full / u64::from(cfg.window_packets.max(1))).min(full) as u8
     }
 
     /// Bytes the peer may still send beyond the cumulative ack.
@@ -182,7 +183,7 @@ impl Receiver {
         if mode == Mode::GoBackN || n == 0 {
             return SackBitmap::with_words(0);
         }
-        let mut b = SackBitmap::with_words(n.div_ceil(64) as u8);
+        let mut b = SackBitmap::with_words(n.div_ceil(u64::BITS as usize) as u8);
         for (i, &got) in self.bits.iter().take(n).enumerate() {
             if got {
                 b.set(i);

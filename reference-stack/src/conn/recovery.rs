@@ -7,7 +7,10 @@ use std::collections::VecDeque;
 
 use proto_parse::metaroce::{Flags, Layout, NackRepr, Packet, psn_lt};
 
-use super::config::{Config, MAX_RETIRE_BACKOFF, MAX_TX_ATTEMPT_FIELD, Mode, RNR_TIMER_UNIT_NS};
+use super::config::{
+    Config, MAX_RETIRE_BACKOFF, MAX_TX_ATTEMPT_FIELD, MIN_REORDER_WINDOW_DIVISOR, Mode,
+    RNR_TIMER_UNIT_NS, RTTVAR_FACTOR,
+};
 use super::events::Log;
 use super::paths::PathSet;
 use super::timer::{Timer, TimerTable};
@@ -215,7 +218,7 @@ impl Recovery {
         }
         // Variance-aware: a queue that builds up quickly inflates RTTs
         // beyond twice the smoothed value.
-        p.srtt + p.srtt.max(4 * p.rttvar) + cfg.ack_delay + p.reo_wnd
+        p.srtt + p.srtt.max(RTTVAR_FACTOR * p.rttvar) + cfg.ack_delay + p.reo_wnd
     }
 
     /// RACK's time threshold for a packet on path `p` once a packet sent
@@ -227,7 +230,7 @@ impl Recovery {
         if !p.has_rtt {
             return Self::loss_threshold(cfg, p);
         }
-        let reo = p.reo_wnd.max(p.min_rtt / 4);
+        let reo = p.reo_wnd.max(p.min_rtt / MIN_REORDER_WINDOW_DIVISOR);
         self.rack_rtt.max(p.latest_rtt) + cfg.ack_delay + reo
     }
 
