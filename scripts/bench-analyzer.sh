@@ -21,7 +21,7 @@
 # Defaults: 1,000,000 and 10,000,000 packets; tshark runs on the small
 # capture only (about 80k packets/s: 10M packets would take minutes), set
 # TSHARK_PACKETS to the large count to run it on both. Captures are written
-# by scripts/gen-large-capture.sh under target/bench/ (not in git), 8
+# by `fixtures-generator bulk` under target/bench/ (not in git), 8
 # connections over 16 evs, 0.5 % DATA loss, 158-byte frames.
 #
 # tshark decodes UDP 4794 as `data`, or with the MetaRoCE plugin when
@@ -39,7 +39,7 @@ mkdir -p "$dir"
 
 cargo build --quiet --release -p metaroce-analyze --no-default-features \
     --bin metaroce-analyze --example walk --example thread-stats
-cargo build --quiet --release -p analyzer --example gen-large-capture
+cargo build --quiet --release -p fixtures-generator
 cargo build --quiet --release -p proto-parse --example reference_walk
 bin=target/release/metaroce-analyze
 walk=target/release/examples/walk
@@ -55,7 +55,7 @@ reference=target/release/examples/reference_walk
 capture() {
     local n=$1 f="$dir/bench-$1.pcap"
     if [ ! -s "$f" ]; then
-        target/release/examples/gen-large-capture "$f" "$n" >&2
+        target/release/fixtures-generator bulk "$f" "$n" >&2
     fi
     echo "$f"
 }

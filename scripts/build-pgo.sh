@@ -49,8 +49,8 @@ RUSTFLAGS="-Cprofile-generate=$work/raw ${PGO_RUSTFLAGS:-}" \
 rm -rf "$work/raw"/*
 
 echo "build-pgo: training run" >&2
-cargo build --quiet --release -p analyzer --no-default-features --example gen-large-capture
-target/release/examples/gen-large-capture "$work/train.pcap" 1000000 64 20 256 >&2
+cargo build --quiet --release -p fixtures-generator
+target/release/fixtures-generator bulk "$work/train.pcap" 1000000 64 20 256 >&2
 train=target/pgo-gen/release/metaroce-analyze
 run() { "$train" "$@" >/dev/null 2>&1 || true; } # exit codes 2/3 on damaged fixtures are expected
 run report --json --no-progress "$work/train.pcap"
