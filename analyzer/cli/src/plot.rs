@@ -9,7 +9,13 @@
 //!   the direction (sender view: completion by cumulative ack; receiver
 //!   captures: delivery);
 //! - `psn_time_<direction>.{png,svg}`: PSN versus capture time, one colour
-//!   per ev (tcptrace-style), retransmissions drawn as crosses.
+//!   per ev (tcptrace-style), retransmissions drawn as crosses. The PSN is
+//!   drawn relative to the direction's first DATA, in serial arithmetic
+//!   across the 2^32 wrap, and the axis names that first PSN.
+//!
+//! `<direction>` is the direction as the text report writes it, with
+//! characters that file names avoid replaced: `10.0.0.1:256 ->
+//! 10.0.0.2:512` becomes `10.0.0.1-256_to_10.0.0.2-512`.
 //!
 //! Values come from the engine's per-packet verdicts. Memory is bounded:
 //! each series keeps at most [`MAX_SAMPLES`] values (a uniform reservoir
@@ -82,6 +88,8 @@ impl Samples {
 struct Points {
     stride: u64,
     n: u64,
+    /// The PSN of the direction's first DATA: the chart's origin.
+    first_psn: Option<u32>,
     /// (ts_ns, psn, ev, retransmission)
     pts: Vec<(u64, u32, u16, bool)>,
 }
@@ -91,6 +99,7 @@ impl Points {
         if self.stride == 0 {
             self.stride = 1;
         }
+        self.first_psn.get_or_insert(p.1);
         self.n += 1;
         // Retransmissions are always kept: they are what the chart is for.
         if !p.3 && !self.n.is_multiple_of(self.stride) {
@@ -424,8 +433,13 @@ where
     let pts = &points.pts;
     let t0 = pts.iter().map(|p| p.0).min().unwrap_or(0);
     let t1 = pts.iter().map(|p| p.0).max().unwrap_or(0).max(t0 + 1);
-    let p0 = pts.iter().map(|p| p.1).min().unwrap_or(0);
-    let p1 = pts.iter().map(|p| p.1).max().unwrap_or(0).max(p0 + 1);
+    // PSNs relative to the direction's first, in serial arithmetic (spec:
+    // PSNs are 32-bit and wrap): a PSN space that starts high or wraps
+    // through 0 still rises from 0 instead of lying flat at the top.
+    let first = points.first_psn.unwrap_or(0);
+    let rel = |psn: u32| i64::from(psn.wrapping_sub(first) as i32);
+    let p0 = pts.iter().map(|p| rel(p.1)).min().unwrap_or(0);
+    let p1 = pts.iter().map(|p| rel(p.1)).max().unwrap_or(0).max(p0 + 1);
     let ms = |t: u64| (t - t0) as f64 / 1e6;
     let retx = pts.iter().filter(|p| p.3).count();
     let thinned = if points.stride > 1 {
@@ -447,7 +461,7 @@ where
     chart
         .configure_mesh()
         .x_desc("time since first DATA (ms)")
-        .y_desc("PSN")
+        .y_desc(format!("PSN - {first} (the first DATA's PSN, mod 2^32)"))
         .label_style(("sans-serif", 13))
         .draw()?;
     let mut evs: Vec<u16> = pts.iter().map(|p| p.2).collect();
@@ -460,14 +474,14 @@ where
             .draw_series(
                 pts.iter()
                     .filter(|p| p.2 == ev && !p.3)
-                    .map(|p| Circle::new((ms(p.0), p.1), size, color.filled())),
+                    .map(|p| Circle::new((ms(p.0), rel(p.1)), size, color.filled())),
             )?
             .label(format!("ev {ev}"))
             .legend(move |(x, y)| Circle::new((x, y), 4, color.filled()));
         chart.draw_series(
             pts.iter()
                 .filter(|p| p.2 == ev && p.3)
-                .map(|p| Cross::new((ms(p.0), p.1), 6, color.stroke_width(2))),
+                .map(|p| Cross::new((ms(p.0), rel(p.1)), 6, color.stroke_width(2))),
         )?;
     }
     if evs.len() <= 32 {
