@@ -73,6 +73,45 @@ pub struct RoceRow<'a> {
     pub rate: DirRate,
 }
 
+/// A row of a sortable table: its value in each sort column, and its
+/// first frame for ties.
+trait TableRow {
+    fn metric(&self, key: SortKey) -> f64;
+    fn first_frame(&self) -> u64;
+}
+
+impl TableRow for ConnRow<'_> {
+    fn metric(&self, key: SortKey) -> f64 {
+        match key {
+            SortKey::Goodput => self.rate.goodput_bps,
+            SortKey::Retransmissions => self.dir.retransmissions as f64,
+            SortKey::RttP99 => self.dir.ack_rtt_ns.p99 as f64,
+            SortKey::Stalls => (self.dir.stalls.len() as u64 + self.dir.stalls_dropped) as f64,
+        }
+    }
+
+    fn first_frame(&self) -> u64 {
+        self.dir.first_frame
+    }
+}
+
+/// RoCEv2 flows sort by the same columns where they apply (goodput:
+/// request payload rate; stalls: NAKs and RNR NAKs).
+impl TableRow for RoceRow<'_> {
+    fn metric(&self, key: SortKey) -> f64 {
+        match key {
+            SortKey::Goodput => self.rate.goodput_bps,
+            SortKey::Retransmissions => self.flow.retransmissions as f64,
+            SortKey::RttP99 => self.flow.ack_rtt_ns.p99 as f64,
+            SortKey::Stalls => (self.flow.naks + self.flow.rnr_naks) as f64,
+        }
+    }
+
+    fn first_frame(&self) -> u64 {
+        self.flow.first_frame
+    }
+}
+
 /// What is selected: a MetaRoCE direction or a RoCEv2 flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SelKey {
@@ -194,25 +233,12 @@ impl App {
             })
             .filter(|r| self.matches(&r.key))
             .collect();
-        let metric = |r: &ConnRow<'_>| -> f64 {
-            match self.sort {
-                SortKey::Goodput => r.rate.goodput_bps,
-                SortKey::Retransmissions => r.dir.retransmissions as f64,
-                SortKey::RttP99 => r.dir.ack_rtt_ns.p99 as f64,
-                SortKey::Stalls => (r.dir.stalls.len() as u64 + r.dir.stalls_dropped) as f64,
-            }
-        };
-        rows.sort_by(|a, b| {
-            let o = metric(a).total_cmp(&metric(b));
-            let o = if self.descending { o.reverse() } else { o };
-            o.then(a.dir.first_frame.cmp(&b.dir.first_frame))
-        });
+        self.sort_rows(&mut rows);
         rows
     }
 
-    /// The RoCEv2 flows table: filtered, sorted by the same column where
-    /// it applies (goodput: request payload rate; RTT p99; retransmissions;
-    /// stalls: NAKs and RNR NAKs), ties by first frame.
+    /// The RoCEv2 flows table: filtered, sorted by the same column as the
+    /// connections table where it applies (`TableRow`).
     pub fn roce_rows(&self) -> Vec<RoceRow<'_>> {
         let snap = &self.snapshot;
         let mut rows: Vec<RoceRow<'_>> = snap
@@ -227,20 +253,18 @@ impl App {
             })
             .filter(|r| self.matches_roce(&r.key))
             .collect();
-        let metric = |r: &RoceRow<'_>| -> f64 {
-            match self.sort {
-                SortKey::Goodput => r.rate.goodput_bps,
-                SortKey::Retransmissions => r.flow.retransmissions as f64,
-                SortKey::RttP99 => r.flow.ack_rtt_ns.p99 as f64,
-                SortKey::Stalls => (r.flow.naks + r.flow.rnr_naks) as f64,
-            }
-        };
-        rows.sort_by(|a, b| {
-            let o = metric(a).total_cmp(&metric(b));
-            let o = if self.descending { o.reverse() } else { o };
-            o.then(a.flow.first_frame.cmp(&b.flow.first_frame))
-        });
+        self.sort_rows(&mut rows);
         rows
+    }
+
+    /// Sorts a table by the chosen column, in the chosen direction; ties
+    /// by first frame, oldest first, in both directions.
+    fn sort_rows<R: TableRow>(&self, rows: &mut [R]) {
+        rows.sort_by(|a, b| {
+            let o = a.metric(self.sort).total_cmp(&b.metric(self.sort));
+            let o = if self.descending { o.reverse() } else { o };
+            o.then(a.first_frame().cmp(&b.first_frame()))
+        });
     }
 
     /// Every selectable row in table order: MetaRoCE rows, then RoCEv2.
