@@ -7,17 +7,9 @@
 //! not a copy of each slot out (−6 instructions per packet on the bench
 //! capture, docs/performance.md).
 
-/// Serial-number `a < b` (RFC 1982, 32 bits).
-#[inline]
-pub(crate) const fn lt(a: u32, b: u32) -> bool {
-    a != b && (b.wrapping_sub(a) as i32) > 0
-}
-
-/// `b - a` in serial arithmetic.
-#[inline]
-pub(crate) const fn diff(a: u32, b: u32) -> i32 {
-    b.wrapping_sub(a) as i32
-}
+/// Serial-number `a < b` and `b - a` of PSNs (RFC 1982, 32 bits), as the
+/// spec defines them in proto-parse.
+pub(crate) use proto_parse::metaroce::{psn_diff as diff, psn_lt as lt};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Window<T> {

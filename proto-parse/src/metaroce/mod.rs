@@ -294,11 +294,13 @@ bitflags::bitflags! {
 }
 
 /// RFC 1982 serial-number comparison of 32-bit PSNs: `a < b`.
+#[inline]
 pub const fn psn_lt(a: u32, b: u32) -> bool {
     a != b && (b.wrapping_sub(a) as i32) > 0
 }
 
 /// Signed distance `b - a` in serial arithmetic.
+#[inline]
 pub const fn psn_diff(a: u32, b: u32) -> i32 {
     b.wrapping_sub(a) as i32
 }
