@@ -3,10 +3,11 @@
 //! etherparse's `PacketBuilder` so checksums and lengths are right.
 
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 
 use etherparse::{
-    IpEcn, IpHeaders, IpNumber, Ipv4Extensions, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel,
-    Ipv6Header, PacketBuilder, VlanId,
+    IpEcn, IpFragOffset, IpHeaders, IpNumber, Ipv4Extensions, Ipv4Header, Ipv6Extensions,
+    Ipv6FlowLabel, Ipv6FragmentHeader, Ipv6Header, PacketBuilder, VlanId,
 };
 
 /// How to frame a UDP payload. MAC addresses are derived from the IP
@@ -117,6 +118,83 @@ impl UdpFrameBuilder {
         frame
     }
 }
+
+impl UdpFrameBuilder {
+    /// Where the IP header starts in a frame of this builder.
+    fn ip_start(&self) -> usize {
+        14 + if self.vlan.is_some() { 4 } else { 0 }
+    }
+
+    /// One IP fragment of the datagram [`UdpFrameBuilder::build`] sends for
+    /// `payload`: bytes `range` of its IP payload (the UDP header, checksum
+    /// included, then `payload`), with identification `id` and the
+    /// more-fragments flag `more`. IPv6 fragments carry a fragment header
+    /// (RFC 8200 4.5). Panics when `range.start` is not a multiple of 8 or
+    /// lies beyond the datagram (emitting is trusted).
+    pub fn build_fragment(
+        &self,
+        payload: &[u8],
+        id: u32,
+        range: Range<usize>,
+        more: bool,
+    ) -> Vec<u8> {
+        assert!(
+            range.start.is_multiple_of(8),
+            "fragment offsets are in 8-byte units"
+        );
+        let whole = self.build(payload);
+        let ip_start = self.ip_start();
+        let offset = IpFragOffset::try_new((range.start / 8) as u16).expect("offset fits 13 bits");
+        let mut frame = whole[..ip_start].to_vec();
+        let piece = match self.src.ip() {
+            IpAddr::V4(_) => {
+                let (mut header, rest) =
+                    Ipv4Header::from_slice(&whole[ip_start..]).expect("built above");
+                let piece = &rest[range];
+                header.identification = id as u16;
+                header.dont_fragment = false;
+                header.more_fragments = more;
+                header.fragment_offset = offset;
+                header
+                    .set_payload_len(piece.len())
+                    .expect("a piece of one datagram fits");
+                header.write(&mut frame).expect("writing to a Vec");
+                piece
+            }
+            IpAddr::V6(_) => {
+                let (mut header, rest) =
+                    Ipv6Header::from_slice(&whole[ip_start..]).expect("built above");
+                let piece = &rest[range];
+                header.next_header = IpNumber::IPV6_FRAGMENTATION_HEADER;
+                header.payload_length = (Ipv6FragmentHeader::LEN + piece.len()) as u16;
+                header.write(&mut frame).expect("writing to a Vec");
+                Ipv6FragmentHeader::new(IpNumber::UDP, offset, more, id)
+                    .write(&mut frame)
+                    .expect("writing to a Vec");
+                piece
+            }
+        };
+        frame.extend_from_slice(piece);
+        frame
+    }
+
+    /// The datagram for `payload` cut into fragments of at most `max_piece`
+    /// bytes of IP payload (rounded down to 8), in order: what a sender's IP
+    /// layer puts on a link whose MTU is too small for it.
+    pub fn build_fragments(&self, payload: &[u8], id: u32, max_piece: usize) -> Vec<Vec<u8>> {
+        let piece = (max_piece / 8 * 8).max(8);
+        let total = UDP_HEADER_LEN + payload.len();
+        (0..total)
+            .step_by(piece)
+            .map(|start| {
+                let end = (start + piece).min(total);
+                self.build_fragment(payload, id, start..end, end < total)
+            })
+            .collect()
+    }
+}
+
+const UDP_HEADER_LEN: usize = 8;
 
 #[cfg(test)]
 mod test {

@@ -11,6 +11,7 @@
 
 pub mod build;
 pub mod capture;
+pub mod defrag;
 pub mod error;
 pub mod frame;
 pub mod link;
