@@ -36,6 +36,14 @@ pub struct CaptureReport {
     pub duration_ns: u64,
     /// Frames whose timestamp is earlier than the previous frame's.
     pub time_went_backwards: u64,
+    /// IP fragments read; datagrams reassembled from them (each analysed
+    /// as one packet); datagrams that never completed and their fragments.
+    /// Filled by whoever reads the file (`proto_parse::defrag`), like
+    /// `corrupt_records`.
+    pub ip_fragments: u64,
+    pub reassembled_datagrams: u64,
+    pub incomplete_datagrams: u64,
+    pub incomplete_fragments: u64,
 }
 
 #[derive(Debug, Clone)]
