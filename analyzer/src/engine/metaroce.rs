@@ -1310,29 +1310,18 @@ impl Dir {
             .collect();
         paths.sort_by_key(|p| p.ev);
 
-        const NACK_NAMES: [&str; 9] = [
-            "",
-            "GAP",
-            "TRIMMED",
-            "RNR",
-            "PSN_OUT_OF_WINDOW",
-            "UNKNOWN_CONN",
-            "REMOTE_ACCESS",
-            "NO_RESOURCE",
-            "unknown",
-        ];
-        const CNP_NAMES: [&str; 5] = ["unknown", "ECN", "TRIM", "RX_BUFFER", "DELAY"];
-        let nacks_by_code = NACK_NAMES
-            .iter()
+        // The counters are indexed by code (`nack_index`, `cnp_index`); the
+        // names are the spec's, from proto-parse (an undefined value's slot
+        // is "unknown").
+        let nacks_by_code = (0..=u8::MAX)
             .zip(self.nacks_by_code)
             .filter(|(_, n)| *n > 0)
-            .map(|(name, n)| ((*name).to_owned(), n))
+            .map(|(code, n)| (NackCode::from_raw(code).name().to_owned(), n))
             .collect();
-        let cnps_by_reason = CNP_NAMES
-            .iter()
+        let cnps_by_reason = (0..=u8::MAX)
             .zip(self.cnps_by_reason)
             .filter(|(_, n)| *n > 0)
-            .map(|(name, n)| ((*name).to_owned(), n))
+            .map(|(reason, n)| (CnpReason::from_raw(reason).name().to_owned(), n))
             .collect();
         let goodput_bps = match self.first_data_ts {
             Some(first) if self.last_data_ts > first => {
