@@ -22,7 +22,7 @@ use reference_stack::driver::{
 };
 use reference_stack::impair::{Blackhole, ImpairStats, Impairment};
 use reference_stack::{
-    CompletionKind, Config, ConnHandle, ConnStats, Endpoint, EndpointStats, Event,
+    CompletionKind, Config, ConnHandle, ConnStats, Connection, Endpoint, EndpointStats, Event,
     HANDSHAKE_TIMED_OUT, MIN_MTU, Mode, PathStats, Spray,
 };
 use serde::Serialize;
@@ -654,6 +654,87 @@ fn print_report(r: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What one connection moved, for its report.
+struct Traffic {
+    messages: u64,
+    bytes: u64,
+    elapsed_s: f64,
+    latencies: Vec<u64>,
+    /// Messages that completed with an error.
+    failed: u64,
+    /// Why the connection closed, if not by a graceful close.
+    closed_error: Option<String>,
+}
+
+/// What a report takes from a connection.
+struct ConnSummary {
+    mode: Mode,
+    mtu: u16,
+    stats: ConnStats,
+    path_stats: Vec<PathStats>,
+}
+
+impl ConnSummary {
+    fn of(conn: &Connection) -> ConnSummary {
+        ConnSummary {
+            mode: conn.mode(),
+            mtu: conn.mtu(),
+            stats: conn.stats().clone(),
+            path_stats: conn.path_stats(),
+        }
+    }
+}
+
+/// The report of a connection of `d`'s endpoint.
+fn report_of(
+    role: &'static str,
+    op: Option<OpArg>,
+    size: u32,
+    conn: ConnSummary,
+    d: &mut Driver,
+    t: Traffic,
+) -> Report {
+    Report {
+        role,
+        op,
+        mode: conn.mode,
+        paths: conn.path_stats.len(),
+        size,
+        mtu: conn.mtu,
+        messages: t.messages,
+        bytes: t.bytes,
+        elapsed_s: t.elapsed_s,
+        goodput_gbps: if t.elapsed_s > 0.0 {
+            t.bytes as f64 * 8.0 / t.elapsed_s / 1e9
+        } else {
+            0.0
+        },
+        latency: latency(t.latencies),
+        retransmissions: conn.stats.retransmissions,
+        spurious_retransmissions: conn.stats.spurious_retransmissions,
+        closed_error: t
+            .closed_error
+            .or_else(|| (t.failed > 0).then(|| format!("{} messages failed", t.failed))),
+        conn: conn.stats,
+        path_stats: conn.path_stats,
+        endpoint: d.endpoint.stats().clone(),
+        driver: d.impair_stats(),
+        pcap_frames: d.pcap_frames(),
+        region_digest: None,
+    }
+}
+
+/// What the server tracks per connection until it closes.
+#[derive(Default)]
+struct ServerConn {
+    started: Option<Instant>,
+    bytes: u64,
+    latencies: Vec<u64>,
+}
+
+/// Receive buffers the server posts: any SEND fits.
+const SERVER_RECV_CAPACITY: u32 = 1 << 30;
+
 fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
     let c = &a.common;
     let bind = c.bind.unwrap_or(Ipv4Addr::LOCALHOST);
@@ -673,22 +754,21 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
         );
     }
     let start = Instant::now();
-    let mut started: BTreeMap<ConnHandle, Instant> = BTreeMap::new();
-    let mut bytes: BTreeMap<ConnHandle, u64> = BTreeMap::new();
-    let mut lat: BTreeMap<ConnHandle, Vec<u64>> = BTreeMap::new();
+    let mut conns: BTreeMap<ConnHandle, ServerConn> = BTreeMap::new();
     loop {
         d.turn(1_000_000)?;
         while let Some((h, e)) = d.endpoint.poll_event() {
-            match e {
+            let closed = match e {
                 Event::Connected => {
-                    started.insert(h, Instant::now());
+                    conns.entry(h).or_default().started = Some(Instant::now());
                     for _ in 0..a.recv_depth {
-                        d.endpoint.conn_mut(h).post_recv(1 << 30);
+                        d.endpoint.conn_mut(h).post_recv(SERVER_RECV_CAPACITY);
                     }
+                    continue;
                 }
                 Event::Completion(x) => {
                     if x.kind == CompletionKind::Recv {
-                        d.endpoint.conn_mut(h).post_recv(1 << 30);
+                        d.endpoint.conn_mut(h).post_recv(SERVER_RECV_CAPACITY);
                     }
                     if matches!(
                         x.kind,
@@ -696,59 +776,23 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
                             | CompletionKind::RemoteWrite
                             | CompletionKind::RecvWriteImm
                     ) {
-                        *bytes.entry(h).or_default() += u64::from(x.len);
-                        lat.entry(h).or_default().push(x.latency);
+                        let sc = conns.entry(h).or_default();
+                        sc.bytes += u64::from(x.len);
+                        sc.latencies.push(x.latency);
                     }
+                    continue;
                 }
-                Event::Closed { error } => {
-                    // Its events are read before it is dropped (drain period).
-                    let Some(conn) = d.endpoint.get(h) else {
-                        continue;
-                    };
-                    let elapsed = started.get(&h).map_or(0.0, |t| t.elapsed().as_secs_f64());
-                    let b = bytes.get(&h).copied().unwrap_or(0);
-                    let r = Report {
-                        role: "server",
-                        op: None,
-                        mode: conn.mode(),
-                        paths: conn.path_stats().len(),
-                        size: 0,
-                        mtu: conn.mtu(),
-                        messages: lat.get(&h).map_or(0, |v| v.len() as u64),
-                        bytes: b,
-                        elapsed_s: elapsed,
-                        goodput_gbps: if elapsed > 0.0 {
-                            b as f64 * 8.0 / elapsed / 1e9
-                        } else {
-                            0.0
-                        },
-                        latency: latency(lat.remove(&h).unwrap_or_default()),
-                        retransmissions: conn.stats().retransmissions,
-                        spurious_retransmissions: conn.stats().spurious_retransmissions,
-                        closed_error: error,
-                        conn: conn.stats().clone(),
-                        path_stats: conn.path_stats(),
-                        endpoint: d.endpoint.stats().clone(),
-                        driver: d.impair_stats(),
-                        pcap_frames: d.pcap_frames(),
-                        region_digest: a.digest.then(|| {
-                            let region = d.endpoint.memory.region(rkey);
-                            format!("{:016x}", fnv1a64(region.map_or(&[], |m| &m.data[..])))
-                        }),
-                    };
-                    d.finish()?;
-                    if !a.quiet {
-                        print_report(&r, c.json)?;
-                    }
-                    if a.once {
-                        // Let the CLOSE_ACK leave.
-                        for _ in 0..10 {
-                            d.turn(100_000)?;
-                        }
-                        d.finish()?;
-                        return Ok(());
-                    }
+                Event::Closed { error } => error,
+            };
+            let sc = conns.remove(&h).unwrap_or_default();
+            server_closed(&a, &mut d, h, rkey, sc, closed)?;
+            if a.once {
+                // Let the CLOSE_ACK leave.
+                for _ in 0..10 {
+                    d.turn(100_000)?;
                 }
+                d.finish()?;
+                return Ok(());
             }
         }
         if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
@@ -764,6 +808,41 @@ fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()
     Ok(())
 }
 
+/// A server connection closed: its report.
+fn server_closed(
+    a: &ServerArgs,
+    d: &mut Driver,
+    h: ConnHandle,
+    rkey: u32,
+    sc: ServerConn,
+    error: Option<String>,
+) -> anyhow::Result<()> {
+    // Its events are read before it is dropped (drain period).
+    let Some(conn) = d.endpoint.get(h).map(ConnSummary::of) else {
+        return Ok(());
+    };
+    let traffic = Traffic {
+        messages: sc.latencies.len() as u64,
+        bytes: sc.bytes,
+        elapsed_s: sc.started.map_or(0.0, |t| t.elapsed().as_secs_f64()),
+        latencies: sc.latencies,
+        failed: 0,
+        closed_error: error,
+    };
+    let mut r = report_of("server", None, 0, conn, d, traffic);
+    if a.digest {
+        let region = d.endpoint.memory.region(rkey);
+        r.region_digest = Some(format!(
+            "{:016x}",
+            fnv1a64(region.map_or(&[], |m| &m.data[..]))
+        ));
+    }
+    d.finish()?;
+    if !a.quiet {
+        print_report(&r, a.common.json)?;
+    }
+    Ok(())
+}
 /// Why the handshake with `connect` failed, and what to check.
 fn handshake_failure(connect: SocketAddrV4, ports: Ports, error: Option<&str>) -> anyhow::Error {
     match error {
@@ -796,7 +875,37 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
     let now = d.now();
     let h = d.endpoint.connect(now, SocketAddr::V4(a.connect));
     let deadline = Instant::now() + Duration::from_secs_f64(a.timeout);
-    // Handshake.
+    handshake(&mut d, h, a.connect, ports, deadline)?;
+    let traffic = client_workload(&mut d, h, a, deadline)?;
+    if traffic.closed_error.is_none() {
+        close_gracefully(&mut d, h)?;
+    }
+    d.finish()?;
+    // The close stops as soon as the connection is closed, long before the
+    // drain period that drops it from the endpoint ends.
+    let conn = d
+        .endpoint
+        .get(h)
+        .map(ConnSummary::of)
+        .context("the connection was dropped before its report was read")?;
+    Ok(report_of(
+        "client",
+        Some(a.op),
+        a.size,
+        conn,
+        &mut d,
+        traffic,
+    ))
+}
+
+/// Drives the handshake until the connection is established.
+fn handshake(
+    d: &mut Driver,
+    h: ConnHandle,
+    connect: SocketAddrV4,
+    ports: Ports,
+    deadline: Instant,
+) -> anyhow::Result<()> {
     loop {
         d.turn(1_000_000)?;
         let mut closed = None;
@@ -806,15 +915,25 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
             }
         }
         if let Some(error) = closed {
-            return Err(handshake_failure(a.connect, ports, error.as_deref()));
+            return Err(handshake_failure(connect, ports, error.as_deref()));
         }
         if d.endpoint.conn(h).is_established() {
-            break;
+            return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(handshake_failure(a.connect, ports, None));
+            return Err(handshake_failure(connect, ports, None));
         }
     }
+}
+
+/// Posts the client's messages (`--depth` at a time) until `--messages`
+/// or `--duration`, and collects their completions.
+fn client_workload(
+    d: &mut Driver,
+    h: ConnHandle,
+    a: &ClientArgs,
+    deadline: Instant,
+) -> anyhow::Result<Traffic> {
     let size = a.size;
     let slots = (a.remote_size / u64::from(size.max(1))).max(1);
     let limit = a
@@ -828,9 +947,7 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
         OpArg::Send => CompletionKind::Send,
     };
     let start = Instant::now();
-    let mut posted = 0u64;
-    let mut done = 0u64;
-    let mut failed = 0u64;
+    let (mut posted, mut done, mut failed) = (0u64, 0u64, 0u64);
     let mut lats = Vec::new();
     let mut closed_error = None;
     let mut last_done = start;
@@ -872,47 +989,25 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
             break;
         }
     }
-    let elapsed = last_done.duration_since(start).as_secs_f64().max(1e-9);
-    // Graceful close.
-    if closed_error.is_none() {
-        d.endpoint.conn_mut(h).close();
-        let until = Instant::now() + Duration::from_secs(2);
-        while !d.endpoint.conn(h).is_closed() && Instant::now() < until {
-            d.turn(200_000)?;
-            while d.endpoint.poll_event().is_some() {}
-        }
-    }
-    d.finish()?;
-    // The loop above stops as soon as it is closed, long before the drain
-    // period that drops it from the endpoint ends.
-    let conn = d
-        .endpoint
-        .get(h)
-        .context("the connection was dropped before its report was read")?;
-    let bytes = (done - failed) * u64::from(size);
-    Ok(Report {
-        role: "client",
-        op: Some(a.op),
-        mode: conn.mode(),
-        paths: conn.path_stats().len(),
-        size,
-        mtu: conn.mtu(),
+    Ok(Traffic {
         messages: done,
-        bytes,
-        elapsed_s: elapsed,
-        goodput_gbps: bytes as f64 * 8.0 / elapsed / 1e9,
-        latency: latency(lats),
-        retransmissions: conn.stats().retransmissions,
-        spurious_retransmissions: conn.stats().spurious_retransmissions,
-        closed_error: closed_error
-            .or_else(|| (failed > 0).then(|| format!("{failed} messages failed"))),
-        conn: conn.stats().clone(),
-        path_stats: conn.path_stats(),
-        endpoint: d.endpoint.stats().clone(),
-        driver: d.impair_stats(),
-        pcap_frames: d.pcap_frames(),
-        region_digest: None,
+        bytes: (done - failed) * u64::from(size),
+        elapsed_s: last_done.duration_since(start).as_secs_f64().max(1e-9),
+        latencies: lats,
+        failed,
+        closed_error,
     })
+}
+
+/// CLOSE once all work completed; waits up to 2 s for CLOSE_ACK.
+fn close_gracefully(d: &mut Driver, h: ConnHandle) -> anyhow::Result<()> {
+    d.endpoint.conn_mut(h).close();
+    let until = Instant::now() + Duration::from_secs(2);
+    while !d.endpoint.conn(h).is_closed() && Instant::now() < until {
+        d.turn(200_000)?;
+        while d.endpoint.poll_event().is_some() {}
+    }
+    Ok(())
 }
 
 #[derive(Debug, Serialize)]
@@ -1183,54 +1278,67 @@ fn run_bench(b: &BenchArgs) -> anyhow::Result<()> {
     if b.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        println!(
-            "{reps} rounds of {} s per case, medians; load average before: {}, after: {}",
-            b.duration,
-            load_before.unwrap_or_default(),
-            load_average().unwrap_or_default()
-        );
-        println!(
-            "{:<28} {:>8} {:>8} {:>9} {:>6} {:>6} {:>9} {:>9}",
-            "case", "Gb/s", "retx", "spurious", "early", "rto", "p50 us", "p99 us"
-        );
-        for r in &rows {
-            println!(
-                "{:<28} {:>8.3} {:>8} {:>9} {:>6} {:>6} {:>9.1} {:>9.1}",
-                r.case,
-                r.goodput_gbps,
-                r.retransmissions,
-                r.spurious_retransmissions,
-                r.spurious_losses,
-                r.rto_fires,
-                r.p50_us,
-                r.p99_us
-            );
-        }
-        let pct = |v: &[f64]| {
-            v.iter()
-                .map(|x| format!("{:.0}", 100.0 * x))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        println!(
-            "MetaRoCE / raw UDP: {:.1}% [{}]",
-            100.0 * med(0),
-            pct(&ratios[0])
-        );
-        println!(
-            "MetaRoCE {}% loss / lossless: {:.1}% [{}]",
-            b.loss,
-            100.0 * med(1),
-            pct(&ratios[1])
-        );
-        println!(
-            "go-back-N {}% loss / lossless: {:.1}% [{}]",
-            b.loss,
-            100.0 * med(2),
-            pct(&ratios[2])
-        );
+        print_bench_table(b, reps, load_before.as_deref(), &rows, &ratios);
     }
     Ok(())
+}
+
+/// The bench's text output: the medians per case, then each ratio's
+/// median with every round's value.
+fn print_bench_table(
+    b: &BenchArgs,
+    reps: usize,
+    load_before: Option<&str>,
+    rows: &[BenchRow],
+    ratios: &[Vec<f64>; 3],
+) {
+    let med = |i: usize| median(&ratios[i]);
+    println!(
+        "{reps} rounds of {} s per case, medians; load average before: {}, after: {}",
+        b.duration,
+        load_before.unwrap_or_default(),
+        load_average().unwrap_or_default()
+    );
+    println!(
+        "{:<28} {:>8} {:>8} {:>9} {:>6} {:>6} {:>9} {:>9}",
+        "case", "Gb/s", "retx", "spurious", "early", "rto", "p50 us", "p99 us"
+    );
+    for r in rows {
+        println!(
+            "{:<28} {:>8.3} {:>8} {:>9} {:>6} {:>6} {:>9.1} {:>9.1}",
+            r.case,
+            r.goodput_gbps,
+            r.retransmissions,
+            r.spurious_retransmissions,
+            r.spurious_losses,
+            r.rto_fires,
+            r.p50_us,
+            r.p99_us
+        );
+    }
+    let pct = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{:.0}", 100.0 * x))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "MetaRoCE / raw UDP: {:.1}% [{}]",
+        100.0 * med(0),
+        pct(&ratios[0])
+    );
+    println!(
+        "MetaRoCE {}% loss / lossless: {:.1}% [{}]",
+        b.loss,
+        100.0 * med(1),
+        pct(&ratios[1])
+    );
+    println!(
+        "go-back-N {}% loss / lossless: {:.1}% [{}]",
+        b.loss,
+        100.0 * med(2),
+        pct(&ratios[2])
+    );
 }
 
 /// The 1-minute load average (Linux), to report the conditions.

@@ -220,13 +220,7 @@ impl Pair {
             }
         }
         if trim {
-            // Keep the header only: the parser's layout says where it ends.
-            if let Ok(layout) = Packet::new_checked(&bytes[..]).and_then(|p| p.layout(bytes.len()))
-                && layout.payload.end > layout.payload.start
-            {
-                bytes.truncate(layout.header_len);
-                self.stats.trimmed += 1;
-            }
+            self.trim(&mut bytes);
         }
         let mut ce = queued_bytes > cfg.ecn_threshold;
         if cfg.ce > 0.0 && self.rng.random_bool(cfg.ce.min(1.0)) {
@@ -249,6 +243,38 @@ impl Pair {
         if cfg.reorder > 0.0 && self.rng.random_bool(cfg.reorder.min(1.0)) {
             at += cfg.reorder_delay;
         }
+        self.deliver(
+            at,
+            &cfg,
+            InFlight {
+                to_server,
+                from,
+                bytes,
+                ce,
+            },
+        );
+    }
+
+    /// Cuts a DATA packet to its header (the parser's layout says where it
+    /// ends), as a trimming switch does.
+    fn trim(&mut self, bytes: &mut Vec<u8>) {
+        if let Ok(layout) = Packet::new_checked(&bytes[..]).and_then(|p| p.layout(bytes.len()))
+            && layout.payload.end > layout.payload.start
+        {
+            bytes.truncate(layout.header_len);
+            self.stats.trimmed += 1;
+        }
+    }
+
+    /// Schedules `f` to arrive at `at`, with a duplicate (the link's `dup`)
+    /// and the test hook's injected datagrams.
+    fn deliver(&mut self, at: Time, cfg: &LinkConfig, f: InFlight) {
+        let InFlight {
+            to_server,
+            from,
+            bytes,
+            ce,
+        } = f;
         if cfg.dup > 0.0 && self.rng.random_bool(cfg.dup.min(1.0)) {
             self.stats.duplicated += 1;
             let extra = at + self.rng.random_range(0..cfg.latency.max(1));
@@ -427,37 +453,10 @@ impl Pair {
         budget: u64,
     ) -> RunResult {
         use crate::CompletionKind as K;
-        const BASE: u64 = 0x4000_0000;
-        let total = messages * size;
-        let rkey = self.server.memory.register(BASE, total.max(1));
-        if op == WorkOp::Read {
-            for i in 0..messages {
-                let va = BASE + (i * size) as u64;
-                self.server.memory.write(rkey, va, &pattern(i, size));
-            }
-        }
-        if op == WorkOp::Send {
-            for _ in 0..messages {
-                self.server.conn_mut(s).post_recv(size as u32);
-            }
-        }
         let start = self.time;
         let c0 = self.client_events.len();
         let s0 = self.server_events.len();
-        let mut wr_ids = Vec::new();
-        for i in 0..messages {
-            let va = BASE + (i * size) as u64;
-            let conn = self.client.conn_mut(c);
-            let id = match op {
-                WorkOp::Write => conn.post_write(start, pattern(i, size), va, rkey, None),
-                WorkOp::WriteImm => {
-                    conn.post_write(start, pattern(i, size), va, rkey, Some(i as u32))
-                }
-                WorkOp::Read => conn.post_read(start, size as u32, va, rkey),
-                WorkOp::Send => conn.post_send(start, pattern(i, size), None),
-            };
-            wr_ids.push(id);
-        }
+        let (rkey, wr_ids) = self.post_workload(c, s, op, messages, size);
         let want_kind = match op {
             WorkOp::Write | WorkOp::WriteImm => K::Write,
             WorkOp::Read => K::Read,
@@ -484,10 +483,92 @@ impl Pair {
         // completions.
         let settle = self.time + 2_000_000;
         self.drive_until(settle, |p| p.time >= settle);
+        let (client_done, server_done) = self.completions(c, s, want_kind, c0, s0);
+        let mut ids: Vec<u64> = client_done.iter().map(|x| x.wr_id).collect();
+        ids.sort_unstable();
+        let mut want = wr_ids.clone();
+        want.sort_unstable();
+        let exactly_once = ids == want && client_done.iter().all(|x| x.ok);
+        let placed = Placed {
+            rkey,
+            wr_ids: &wr_ids,
+            client_done: &client_done,
+            server_done: &server_done,
+        };
+        let (byte_exact, server_once) = self.check_data(op, messages, size, &placed);
+        let elapsed = last_done.saturating_sub(start).max(1);
+        let completed = client_done.len();
+        let stats = self.client.conn(c).stats().clone();
+        let sstats = self.server.conn(s).stats().clone();
+        RunResult {
+            completed,
+            messages,
+            elapsed_ns: elapsed,
+            goodput_gbps: (completed * size) as f64 * 8.0 / elapsed as f64,
+            byte_exact: byte_exact && completed == messages,
+            exactly_once: exactly_once && server_once,
+            retransmissions: stats.retransmissions + sstats.retransmissions,
+            spurious: stats.spurious_retransmissions + sstats.spurious_retransmissions,
+        }
+    }
+
+    /// Registers the server's target region (filled with the patterns for
+    /// READ), posts its receives (SEND) and the client's `messages`
+    /// operations; the region's rkey and the work request ids.
+    fn post_workload(
+        &mut self,
+        c: ConnHandle,
+        s: ConnHandle,
+        op: WorkOp,
+        messages: usize,
+        size: usize,
+    ) -> (u32, Vec<u64>) {
+        const BASE: u64 = 0x4000_0000;
+        let total = messages * size;
+        let rkey = self.server.memory.register(BASE, total.max(1));
+        if op == WorkOp::Read {
+            for i in 0..messages {
+                let va = BASE + (i * size) as u64;
+                self.server.memory.write(rkey, va, &pattern(i, size));
+            }
+        }
+        if op == WorkOp::Send {
+            for _ in 0..messages {
+                self.server.conn_mut(s).post_recv(size as u32);
+            }
+        }
+        let now = self.time;
+        let mut wr_ids = Vec::new();
+        for i in 0..messages {
+            let va = BASE + (i * size) as u64;
+            let conn = self.client.conn_mut(c);
+            let id = match op {
+                WorkOp::Write => conn.post_write(now, pattern(i, size), va, rkey, None),
+                WorkOp::WriteImm => {
+                    conn.post_write(now, pattern(i, size), va, rkey, Some(i as u32))
+                }
+                WorkOp::Read => conn.post_read(now, size as u32, va, rkey),
+                WorkOp::Send => conn.post_send(now, pattern(i, size), None),
+            };
+            wr_ids.push(id);
+        }
+        (rkey, wr_ids)
+    }
+
+    /// The client's completions of `kind` and all the server's, since
+    /// events `c0` and `s0`.
+    fn completions(
+        &self,
+        c: ConnHandle,
+        s: ConnHandle,
+        kind: crate::CompletionKind,
+        c0: usize,
+        s0: usize,
+    ) -> (Vec<crate::Completion>, Vec<crate::Completion>) {
         let client_done: Vec<_> = self.client_events[c0..]
             .iter()
             .filter_map(|(h, e)| match e {
-                Event::Completion(x) if *h == c && x.kind == want_kind => Some(x.clone()),
+                Event::Completion(x) if *h == c && x.kind == kind => Some(x.clone()),
                 _ => None,
             })
             .collect();
@@ -498,15 +579,19 @@ impl Pair {
                 _ => None,
             })
             .collect();
-        let mut ids: Vec<u64> = client_done.iter().map(|x| x.wr_id).collect();
-        ids.sort_unstable();
-        let mut want = wr_ids.clone();
-        want.sort_unstable();
-        let mut exactly_once = ids == want && client_done.iter().all(|x| x.ok);
+        (client_done, server_done)
+    }
+
+    /// Whether the data arrived byte-exact (server memory, READ data or
+    /// received SENDs) and the server completed each message once.
+    fn check_data(&self, op: WorkOp, messages: usize, size: usize, p: &Placed<'_>) -> (bool, bool) {
+        use crate::CompletionKind as K;
+        let (client_done, server_done) = (p.client_done, p.server_done);
+        let mut exactly_once = true;
         let mut byte_exact = true;
         match op {
             WorkOp::Write | WorkOp::WriteImm => {
-                let region = self.server.memory.region(rkey).expect("registered");
+                let region = self.server.memory.region(p.rkey).expect("registered");
                 for i in 0..messages {
                     let at = i * size;
                     if region.data[at..at + size] != pattern(i, size)[..] {
@@ -523,8 +608,9 @@ impl Pair {
                 exactly_once &= msg_ids.len() == messages && server_done.len() == messages;
             }
             WorkOp::Read => {
-                for x in &client_done {
-                    let i = wr_ids
+                for x in client_done {
+                    let i = p
+                        .wr_ids
                         .iter()
                         .position(|w| *w == x.wr_id)
                         .unwrap_or(usize::MAX);
@@ -546,19 +632,14 @@ impl Pair {
                 exactly_once &= server_done.len() == messages;
             }
         }
-        let elapsed = last_done.saturating_sub(start).max(1);
-        let completed = client_done.len();
-        let stats = self.client.conn(c).stats().clone();
-        let sstats = self.server.conn(s).stats().clone();
-        RunResult {
-            completed,
-            messages,
-            elapsed_ns: elapsed,
-            goodput_gbps: (completed * size) as f64 * 8.0 / elapsed as f64,
-            byte_exact: byte_exact && completed == messages,
-            exactly_once,
-            retransmissions: stats.retransmissions + sstats.retransmissions,
-            spurious: stats.spurious_retransmissions + sstats.spurious_retransmissions,
-        }
+        (byte_exact, exactly_once)
     }
+}
+
+/// What a workload posted and what completed, for its checks.
+struct Placed<'a> {
+    rkey: u32,
+    wr_ids: &'a [u64],
+    client_done: &'a [crate::Completion],
+    server_done: &'a [crate::Completion],
 }

@@ -100,6 +100,9 @@ pub struct DriverStats {
 /// Datagrams queued before they are handed to the kernel mid-turn.
 const TX_FLUSH: usize = 16;
 
+/// A wait shorter than this yields instead of sleeping (with `busy_poll`).
+const BUSY_POLL_NS: u64 = 20_000;
+
 /// `recvmmsg` calls per turn at most (then the turn transmits, so that
 /// feedback is not starved by a flood of input).
 const RX_BATCHES_PER_TURN: usize = 16;
@@ -263,63 +266,80 @@ impl Driver {
     /// `max_wait_ns`) when there was nothing to do. Returns whether any
     /// datagram moved.
     pub fn turn(&mut self, max_wait_ns: u64) -> anyhow::Result<bool> {
-        let mut busy = false;
-        // Receive. Timers run only once the socket is drained: after a
-        // stall (this process or the peer descheduled), feedback that is
-        // already here must be seen before a timer concludes that nothing
-        // came back.
-        let mut drained = false;
-        for _ in 0..RX_BATCHES_PER_TURN {
-            let n = sys::recv_batch(self.rx.as_raw_fd(), &mut self.rxb)?;
-            self.stats.rx_syscalls += 1;
-            if n == 0 {
-                drained = true;
-                break;
-            }
-            busy = true;
-            let now = self.now();
-            for i in 0..n {
-                let from = self.rxb.from[i];
-                let ce = self.rxb.ce[i];
-                let bytes = self.rxb.datagram(i);
-                self.stats.rx_datagrams += 1;
-                self.stats.rx_bytes += bytes.len() as u64;
-                if let Some(p) = &mut self.pcap {
-                    let dst = SocketAddr::V4(SocketAddrV4::new(self.cfg.bind, self.cfg.port));
-                    p.record(
-                        self.epoch_ns + now,
-                        SocketAddr::V4(from),
-                        dst,
-                        if ce { 3 } else { 2 },
-                        bytes,
-                    )?;
-                }
-                if self.imp_rx.is_passthrough() {
-                    let remote = SocketAddr::V4(SocketAddrV4::new(*from.ip(), self.cfg.peer_port));
-                    self.endpoint
-                        .handle_datagram(now, remote, RxMeta { ce }, bytes);
-                } else {
-                    let ev = Packet::new_checked(bytes).map_or(0, |p| p.ev());
-                    let owned = bytes.to_vec();
-                    self.imp_rx.submit(now, ev, from, owned, ce);
-                }
-            }
-            if n < self.rxb.lens.len() {
-                drained = true;
-                break;
-            }
-        }
+        let (received, drained) = self.receive()?;
         let now = self.now();
         while let Some(r) = self.imp_rx.pop_due(now) {
             let remote = SocketAddr::V4(SocketAddrV4::new(*r.meta.ip(), self.cfg.peer_port));
             self.endpoint
                 .handle_datagram(now, remote, RxMeta { ce: r.ce }, &r.bytes);
         }
-        // Timers (impairment-held datagrams due later are not pending input).
+        // Timers run only once the socket is drained: after a stall (this
+        // process or the peer descheduled), feedback that is already here
+        // must be seen before a timer concludes that nothing came back.
+        // (Impairment-held datagrams due later are not pending input.)
         if drained && self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
             self.endpoint.handle_timeout(now);
         }
-        // Transmit.
+        let sent = self.transmit()?;
+        self.write_trace()?;
+        let busy = received || sent;
+        if !busy {
+            self.wait_for_work(max_wait_ns)?;
+        }
+        Ok(busy)
+    }
+
+    /// Receives up to `RX_BATCHES_PER_TURN` batches and hands them to the
+    /// endpoint (or the receive impairment); whether any datagram came and
+    /// whether the socket was drained.
+    fn receive(&mut self) -> anyhow::Result<(bool, bool)> {
+        let mut received = false;
+        for _ in 0..RX_BATCHES_PER_TURN {
+            let n = sys::recv_batch(self.rx.as_raw_fd(), &mut self.rxb)?;
+            self.stats.rx_syscalls += 1;
+            if n == 0 {
+                return Ok((received, true));
+            }
+            received = true;
+            let now = self.now();
+            for i in 0..n {
+                self.receive_one(now, i)?;
+            }
+            if n < self.rxb.lens.len() {
+                return Ok((received, true));
+            }
+        }
+        Ok((received, false))
+    }
+
+    /// Datagram `i` of the receive batch: captured, then to the endpoint.
+    fn receive_one(&mut self, now: Time, i: usize) -> anyhow::Result<()> {
+        let from = self.rxb.from[i];
+        let ce = self.rxb.ce[i];
+        let bytes = self.rxb.datagram(i);
+        self.stats.rx_datagrams += 1;
+        self.stats.rx_bytes += bytes.len() as u64;
+        if let Some(p) = &mut self.pcap {
+            let dst = SocketAddr::V4(SocketAddrV4::new(self.cfg.bind, self.cfg.port));
+            let ecn = if ce { 3 } else { 2 };
+            p.record(self.epoch_ns + now, SocketAddr::V4(from), dst, ecn, bytes)?;
+        }
+        if self.imp_rx.is_passthrough() {
+            let remote = SocketAddr::V4(SocketAddrV4::new(*from.ip(), self.cfg.peer_port));
+            self.endpoint
+                .handle_datagram(now, remote, RxMeta { ce }, bytes);
+        } else {
+            let ev = Packet::new_checked(bytes).map_or(0, |p| p.ev());
+            let owned = bytes.to_vec();
+            self.imp_rx.submit(now, ev, from, owned, ce);
+        }
+        Ok(())
+    }
+
+    /// Polls the endpoint's transmits (at most `4 x batch`), captures them
+    /// and sends them through the transmit impairment; whether any left.
+    fn transmit(&mut self) -> anyhow::Result<bool> {
+        let mut busy = false;
         let mut buf = std::mem::take(&mut self.buf);
         let mut sent = 0;
         while sent < self.cfg.batch * 4 {
@@ -366,27 +386,30 @@ impl Driver {
             busy = true;
             self.flush_out()?;
         }
-        self.write_trace()?;
-        if !busy {
-            let now = self.now();
-            let next = [
-                self.endpoint.poll_timeout(),
-                self.imp_rx.next_release(),
-                self.imp_tx.next_release(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            let wait = next.map_or(max_wait_ns, |t| t.saturating_sub(now).min(max_wait_ns));
-            if wait > 0 {
-                if self.cfg.busy_poll && wait < 20_000 {
-                    std::thread::yield_now();
-                } else {
-                    sys::wait_readable(self.rx.as_raw_fd(), wait)?;
-                }
+        Ok(busy)
+    }
+
+    /// Nothing moved: sleeps until the next timer or impairment release,
+    /// at most `max_wait_ns` (spins instead when it is close).
+    fn wait_for_work(&mut self, max_wait_ns: u64) -> io::Result<()> {
+        let now = self.now();
+        let next = [
+            self.endpoint.poll_timeout(),
+            self.imp_rx.next_release(),
+            self.imp_tx.next_release(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let wait = next.map_or(max_wait_ns, |t| t.saturating_sub(now).min(max_wait_ns));
+        if wait > 0 {
+            if self.cfg.busy_poll && wait < BUSY_POLL_NS {
+                std::thread::yield_now();
+            } else {
+                sys::wait_readable(self.rx.as_raw_fd(), wait)?;
             }
         }
-        Ok(busy)
+        Ok(())
     }
 
     /// Sends the queued datagrams in the order the core produced them: one
