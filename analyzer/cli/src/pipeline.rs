@@ -19,6 +19,13 @@
 //! engine's `MultiEngine` (one engine per capture plus the cross-capture
 //! matcher: clock offsets, one-way delay and loss between capture points).
 //! [`merge_reports`] joins the per-capture reports into one.
+//!
+//! IP fragments take the slow route: the frame that `Observation::decode`
+//! does not take is checked for fragmentation (`defrag::is_fragment`), its
+//! bytes travel in the batch (`Item::Fragment`), and the engine thread's
+//! `Reassembler` (one per capture, fed in capture order) rebuilds the
+//! datagram, which is decoded and analysed like any other packet. The
+//! common frame never reaches the reassembler.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -28,6 +35,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_cha
 use std::time::Instant;
 
 use proto_parse::capture::{Reader, Record};
+use proto_parse::defrag::{self, Reassembler, Reassembly, ReassemblyStats};
 use proto_parse::frame::{DecodeConfig, LinkType};
 
 use analyzer::engine::{
@@ -50,6 +58,24 @@ pub enum Item {
     Packet(Observation),
     /// Any other frame: its number and timestamp.
     Other { frame: u64, ts_ns: u64 },
+    /// An IP fragment, for the engine thread's reassembler: its bytes are
+    /// `Batch::fragment_bytes[start..end]`.
+    Fragment {
+        frame: u64,
+        ts_ns: u64,
+        linktype: u16,
+        start: usize,
+        end: usize,
+    },
+}
+
+impl Item {
+    fn ts_ns(&self) -> u64 {
+        match self {
+            Item::Packet(obs) => obs.ts_ns,
+            Item::Other { ts_ns, .. } | Item::Fragment { ts_ns, .. } => *ts_ns,
+        }
+    }
 }
 
 /// One record as read, for the engine thread to decode: its bytes are
@@ -69,6 +95,8 @@ struct Batch {
     items: Vec<Item>,
     raw: Vec<RawRecord>,
     raw_bytes: Vec<u8>,
+    /// The bytes of the batch's IP fragments (`Item::Fragment`).
+    fragment_bytes: Vec<u8>,
 }
 
 impl Batch {
@@ -77,6 +105,7 @@ impl Batch {
             items: Vec::with_capacity(n),
             raw: Vec::new(),
             raw_bytes: Vec::new(),
+            fragment_bytes: Vec::new(),
         }
     }
 
@@ -88,6 +117,7 @@ impl Batch {
         self.items.clear();
         self.raw.clear();
         self.raw_bytes.clear();
+        self.fragment_bytes.clear();
     }
 
     /// Keeps a record as read, for [`Batch::decode`] on the engine thread.
@@ -108,27 +138,92 @@ impl Batch {
         for r in &self.raw {
             let data = &self.raw_bytes[start..r.end];
             start = r.end;
-            self.items
-                .push(Item::decode(r.index, r.ts_ns, r.linktype, data, decode));
+            let item = Item::decode(
+                r.index,
+                r.ts_ns,
+                r.linktype,
+                data,
+                decode,
+                &mut self.fragment_bytes,
+            );
+            self.items.push(item);
         }
         self.raw.clear();
         self.raw_bytes.clear();
     }
+
+    /// The bytes of an `Item::Fragment` of this batch.
+    fn fragment(&self, start: usize, end: usize) -> &[u8] {
+        &self.fragment_bytes[start..end]
+    }
 }
 
 impl Item {
-    /// Decodes one captured frame.
+    /// Decodes one captured frame; an IP fragment's bytes are appended to
+    /// `fragment_bytes`.
     #[inline]
-    fn decode(index: u64, ts_ns: u64, linktype: u16, data: &[u8], decode: &DecodeConfig) -> Item {
+    fn decode(
+        index: u64,
+        ts_ns: u64,
+        linktype: u16,
+        data: &[u8],
+        decode: &DecodeConfig,
+        fragment_bytes: &mut Vec<u8>,
+    ) -> Item {
         let link = LinkType::from(u32::from(linktype));
         let obs = Observation::decode(index, ts_ns, link, data, decode);
         match obs {
             Some(obs) => Item::Packet(obs),
+            None if defrag::is_fragment(link, data) => {
+                let start = fragment_bytes.len();
+                fragment_bytes.extend_from_slice(data);
+                Item::Fragment {
+                    frame: index,
+                    ts_ns,
+                    linktype,
+                    start,
+                    end: fragment_bytes.len(),
+                }
+            }
             None => Item::Other {
                 frame: index,
                 ts_ns,
             },
         }
+    }
+}
+
+/// The engine thread's side of IP reassembly for one capture.
+struct Defrag {
+    reassembler: Reassembler,
+    decode: DecodeConfig,
+}
+
+impl Defrag {
+    fn new(decode: DecodeConfig) -> Defrag {
+        Defrag {
+            reassembler: Reassembler::default(),
+            decode,
+        }
+    }
+
+    /// One fragment, in capture order: the observation of the datagram it
+    /// completes, if it completes one that decodes as MetaRoCE or RoCEv2
+    /// (then its frame and time are the completing fragment's).
+    fn push(&mut self, frame: u64, ts_ns: u64, linktype: u16, data: &[u8]) -> Option<Observation> {
+        let link = LinkType::from(u32::from(linktype));
+        match self.reassembler.push(ts_ns, link, data) {
+            Reassembly::Datagram(ip) => {
+                Observation::decode(frame, ts_ns, LinkType::Raw, ip, &self.decode)
+            }
+            Reassembly::Held | Reassembly::NotFragment => None,
+        }
+    }
+
+    /// The capture ended: what never completed is counted.
+    fn finish(mut self) -> ReassemblyStats {
+        self.reassembler.finish();
+        self.reassembler.stats()
     }
 }
 
@@ -171,6 +266,8 @@ pub struct ReadStats {
     pub io_error: Option<String>,
     /// How the parsing and engine threads shared the work.
     pub threads: ThreadStats,
+    /// IP fragments and the datagrams rebuilt from them.
+    pub reassembly: ReassemblyStats,
 }
 
 /// How the two threads of one capture shared the work: which one waited
@@ -208,6 +305,11 @@ impl CaptureResult {
     fn new(path: PathBuf, stem: String, read: ReadStats, mut report: Report) -> CaptureResult {
         report.capture.corrupt_records = read.corrupt_records;
         report.capture.skipped_bytes = read.skipped_bytes;
+        let r = &read.reassembly;
+        report.capture.ip_fragments = r.fragments;
+        report.capture.reassembled_datagrams = r.datagrams;
+        report.capture.incomplete_datagrams = r.incomplete_datagrams;
+        report.capture.incomplete_fragments = r.incomplete_fragments;
         CaptureResult {
             path,
             stem,
@@ -319,6 +421,7 @@ fn parse_loop(
                 record.linktype,
                 record.data,
                 &decode,
+                &mut batch.fragment_bytes,
             ));
         }
         if batch.len() == BATCH {
@@ -471,25 +574,49 @@ fn analyze_one<S: Sink + ?Sized>(
     progress.start(path, len);
     let mut engine = Engine::new(opts.engine);
     let decode = opts.decode;
+    let mut defrag = Defrag::new(decode);
     let read = std::thread::scope(|scope| {
         let mut parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
         let mut v = Verdict::default();
         while let Some(batch) = parser.next_batch() {
             for item in &batch.items {
-                match item {
-                    Item::Packet(obs) => {
-                        engine.ingest_into(obs, &mut v);
-                        sink.packet(0, obs, &v, engine.messages_done());
+                let reassembled;
+                let obs = match item {
+                    Item::Packet(obs) => obs,
+                    Item::Other { ts_ns, .. } => {
+                        engine.ingest_other(*ts_ns);
+                        continue;
                     }
-                    Item::Other { ts_ns, .. } => engine.ingest_other(*ts_ns),
-                }
+                    &Item::Fragment {
+                        frame,
+                        ts_ns,
+                        linktype,
+                        start,
+                        end,
+                    } => {
+                        let data = batch.fragment(start, end);
+                        match defrag.push(frame, ts_ns, linktype, data) {
+                            Some(obs) => {
+                                reassembled = obs;
+                                &reassembled
+                            }
+                            None => {
+                                engine.ingest_other(ts_ns);
+                                continue;
+                            }
+                        }
+                    }
+                };
+                engine.ingest_into(obs, &mut v);
+                sink.packet(0, obs, &v, engine.messages_done());
             }
             parser.recycle(batch);
         }
         parser.join()
     });
     progress.finish();
-    let read = read?;
+    let mut read = read?;
+    read.reassembly = defrag.finish();
     let end = engine.now();
     engine.finish(end);
     let report = engine.snapshot();
@@ -504,6 +631,7 @@ struct Source<'scope> {
     pos: usize,
     done: bool,
     last_ts: u64,
+    defrag: Defrag,
 }
 
 impl Source<'_> {
@@ -522,10 +650,7 @@ impl Source<'_> {
         if self.done {
             return None;
         }
-        Some(match &self.batch.items[self.pos] {
-            Item::Packet(obs) => obs.ts_ns,
-            Item::Other { ts_ns, .. } => *ts_ns,
-        })
+        Some(self.batch.items[self.pos].ts_ns())
     }
 }
 
@@ -590,6 +715,7 @@ fn analyze_many<S: Sink + ?Sized>(
                 pos: 0,
                 done: false,
                 last_ts: 0,
+                defrag: Defrag::new(decode),
             });
         }
         loop {
@@ -606,21 +732,39 @@ fn analyze_many<S: Sink + ?Sized>(
             let src = &mut sources[i];
             let item = src.batch.items[src.pos];
             src.pos += 1;
-            match &item {
-                Item::Packet(obs) => {
-                    src.last_ts = src.last_ts.max(obs.ts_ns);
-                    let v = multi.ingest(i, obs);
-                    sink.packet(i, obs, &v, multi.messages_done(i));
+            src.last_ts = src.last_ts.max(item.ts_ns());
+            let obs = match item {
+                Item::Packet(obs) => Some(obs),
+                Item::Other { .. } => None,
+                Item::Fragment {
+                    frame,
+                    ts_ns,
+                    linktype,
+                    start,
+                    end,
+                } => {
+                    let data = src.batch.fragment(start, end);
+                    src.defrag.push(frame, ts_ns, linktype, data)
                 }
-                Item::Other { ts_ns, .. } => {
-                    src.last_ts = src.last_ts.max(*ts_ns);
-                    multi.ingest_other(i, *ts_ns);
+            };
+            match obs {
+                Some(obs) => {
+                    let v = multi.ingest(i, &obs);
+                    sink.packet(i, &obs, &v, multi.messages_done(i));
                 }
+                None => multi.ingest_other(i, item.ts_ns()),
             }
         }
         let ends: Vec<u64> = sources.iter().map(|s| s.last_ts).collect();
         multi.finish(&ends);
-        sources.into_iter().map(|s| s.parser.join()).collect()
+        sources
+            .into_iter()
+            .map(|s| {
+                let mut read = s.parser.join()?;
+                read.reassembly = s.defrag.finish();
+                Ok(read)
+            })
+            .collect()
     });
     progress.finish();
     let reads = reads?;
@@ -699,6 +843,10 @@ pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
         m.malformed += c.malformed;
         m.corrupt_records += c.corrupt_records;
         m.skipped_bytes += c.skipped_bytes;
+        m.ip_fragments += c.ip_fragments;
+        m.reassembled_datagrams += c.reassembled_datagrams;
+        m.incomplete_datagrams += c.incomplete_datagrams;
+        m.incomplete_fragments += c.incomplete_fragments;
         m.time_went_backwards += c.time_went_backwards;
         merged
             .directions
@@ -786,13 +934,19 @@ mod test {
     #[test]
     fn raw_batches_decode_like_the_parsing_thread() {
         let decode = Options::new(DecodeConfig::default(), Config::default()).decode;
-        for name in ["all_types.pcap", "malformed.pcap", "snaplen.pcap"] {
+        for name in [
+            "all_types.pcap",
+            "malformed.pcap",
+            "snaplen.pcap",
+            "ip_fragments.pcap",
+        ] {
             let path = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../fixtures/generated")
                 .join(name);
             let mut reader = Reader::open(&path).unwrap();
             let mut raw = Batch::with_capacity(BATCH);
             let mut direct = Vec::new();
+            let mut fragment_bytes = Vec::new();
             while let Some(record) = reader.next_record() {
                 let record = record.unwrap();
                 raw.push_raw(&record);
@@ -802,11 +956,13 @@ mod test {
                     record.linktype,
                     record.data,
                     &decode,
+                    &mut fragment_bytes,
                 ));
             }
             assert!(direct.len() > 10, "{name}: {} frames", direct.len());
             raw.decode(&decode);
             assert_eq!(raw.items, direct, "{name}");
+            assert_eq!(raw.fragment_bytes, fragment_bytes, "{name}");
             assert!(raw.raw.is_empty() && raw.raw_bytes.is_empty());
         }
     }

@@ -281,6 +281,22 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
             );
         }
         out.push('\n');
+        if rc.ip_fragments > 0 {
+            let incomplete = format!(
+                "{} datagrams ({} fragments) never completed",
+                rc.incomplete_datagrams, rc.incomplete_fragments
+            );
+            let _ = write!(
+                out,
+                "    IP fragments: {} read, {} datagrams reassembled, ",
+                rc.ip_fragments, rc.reassembled_datagrams
+            );
+            if rc.incomplete_datagrams > 0 {
+                let _ = writeln!(out, "{}", incomplete.yellow());
+            } else {
+                let _ = writeln!(out, "{incomplete}");
+            }
+        }
         if let Some(e) = &r.read.io_error {
             let _ = writeln!(out, "    {}", format!("read error: {e}").red());
         }
@@ -387,7 +403,7 @@ fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
     let _ = writeln!(
         out,
         "  {}",
-        "lost = path_seq gaps (receiver-side) + transmissions retransmitted before any ack (sender-side)"
+        "lost = rx lost (path_seq gaps, seen by a receiver-side capture) + tx lost (transmissions retransmitted before any ack, seen by a sender-side capture); rates per path below"
             .dimmed()
     );
     let mut details = Vec::new();
@@ -460,8 +476,10 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         "data",
         "bytes",
         "retx",
-        "lost",
-        "lost_inf",
+        "rx lost",
+        "rx loss%",
+        "tx lost",
+        "tx loss%",
         "reord",
         "CE",
         "rtt n",
@@ -486,7 +504,9 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
                 Cell::s(fmt_bytes(p.data_bytes)),
                 Cell::bad(p.retransmissions),
                 Cell::bad(p.lost),
+                Cell::s(fmt_rate(p.receive_loss_rate())),
                 Cell::bad(p.lost_inferred),
+                Cell::s(fmt_rate(p.send_loss_rate())),
                 Cell::warn(p.reordered),
                 Cell::warn(p.ce_marked),
                 Cell::n(s.count),
@@ -499,6 +519,18 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         }
     }
     t.render(out);
+    let _ = writeln!(
+        out,
+        "  {}",
+        "rx lost = path_seq gaps, rx loss% = lost / (received + lost): the rate a receiver-side capture measures\n  \
+         tx lost = transmissions retransmitted before any ack, tx loss% = lost / sent DATA: the rate a sender-side capture measures"
+            .dimmed()
+    );
+}
+
+/// A rate as a percentage with one decimal; "-" when undefined.
+fn fmt_rate(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "-".into(), |r| format!("{:.1}%", r * 100.0))
 }
 
 fn render_stalls(out: &mut String, dirs: &[(String, &DirectionReport)], origin: u64) {
@@ -577,7 +609,7 @@ fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: 
     heading(out, &format!("Top offenders (worst {top} paths)"));
     let lost = |p: &PathReport| p.lost + p.lost_inferred;
     let lists: [OffenderList<'_>; 3] = [
-        ("by loss (lost + lost_inf)", Box::new(lost), false),
+        ("by loss (rx lost + tx lost)", Box::new(lost), false),
         (
             "by ack RTT p99",
             Box::new(|p: &PathReport| p.ack_rtt_ns.p99),
@@ -606,7 +638,7 @@ fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: 
             let value = if is_time { fmt_ns(v) } else { v.to_string() };
             let _ = writeln!(
                 out,
-                "    {:>8}  {} ev {}  ({} data, {} retx, {} lost, {} lost_inf, rtt p99 {})",
+                "    {:>8}  {} ev {}  ({} data, {} retx, {} rx lost, {} tx lost, rtt p99 {})",
                 value.red(),
                 p.dir,
                 p.path.ev,
