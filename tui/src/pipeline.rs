@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 use analyzer::{Config, Engine, Observation};
+use proto_parse::defrag::{self, Reassembler, Reassembly};
 use proto_parse::frame::{DecodeConfig, LinkType};
 
 use crate::events::{EventConfig, EventDetector};
@@ -31,6 +32,9 @@ pub struct Pipeline {
     engine_cfg: Config,
     event_cfg: EventConfig,
     engine: Engine,
+    /// IP fragments wait here for their datagram (the slow route: a frame
+    /// `Observation::decode` takes never reaches it).
+    reassembler: Reassembler,
     latency: LatencyRecorder,
     events: EventDetector,
     frame_no: u64,
@@ -116,6 +120,7 @@ impl Pipeline {
             engine_cfg,
             event_cfg,
             engine: Engine::new(engine_cfg),
+            reassembler: Reassembler::default(),
             latency: LatencyRecorder::default(),
             events: EventDetector::new(event_cfg),
             frame_no: 0,
@@ -132,6 +137,7 @@ impl Pipeline {
     /// Forgets everything seen so far (the `r` key).
     pub fn reset(&mut self) {
         self.engine = Engine::new(self.engine_cfg);
+        self.reassembler = Reassembler::default();
         self.latency = LatencyRecorder::default();
         self.events = EventDetector::new(self.event_cfg);
         self.frame_no = 0;
@@ -157,7 +163,9 @@ impl Pipeline {
     pub fn on_frame(&mut self, link: LinkType, ts_ns: u64, data: &[u8], wire_len: u32) {
         self.frame_no += 1;
         self.bytes += u64::from(wire_len);
-        match Observation::decode(self.frame_no, ts_ns, link, data, &self.decode) {
+        let obs = Observation::decode(self.frame_no, ts_ns, link, data, &self.decode)
+            .or_else(|| self.reassemble(link, ts_ns, data));
+        match obs {
             Some(obs) => {
                 let v = self.engine.ingest(&obs);
                 if let Some(rtt) = v.ack_rtt_ns {
@@ -165,6 +173,20 @@ impl Pipeline {
                 }
             }
             None => self.engine.ingest_other(ts_ns),
+        }
+    }
+
+    /// A frame the fast route did not take: if it is the IP fragment that
+    /// completes a datagram, the datagram's observation (at this frame).
+    fn reassemble(&mut self, link: LinkType, ts_ns: u64, data: &[u8]) -> Option<Observation> {
+        if !defrag::is_fragment(link, data) {
+            return None;
+        }
+        match self.reassembler.push(ts_ns, link, data) {
+            Reassembly::Datagram(ip) => {
+                Observation::decode(self.frame_no, ts_ns, LinkType::Raw, ip, &self.decode)
+            }
+            Reassembly::Held | Reassembly::NotFragment => None,
         }
     }
 
@@ -177,6 +199,7 @@ impl Pipeline {
     pub fn finish(&mut self) {
         let now = self.engine.now();
         self.engine.finish(now);
+        self.reassembler.finish();
     }
 
     /// Builds the snapshot for this tick. `wall_ns` is a monotonic wall
@@ -184,7 +207,12 @@ impl Pipeline {
     /// `stats` carries libpcap's counters (received and drops).
     pub fn snapshot(&mut self, wall_ns: u64, state: RunState, mut stats: CaptureStats) -> Snapshot {
         self.seq += 1;
-        let report = self.engine.snapshot();
+        let mut report = self.engine.snapshot();
+        let r = self.reassembler.stats();
+        report.capture.ip_fragments = r.fragments;
+        report.capture.reassembled_datagrams = r.datagrams;
+        report.capture.incomplete_datagrams = r.incomplete_datagrams;
+        report.capture.incomplete_fragments = r.incomplete_fragments;
         let now = self.engine.now();
         self.events.update(&report, now);
 

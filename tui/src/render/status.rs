@@ -1,5 +1,6 @@
 //! The status line: source, packet and byte rates, libpcap drops (always
-//! shown, red when non-zero), totals and the UI state.
+//! shown, red when non-zero), totals, IP fragments (when any: reassembled
+//! datagrams and those that never completed) and the UI state.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -86,6 +87,26 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
             s.report.engine.live_directions + s.report.engine.live_rocev2_flows
         )),
     ]);
+    let c = &s.report.capture;
+    if c.ip_fragments > 0 {
+        // IP fragments are reassembled; what never completed is counted.
+        let style = if c.incomplete_datagrams > 0 {
+            Style::default().fg(Color::Yellow)
+        } else {
+            Style::default()
+        };
+        spans.push(sep());
+        spans.push(Span::styled(
+            format!(
+                "IP frags {}: {} rebuilt, {} incomplete ({} frags)",
+                fmt::count(c.ip_fragments),
+                fmt::count(c.reassembled_datagrams),
+                fmt::count(c.incomplete_datagrams),
+                fmt::count(c.incomplete_fragments)
+            ),
+            style,
+        ));
+    }
     if s.report.capture.malformed > 0 || st.capture_errors > 0 {
         spans.push(sep());
         spans.push(Span::styled(
