@@ -1,6 +1,8 @@
 //! Latency histograms (HdrHistogram, ns, 3 significant digits) and their
 //! JSON summary.
 
+use std::sync::OnceLock;
+
 use hdrhistogram::Histogram;
 
 /// A latency histogram in nanoseconds; created empty and small (it
@@ -71,30 +73,61 @@ impl Hist {
         if h.is_empty() {
             return Summary::default();
         }
-        // Bucket values, clamped to the exact extremes.
-        // The lowest value of the quantile's bucket, or the exact extreme
-        // when the bucket holds it.
-        let q = |q: f64| {
-            let v = h.value_at_quantile(q);
-            let (lo, hi) = (h.lowest_equivalent(v), h.highest_equivalent(v));
-            if (lo..=hi).contains(&self.max) {
-                self.max
-            } else if (lo..=hi).contains(&self.min) {
-                self.min
-            } else {
-                lo.clamp(self.min, self.max)
-            }
-        };
-        Summary {
-            count: h.len(),
-            min: self.min,
-            p50: q(0.5),
-            p90: q(0.9),
-            p99: q(0.99),
-            p999: q(0.999),
-            max: self.max,
-        }
+        summarise(h.len(), self.min, self.max, |q| h.value_at_quantile(q))
     }
+}
+
+/// The summary of `count` samples from `min` to `max` whose HdrHistogram
+/// quantile values `value_at_quantile` gives: each percentile is the
+/// lowest value of the quantile's bucket, or the exact extreme when the
+/// bucket holds it.
+fn summarise(count: u64, min: u64, max: u64, value_at_quantile: impl Fn(f64) -> u64) -> Summary {
+    let h = buckets();
+    let q = |q: f64| {
+        let v = value_at_quantile(q);
+        let (lo, hi) = (h.lowest_equivalent(v), h.highest_equivalent(v));
+        if (lo..=hi).contains(&max) {
+            max
+        } else if (lo..=hi).contains(&min) {
+            min
+        } else {
+            lo.clamp(min, max)
+        }
+    };
+    Summary {
+        count,
+        min,
+        p50: q(0.5),
+        p90: q(0.9),
+        p99: q(0.99),
+        p999: q(0.999),
+        max,
+    }
+}
+
+/// An empty histogram of the engine's precision: its buckets (which value
+/// falls in which) depend on the precision only, not on its counts.
+fn buckets() -> &'static Histogram<u64> {
+    static BUCKETS: OnceLock<Histogram<u64>> = OnceLock::new();
+    BUCKETS.get_or_init(|| Histogram::new(3).expect("3 significant digits is valid"))
+}
+
+/// The summary of a few samples kept as they are: what a [`Hist`] of them
+/// gives, exactly. HdrHistogram's value at quantile `q` of `n` samples is
+/// the highest value of the bucket where the running count first reaches
+/// `max(1, ceil(q * n))`, which is the bucket of the sorted samples'
+/// `max(1, ceil(q * n))`-th.
+fn few_summary(samples: &[u64]) -> Summary {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let (Some(&min), Some(&max)) = (sorted.first(), sorted.last()) else {
+        return Summary::default();
+    };
+    let n = sorted.len() as u64;
+    summarise(n, min, max, |q| {
+        let k = ((q.min(1.0) * n as f64).ceil() as u64).clamp(1, n);
+        buckets().highest_equivalent(sorted[k as usize - 1])
+    })
 }
 
 /// `{"count", "min", "p50", "p90", "p99", "p999", "max"}` in ns; all 0
@@ -113,23 +146,68 @@ pub struct Summary {
     pub max: u64,
 }
 
-/// An optional, lazily allocated histogram (per path: most paths of a
-/// short capture never get a sample).
+/// Samples a [`LazyHist`] keeps as they are before it takes a histogram:
+/// a histogram of a range of tens of microseconds at 3 significant digits
+/// holds about 64 KB of counts; 128 samples take 1 KB.
+const FEW: usize = 128;
+
+/// Samples this large go to a histogram at once (it saturates near the
+/// top of the u64 range; the few-samples summary would not).
+const FEW_BELOW: u64 = 1 << 62;
+
+#[derive(Debug, Clone)]
+enum Samples {
+    /// Up to [`FEW`] samples, as recorded.
+    Few(Vec<u64>),
+    Dense(Hist),
+}
+
+/// A latency histogram that costs nothing until its first sample, then
+/// keeps its first [`FEW`] samples as they are (most paths of a capture of
+/// short connections get a handful), and only then takes a [`Hist`]. Its
+/// summary is the same either way ([`few_summary`]).
 #[derive(Debug, Clone, Default)]
-pub struct LazyHist(Option<Box<Hist>>);
+pub struct LazyHist(Option<Box<Samples>>);
 
 impl LazyHist {
     #[inline]
     pub fn record(&mut self, ns: u64) {
-        self.0
-            .get_or_insert_with(|| Box::new(Hist::new()))
-            .record(ns);
+        match self.0.as_deref_mut() {
+            Some(Samples::Few(few)) if few.len() < FEW && ns < FEW_BELOW => few.push(ns),
+            Some(Samples::Dense(h)) => h.record(ns),
+            _ => self.record_cold(ns),
+        }
+    }
+
+    /// [`LazyHist::record`] of the first sample, or of the one that turns
+    /// the samples into a histogram.
+    #[cold]
+    #[inline(never)]
+    fn record_cold(&mut self, ns: u64) {
+        match self.0.as_deref_mut() {
+            None if ns < FEW_BELOW => self.0 = Some(Box::new(Samples::Few(vec![ns]))),
+            Some(Samples::Few(few)) => {
+                let mut h = Hist::new();
+                for &v in few.iter() {
+                    h.record(v);
+                }
+                h.record(ns);
+                self.0 = Some(Box::new(Samples::Dense(h)));
+            }
+            _ => {
+                let mut h = Hist::new();
+                h.record(ns);
+                self.0 = Some(Box::new(Samples::Dense(h)));
+            }
+        }
     }
 
     pub fn summary(&self) -> Summary {
-        self.0
-            .as_ref()
-            .map_or_else(Summary::default, |h| h.summary())
+        match self.0.as_deref() {
+            None => Summary::default(),
+            Some(Samples::Few(few)) => few_summary(few),
+            Some(Samples::Dense(h)) => h.summary(),
+        }
     }
 
     /// The histogram of every sample of `parts`. A sample is recorded once,
@@ -137,14 +215,26 @@ impl LazyHist {
     /// ones (a direction's) are sums made for a report: fewer recordings,
     /// the same summaries.
     pub fn sum<'a>(parts: impl IntoIterator<Item = &'a LazyHist>) -> LazyHist {
-        let mut sum: Option<Box<Hist>> = None;
+        let mut sum = LazyHist::default();
         for part in parts.into_iter().filter_map(|p| p.0.as_deref()) {
-            match &mut sum {
-                Some(sum) => sum.add(part),
-                None => sum = Some(Box::new(part.clone())),
+            match (sum.0.as_deref_mut(), part) {
+                (None, part) => sum.0 = Some(Box::new(part.clone())),
+                (Some(Samples::Dense(sum)), Samples::Dense(part)) => sum.add(part),
+                (_, Samples::Few(few)) => {
+                    for &ns in few {
+                        sum.record(ns);
+                    }
+                }
+                (Some(Samples::Few(few)), Samples::Dense(part)) => {
+                    let mut h = part.clone();
+                    for &ns in few.iter() {
+                        h.record(ns);
+                    }
+                    sum.0 = Some(Box::new(Samples::Dense(h)));
+                }
             }
         }
-        LazyHist(sum)
+        sum
     }
 
     /// The summary as if `more` had been recorded too (on a copy: the
@@ -181,6 +271,39 @@ mod tests {
                 whole.record(ns);
             }
             prop_assert_eq!(LazyHist::sum(&parts).summary(), whole.summary());
+        }
+    }
+
+    proptest! {
+        /// A few samples kept as they are summarise exactly as a
+        /// histogram of them does, alone and summed with histograms (parts
+        /// of up to 300 samples: some stay few, some turn dense).
+        #[test]
+        fn few_samples_summarise_as_a_histogram(
+            parts in prop::collection::vec(
+                prop::collection::vec(
+                    prop_oneof![0u64..4096, 0u64..(1 << 40), Just(0), Just(u64::MAX)],
+                    0..300,
+                ),
+                1..4,
+            ),
+        ) {
+            let mut lazy: Vec<LazyHist> = Vec::new();
+            let mut whole = Hist::new();
+            for part in &parts {
+                let mut h = LazyHist::default();
+                let mut dense = Hist::new();
+                for &ns in part {
+                    h.record(ns);
+                    dense.record(ns);
+                    whole.record(ns);
+                }
+                let want = if part.is_empty() { Summary::default() } else { dense.summary() };
+                prop_assert_eq!(h.summary(), want);
+                lazy.push(h);
+            }
+            let want = if whole.is_empty() { Summary::default() } else { whole.summary() };
+            prop_assert_eq!(LazyHist::sum(&lazy).summary(), want);
         }
     }
 
