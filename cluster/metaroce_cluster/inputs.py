@@ -1,0 +1,189 @@
+"""The job's inputs: capture files (analysed by the map step) and export
+directories (``table=<name>/host=<host>/part-N.parquet``), on any storage
+Spark reads (local, NFS, HDFS, S3), with every defect reported as a message
+and the host it concerns left out, never as a failed job."""
+
+import os
+import posixpath
+import shutil
+import subprocess
+import tempfile
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import DecimalType
+
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
+
+
+def capture_stem(path):
+    """The host name the analyzer gives a capture (its file stem, ``.gz``
+    removed first)."""
+    name = posixpath.basename(path.rstrip("/"))
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+class Fs:
+    """Listing through Hadoop's FileSystem, so HDFS and S3 paths work like
+    local ones."""
+
+    def __init__(self, spark):
+        self.jvm = spark._jvm
+        self.conf = spark._jsc.hadoopConfiguration()
+
+    def _fs(self, path):
+        p = self.jvm.org.apache.hadoop.fs.Path(path)
+        return p, p.getFileSystem(self.conf)
+
+    def is_dir(self, path):
+        p, fs = self._fs(path)
+        return fs.exists(p) and fs.getFileStatus(p).isDirectory()
+
+    def exists(self, path):
+        p, fs = self._fs(path)
+        return fs.exists(p)
+
+    def children(self, path):
+        """Names of the entries of a directory (empty when missing)."""
+        p, fs = self._fs(path)
+        if not fs.exists(p):
+            return []
+        return sorted(s.getPath().getName() for s in fs.listStatus(p))
+
+
+def classify(fs, inputs, messages):
+    """Splits INPUTs into capture files and export roots."""
+    captures, exports = [], []
+    for path in inputs:
+        if fs.is_dir(path):
+            if any(c.startswith("table=") for c in fs.children(path)):
+                exports.append(path)
+            else:
+                messages.append(f"{path}: a directory without table=* folders: not an export, skipped")
+        elif fs.exists(path):
+            captures.append(path)
+        else:
+            messages.append(f"{path}: no such file or directory, skipped")
+    return captures, exports
+
+
+def unique_names(named, messages):
+    """``[(name, source)]`` -> ``[(unique name, source)]``: a host name given
+    twice keeps its first source; the next ones become ``name~2``, ...
+    with a message."""
+    seen = {}
+    out = []
+    for name, source in named:
+        n = seen.get(name, 0) + 1
+        seen[name] = n
+        unique = name if n == 1 else f"{name}~{n}"
+        if n > 1:
+            where = source[1] if isinstance(source, tuple) else source
+            messages.append(
+                f"host name {name} given more than once ({where}): analysed as {unique}; "
+                "check that it is not the same capture twice"
+            )
+        out.append((unique, source))
+    return out
+
+
+def run_map(spark, analyzer, named, out_dir, messages):
+    """The map step as Spark tasks, one per capture: each runs
+    ``metaroce-analyze export --parquet`` on its file and moves the host's
+    tables into ``out_dir`` under its host name (``named``: ``[(unique host
+    name, capture path)]``). ``analyzer`` must be runnable on every executor
+    (a shared path, or shipped with ``--files``). Returns the hosts
+    exported."""
+    tasks = spark.sparkContext.parallelize(named, len(named))
+
+    def export(item):
+        host, capture = item
+        binary = analyzer
+        if not os.path.isabs(binary) and not os.path.exists(binary):
+            from pyspark import SparkFiles
+
+            shipped = SparkFiles.get(os.path.basename(binary))
+            binary = shipped if os.path.exists(shipped) else (shutil.which(binary) or binary)
+        staging = tempfile.mkdtemp(prefix="metaroce-export-")
+        try:
+            run = subprocess.run(
+                [binary, "export", "--no-progress", "--parquet", staging, capture],
+                capture_output=True,
+                text=True,
+            )
+            stem = capture_stem(capture)
+            moved = 0
+            for table in sorted(os.listdir(staging)):
+                src = os.path.join(staging, table, f"host={stem}")
+                if os.path.isdir(src):
+                    dst = os.path.join(out_dir, table, f"host={host}")
+                    shutil.rmtree(dst, ignore_errors=True)
+                    os.makedirs(os.path.dirname(dst), exist_ok=True)
+                    shutil.move(src, dst)
+                    moved += 1
+            err = run.stderr.strip().splitlines()
+            return host, capture, run.returncode, moved, err[-1] if err else ""
+        except OSError as e:
+            return host, capture, -1, 0, str(e)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    done = []
+    for host, capture, code, moved, err in tasks.map(export).collect():
+        if moved == 0:
+            messages.append(f"{capture}: the map step wrote no tables (exit {code}: {err}): host {host} skipped")
+            continue
+        if code != 0:
+            # Exit 2: malformed packets were found (and counted); the tables
+            # are complete.
+            messages.append(f"{capture}: metaroce-analyze exited {code} ({err}); its tables are used")
+        done.append(host)
+    return done
+
+
+def host_dirs(fs, root, table):
+    """``{host: path}`` of a table of an export root."""
+    base = posixpath.join(root, f"table={table}")
+    out = {}
+    for child in fs.children(base):
+        if child.startswith("host="):
+            out[child[len("host="):]] = posixpath.join(base, child)
+    return out
+
+
+def read_table(spark, fs, roots, table, hosts_of_root):
+    """One table of every export root, with a ``host`` column holding the
+    unique host names (``hosts_of_root[i]``: ``{host dir name: unique
+    name}`` of root i). Unreadable files are skipped, not fatal: the
+    per-host checks report them."""
+    frames = []
+    for i, root in enumerate(roots):
+        dirs = host_dirs(fs, root, table)
+        wanted = {h: u for h, u in hosts_of_root[i].items() if h in dirs}
+        if not wanted:
+            continue
+        df = (
+            spark.read.option("ignoreCorruptFiles", "true")
+            .option("basePath", posixpath.join(root, f"table={table}"))
+            .parquet(*[dirs[h] for h in sorted(wanted)])
+        )
+        mapping = F.create_map(*[x for h, u in sorted(wanted.items()) for x in (F.lit(h), F.lit(u))])
+        frames.append(df.withColumn("host", mapping[F.col("host").cast("string")]))
+    if not frames:
+        return None
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f, allowMissingColumns=True)
+    return unsigned_as_long(out)
+
+
+def unsigned_as_long(df):
+    """Parquet's unsigned 64-bit integers reach Spark as decimal(20,0);
+    the export's (frame numbers, ns times, counts) fit a signed long."""
+    return df.select(
+        *[
+            F.col(f.name).cast("long") if isinstance(f.dataType, DecimalType) and f.dataType.scale == 0 else F.col(f.name)
+            for f in df.schema.fields
+        ]
+    )

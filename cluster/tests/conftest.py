@@ -1,0 +1,58 @@
+"""Shared fixtures: the workspace's binaries (built here with cargo, so a
+missing build fails loudly instead of skipping), the job-scale scenario
+written by the fixtures generator, and runs of cluster/postmortem.sh in
+Spark local mode (local[2])."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+POSTMORTEM = ROOT / "cluster" / "postmortem.sh"
+
+
+def run(cmd, **kw):
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if done.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, cmd))} exited {done.returncode}:\n{done.stdout}\n{done.stderr[-6000:]}")
+    return done
+
+
+@pytest.fixture(scope="session")
+def binaries():
+    """``(metaroce-analyze, fixtures-generator)``, the debug builds cargo
+    test makes (the analyzer with its default features: export included)."""
+    if shutil.which("java") is None:
+        raise AssertionError("java is missing: run scripts/setup.sh (Java 17 for Spark)")
+    run(["cargo", "build", "-q", "-p", "metaroce-analyze", "--bin", "metaroce-analyze",
+         "-p", "fixtures-generator", "--bin", "fixtures-generator"], cwd=ROOT)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "debug"
+    return target / "metaroce-analyze", target / "fixtures-generator"
+
+
+def generate(binaries, out, hosts, *extra):
+    run([binaries[1], "job-allreduce", "--hosts", hosts, *extra, out])
+    return sorted(Path(out).glob("host-*.pcap"))
+
+
+def postmortem(binaries, out, inputs):
+    done = run([POSTMORTEM, "--master", "local[2]", "--analyzer", binaries[0], "--out", out, *inputs])
+    report = json.loads((Path(out) / "report.json").read_text())
+    return report, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def job8(binaries, tmp_path_factory):
+    """The 8-host scenario: its captures, the Spark job's report and the
+    single-machine ``report --json`` of all captures (given in host-name
+    order, the job's capture indexes)."""
+    d = tmp_path_factory.mktemp("job8")
+    captures = generate(binaries, d / "captures", 8)
+    report, stderr = postmortem(binaries, d / "out", captures)
+    single = json.loads(run([binaries[0], "report", "--json", "--no-progress", *captures]).stdout)
+    expected = json.loads((d / "captures" / "job.expected.json").read_text())
+    return {"dir": d, "captures": captures, "report": report, "single": single, "expected": expected, "stderr": stderr}
