@@ -641,15 +641,9 @@ fn type_items(p: &Packet<&[u8]>, layout: Option<&Layout>, d: &mut Dissection) {
             PacketType::Cnp => Hf::CnpHeader,
             _ => Hf::FbHeader,
         };
-        let end = if let Some(ack) = p.ack() {
-            field::SACK_BITMAP(ack.sack_words()).end
-        } else if p.nack().is_some() {
-            field::NACK_LEN
-        } else if p.cnp_reason().is_some() {
-            field::CNP_LEN
-        } else {
-            field::FEEDBACK_LEN
-        };
+        // The type header ends with the fixed header; a capture cut inside
+        // it shows the feedback block that it holds.
+        let end = p.fixed_len().unwrap_or(field::FEEDBACK_LEN);
         d.open(
             Item::field(header, clamp(field::FB_FLAGS..end, cap), Value::Marker),
             Ett::TypeHeader,
@@ -848,7 +842,7 @@ fn tlv_items(tlv: &Tlv<'_>, labels: bool, d: &mut Dissection) {
 
 fn tlvs_items(p: &Packet<&[u8]>, stop: Option<&Error>, opts: &Options, d: &mut Dissection) {
     // TLVs follow the fixed header: nothing to show unless it is captured.
-    if !p.flags().contains(Flags::EXT) || fixed_len(p).is_none() {
+    if !p.flags().contains(Flags::EXT) || p.fixed_len().is_none() {
         return;
     }
     let cap = p.as_bytes().len();
@@ -887,25 +881,11 @@ fn tlvs_items(p: &Packet<&[u8]>, stop: Option<&Error>, opts: &Options, d: &mut D
     }
 }
 
-/// The fixed size of the header, from the typed views (`None` when the
-/// capture does not hold it).
-fn fixed_len(p: &Packet<&[u8]>) -> Option<usize> {
-    Some(match p.packet_type() {
-        PacketType::Data => p.data()?.op().header_len(),
-        PacketType::Ack => field::SACK_BITMAP(p.ack()?.sack_words()).end,
-        PacketType::Nack => field::NACK_LEN,
-        PacketType::Cnp => field::CNP_LEN,
-        PacketType::ProbeReply => field::FEEDBACK_LEN,
-        PacketType::Ctrl => field::CTRL_LEN,
-        _ => field::BASE_LEN,
-    })
-}
-
 fn padding_item(p: &Packet<&[u8]>, cap: usize, d: &mut Dissection) {
     if p.flags().contains(Flags::EXT) {
         return;
     }
-    let Some(fixed) = fixed_len(p) else { return };
+    let Some(fixed) = p.fixed_len() else { return };
     let end = p.header_len().min(cap);
     if end > fixed {
         d.add(Item::field(Hf::HeaderPadding, fixed..end, Value::Bytes));

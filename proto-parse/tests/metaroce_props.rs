@@ -228,6 +228,8 @@ proptest! {
         let packet = Packet::new_checked(&bytes[..]).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let layout = packet.layout(bytes.len()).unwrap();
         prop_assert_eq!(layout.trimmed, trimmed);
+        // The header's fixed size, read from the bytes, is the one emitted.
+        prop_assert_eq!(packet.fixed_len(), Some(repr.body.fixed_len()));
         prop_assert_eq!(Repr::parse(&packet).unwrap(), repr);
         prop_assert!(packet.tlvs().all(|t| t.is_ok()));
     }
@@ -240,6 +242,11 @@ proptest! {
             let lax = parse_lax(&bytes[..len], bytes.len());
             let stop = lax.stop.expect("a cut capture stops somewhere");
             prop_assert!(stop.is_capture_truncation(), "len {}: {}", len, stop);
+            if let Some(packet) = &lax.packet {
+                // Known only once the capture holds all of it.
+                let fixed = repr.body.fixed_len();
+                prop_assert_eq!(packet.fixed_len(), (len >= fixed).then_some(fixed), "len {}", len);
+            }
             if let Ok(packet) = Packet::new_checked(&bytes[..len]) {
                 // Only a DATA packet cut in its payload is still valid: trimmed.
                 prop_assert!(packet.layout(len).unwrap().trimmed);

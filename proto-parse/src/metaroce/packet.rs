@@ -229,6 +229,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
             .then_some(Ctrl { buf })
     }
 
+    /// The size of the base and type header without TLVs (spec sections 2
+    /// to 5: a DATA header's depends on its op, an ACK's on its SACK
+    /// words), when the capture holds it.
+    pub fn fixed_len(&self) -> Option<usize> {
+        let buf = self.buf();
+        fixed_len(buf, buf.len())
+            .ok()
+            .filter(|&len| len <= buf.len())
+    }
+
     /// TLVs between the fixed header and `hlen * 4`, when flags.EXT is set.
     /// Clipped to the captured bytes; a TLV that runs past them is reported
     /// by the iterator as a capture truncation.
