@@ -37,13 +37,12 @@
 //! nothing until its first sample, keeps its first 128 samples as they are
 //! (1 KB), and only then takes an HdrHistogram, tens of KB: a connection of
 //! a few packets costs a few KB, see `tests/memory_per_connection.rs`).
-//! Measured (user CPU per packet,
-//! on the shared 2-core build machine under load average 4 to 7; the same
-//! workload as `benches/engine.rs`): 130 to 170 ns per packet with 4
-//! directions, 250 to 310 ns with 64 directions x 16 paths (per-path
-//! histograms stop fitting in cache), for a heavy mix: one 4-packet message
-//! and one ACK per 5 packets, every ACK an RTT sample. Not yet the
-//! "few tens of ns" goal.
+//! Time per packet grows with the live directions and paths, as their
+//! per-path histograms stop fitting in cache: `cargo bench -p analyzer
+//! --bench engine` measures a heavy mix (one 4-packet message and one ACK
+//! per 5 packets, every ACK an RTT sample) with 4 directions and with 64
+//! directions x 16 paths; `docs/performance.md` has the end-to-end figures
+//! and where the time goes.
 
 mod ev_table;
 mod hist;
