@@ -457,3 +457,34 @@ fn closed_connections_are_dropped_after_their_drain_period() {
     let r = p.run_workload(c2, s2, WorkOp::Write, 1, 10_000, 1_000_000_000);
     assert!(r.byte_exact && r.exactly_once);
 }
+
+#[test]
+fn both_sides_use_the_smaller_mtu_of_the_handshake() {
+    // Either side may have the smaller MTU: CONNECT carries the client's,
+    // ACCEPT the server's, and both send DATA of at most the smaller.
+    for (client_mtu, server_mtu) in [(4096, 1412), (1412, 4096)] {
+        let cfg = |mtu| Config {
+            mtu,
+            trace: true,
+            ..Config::default()
+        };
+        let mut p = Pair::new(cfg(client_mtu), cfg(server_mtu), 16, LinkConfig::default());
+        let (c, s) = p.connect();
+        assert_eq!(p.client.conn(c).mtu(), 1412);
+        assert_eq!(p.server.conn(s).mtu(), 1412);
+        // READ: the server's READ_RESP data travels the other way.
+        for op in [WorkOp::Write, WorkOp::Read] {
+            let r = p.run_workload(c, s, op, 2, 100_000, 1_000_000_000);
+            assert!(r.byte_exact && r.exactly_once, "{op:?}: {r:?}");
+        }
+        let mut largest = 0;
+        for ep in [&mut p.client, &mut p.server] {
+            while let Some(rec) = ep.poll_trace() {
+                if let TraceEvent::Tx { payload_len, .. } = rec.event {
+                    largest = largest.max(payload_len);
+                }
+            }
+        }
+        assert_eq!(largest, 1412, "{client_mtu}/{server_mtu}");
+    }
+}

@@ -31,6 +31,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use anyhow::Context;
 use proto_parse::metaroce::field::CRC_LEN;
 use proto_parse::metaroce::{DEFAULT_PORT, DataOp, Packet, udp_source_port};
 use serde::Serialize;
@@ -198,18 +199,21 @@ impl Driver {
     /// Binds the sockets. `endpoint` should have `Config::trace` set when
     /// an event log is wanted.
     pub fn new(cfg: DriverConfig, endpoint: Endpoint) -> anyhow::Result<Self> {
-        let rx = bind_udp(
-            SocketAddrV4::new(cfg.bind, cfg.port),
-            true,
-            Some(cfg.dont_fragment),
-        )?;
+        let local = SocketAddrV4::new(cfg.bind, cfg.port);
+        let rx = bind_udp(local, true, Some(cfg.dont_fragment))
+            .with_context(|| format!("binding the receive socket to {local}"))?;
         sys::enable_recv_tos(rx.as_raw_fd())?;
         let pcap = match &cfg.pcap {
-            Some(p) => Some(PcapSink::create(p)?),
+            Some(p) => {
+                Some(PcapSink::create(p).with_context(|| format!("creating {}", p.display()))?)
+            }
             None => None,
         };
         let events = match &cfg.events {
-            Some(p) => Some(BufWriter::with_capacity(1 << 20, File::create(p)?)),
+            Some(p) => Some(BufWriter::with_capacity(
+                1 << 20,
+                File::create(p).with_context(|| format!("creating {}", p.display()))?,
+            )),
             None => None,
         };
         let epoch_ns = SystemTime::now()
