@@ -14,6 +14,7 @@
 #        plugin's tests, which then run the root's tshark) and a target folder
 #        of the line's own, target/wireshark-4.4, so lines do not rebuild each other
 #        e.g. scripts/wireshark-root.sh 4.4 cargo test -p metaroce-dissector
+#   scripts/wireshark-root.sh 4.4 install PKG...  add Debian packages to the root (apt)
 #
 # The root is made with `debootstrap --variant=minbase` plus tshark and
 # libwireshark-dev, in $METAROCE_CACHE (default $XDG_CACHE_HOME/metaroce, or
@@ -24,7 +25,7 @@
 # METAROCE_DEBIAN_MIRROR overrides debootstrap's default mirror.
 set -euo pipefail
 
-usage() { sed -n '2,24p' "$0" >&2; exit 64; }
+usage() { sed -n '2,25p' "$0" >&2; exit 64; }
 line="${1:-}"
 case "$line" in
     4.4) suite=trixie ;;
@@ -99,6 +100,20 @@ make_root
 case "$action" in
 path)
     echo "$root"
+    ;;
+install)
+    [ $# -gt 0 ] || usage
+    missing=()
+    for p in "$@"; do
+        chroot "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null \
+            | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        # The registry's Release files may be older than their Valid-Until.
+        in_root "$root" sh -c 'apt-get -o Acquire::Check-Valid-Until=false update -q \
+            && apt-get install -y -q --no-install-recommends "$@" && apt-get clean' \
+            sh "${missing[@]}" >&2
+    fi
     ;;
 cargo)
     cd "$repo"
