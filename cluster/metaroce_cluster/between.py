@@ -16,9 +16,11 @@ The rules are the engine's, stated here once for the Spark plan:
   leaves unmatched); a wait longer than ``window_ns`` ends unmatched.
 - An unmatched sighting that left the window counts as lost between the
   points when every other capture had started before it; one still
-  waiting at the end counts when every other capture ran from before it
-  to ``finish_margin_ns`` after it, on the other capture's clock
-  (offset-corrected with the estimated offsets, 0 when not estimated).
+  waiting at the end, when every other capture had started before it
+  (offset-corrected with the estimated offsets, 0 when not estimated), is
+  lost when every other capture ran on for its end margin after it (4
+  times the largest one-way delay measured between the two captures, on
+  its path or else on any of theirs), and of unknown fate otherwise.
 - Clock offset of b relative to a: per direction (MetaRoCE) or host pair
   (RoCEv2) the min, max and mean of ``ts_b - ts_a``; for each one whose
   reverse was matched too, ``(min of the one seen first at a + max of the
@@ -45,9 +47,9 @@ from pyspark.sql import functions as F
 
 from . import hdr
 
-# The engine's MergeConfig defaults and its end-of-capture margin.
+# The engine's MergeConfig defaults, and its end margin in one-way delays.
 WINDOW_NS = 1_000_000_000
-FINISH_MARGIN_NS = 1_000_000
+END_MARGIN_DELAYS = 4
 
 # MetaRoCE CTRL and RoCEv2 CNP type codes (spec section 2; IBTA annex A17).
 METAROCE_CTRL = 6
@@ -187,33 +189,100 @@ def offset_between(offsets, frm, to):
     return -offsets.get((to, frm), 0)
 
 
-def loss_bounds(captures, offsets, finish_margin_ns=FINISH_MARGIN_NS):
-    """Per capture s, the times at which an unmatched sighting of s counts
-    as lost: ``[left_from, ...)`` for one that left the window (every other
-    capture had started), ``[end_from, end_to]`` for one still waiting at the
-    end (every other capture ran from before it to the margin after it).
-    ``captures``: ``{index: (first_ts, last_ts)}``."""
+def max_one_way_delay(dmin, dmax, offset):
+    """The largest offset-corrected one-way delay of a path's samples,
+    whichever capture sees it first."""
+    return max(dmax - offset, offset - dmin)
+
+
+def loss_bounds(captures, offsets, path_rows, end_margin_delays=END_MARGIN_DELAYS):
+    """When an unmatched sighting of capture c counts, as bounds on its
+    time (the engine's rules with every other capture o folded in):
+
+    - one that left the window counts as lost from ``left_from`` (every
+      other capture had started);
+    - one still waiting at the end counts from ``end_from`` (every other
+      capture had started, offset-corrected), as lost up to ``end_to`` (every
+      other capture ran on for its end margin after it: ``end_margin_delays``
+      times the largest one-way delay measured between c and o on the
+      sighting's path, or on any path of the pair when that one has none;
+      a pair with no match at all never confirms a loss) and as unknown
+      after.
+
+    ``captures``: ``{index: (first_ts, last_ts)}``; ``path_rows``: the
+    per-path aggregates (``ca, cb``, flow, ``ev, dmin, dmax``). Returns
+    ``(per capture rows, per (capture, flow, ev) rows)``: the second holds
+    ``end_to`` for the paths a capture pair matched, the first the
+    ``end_to`` of every other path of the capture."""
+    never = -(1 << 62)
+    pair_max, path_max = {}, {}
+    for r in path_rows:
+        owd = max_one_way_delay(r.dmin, r.dmax, offsets.get((r.ca, r.cb), 0))
+        pair_max[(r.ca, r.cb)] = max(pair_max.get((r.ca, r.cb), owd), owd)
+        flow = (r.rocev2, r.src, r.dst, r.src_conn, r.dst_conn, r.ev)
+        path_max.setdefault(flow, {})[(r.ca, r.cb)] = owd
+
+    def end_to(c, o, owd):
+        if owd is None:
+            return never
+        return captures[o][1] - offset_between(offsets, c, o) - end_margin_delays * max(owd, 0)
+
+    generic = {}
     rows = []
-    for s in captures:
-        others = [c for c in captures if c != s]
+    for c in captures:
+        others = [o for o in captures if o != c]
         if not others:
             continue
-        left_from = max(captures[c][0] for c in others)
-        end_from = max(captures[c][0] - offset_between(offsets, s, c) for c in others)
-        end_to = min(captures[c][1] - offset_between(offsets, s, c) - finish_margin_ns for c in others)
-        rows.append((s, left_from, end_from, end_to))
-    return rows
+        bounds = {o: end_to(c, o, pair_max.get((min(c, o), max(c, o)))) for o in others}
+        generic[c] = bounds
+        rows.append((
+            c,
+            max(captures[o][0] for o in others),
+            max(captures[o][0] - offset_between(offsets, c, o) for o in others),
+            min(bounds.values()),
+        ))
+    specific = []
+    for flow, pairs in path_max.items():
+        for (a, b), owd in pairs.items():
+            for c in (a, b):
+                if c not in generic:
+                    continue
+                bounds = dict(generic[c])
+                for (pa, pb), powd in pairs.items():
+                    if c in (pa, pb):
+                        o = pb if c == pa else pa
+                        bounds[o] = end_to(c, o, powd)
+                specific.append((c, *flow, min(bounds.values())))
+    return rows, sorted(set(specific))
 
 
 def lost_between(spark, unmatched, bounds):
-    """Transmissions lost between the capture points, per (capture, flow, ev)."""
-    b = spark.createDataFrame(bounds, "capture int, left_from long, end_from long, end_to long")
-    counted = unmatched.join(F.broadcast(b), "capture").where(
-        F.when(F.col("at_end"), (F.col("ts") >= F.col("end_from")) & (F.col("ts") <= F.col("end_to"))).otherwise(
-            F.col("ts") >= F.col("left_from")
-        )
+    """Unmatched transmissions judged: ``(rows, counts)``: the rows of the
+    transmissions lost or of unknown fate (``fate``), and their counts per
+    (capture, flow, ev, fate)."""
+    rows, specific = bounds
+    b = spark.createDataFrame(rows or [(-1, 0, 0, 0)], "capture int, left_from long, end_from long, end_to long")
+    sp = spark.createDataFrame(
+        specific or [(-1, False, "", "", 0, 0, 0, 0)],
+        "capture int, rocev2 boolean, src string, dst string, src_conn long, dst_conn long, ev int, path_end_to long",
     )
-    return counted, counted.groupBy("capture", *FLOW, "ev").agg(F.count("*").alias("lost"))
+    judged = (
+        unmatched.join(F.broadcast(b), "capture")
+        .join(F.broadcast(sp), ["capture", *FLOW, "ev"], "left")
+        .withColumn("end_to", F.coalesce("path_end_to", "end_to"))
+        .withColumn(
+            "fate",
+            F.when(~F.col("at_end"), F.when(F.col("ts") >= F.col("left_from"), "lost"))
+            .when(F.col("ts") < F.col("end_from"), None)
+            .when(F.col("ts") <= F.col("end_to"), "lost")
+            .otherwise("unknown"),
+        )
+        .where(F.col("fate").isNotNull())
+        .cache()
+    )
+    counts = judged.groupBy("capture", *FLOW, "ev", "fate").agg(F.count("*").alias("n"))
+    missing = judged.drop("left_from", "end_from", "end_to", "path_end_to")
+    return missing, counts
 
 
 def one_way_delays(spark, matched, paths, offsets):
@@ -263,14 +332,15 @@ def ip_key(text):
     return (ip.version, int(ip))
 
 
-def between_captures(spark, owd, lost, offsets):
+def between_captures(owd, counts, offsets, path_rows):
     """The ``between_captures`` list of ``report --json``, from the matched
     transmissions with their delays and the loss counts."""
     path_cols = ["ca", "cb", "up", "down"] + FLOW + ["ev"]
     summaries = rank_samples(owd, path_cols, "owd")
-    lost_rows = {
-        (r.capture, r.rocev2, r.src, r.dst, r.src_conn, r.dst_conn, r.ev): r.lost for r in lost.collect()
+    judged = {
+        (r.fate, r.capture, r.rocev2, r.src, r.dst, r.src_conn, r.dst_conn, r.ev): r.n for r in counts.collect()
     }
+    deltas = {tuple(r[c] for c in PATH): (r.dmin, r.dmax) for r in path_rows}
     pairs = {}
     for key, (n, lo, hi, at) in summaries.items():
         ca, cb, up, down, rocev2, src, dst, src_conn, dst_conn, ev = key
@@ -285,7 +355,10 @@ def between_captures(spark, owd, lost, offsets):
                 "upstream": up,
                 "downstream": down,
                 "matched": n,
-                "lost_between": lost_rows.get((up, rocev2, src, dst, src_conn, dst_conn, ev), 0),
+                "lost_between": judged.get(("lost", up, rocev2, src, dst, src_conn, dst_conn, ev), 0),
+                "unknown": judged.get(("unknown", up, rocev2, src, dst, src_conn, dst_conn, ev), 0),
+                "end_margin_ns": END_MARGIN_DELAYS
+                * max(0, max_one_way_delay(*deltas[(ca, cb, rocev2, src, dst, src_conn, dst_conn, ev)], offsets.get((ca, cb), 0))),
                 "one_way_delay_ns": hdr.summary(n, lo, hi, at),
             }
         )

@@ -5,8 +5,10 @@ capture's times are moved by the offsets estimated between capture pairs,
 chained along the pairs that exchanged traffic (a host whose clock cannot
 be chained to the reference keeps its own, and is named in ``messages``).
 
-- ``hosts``: per (upstream host, downstream host): transmissions matched and
-  lost between them, loss rate, one-way delay percentiles.
+- ``hosts``: per (upstream host, downstream host): transmissions and those
+  that never reached the downstream capture (``lost``: the engine's
+  ``lost_between`` and ``unknown`` together, see cluster/README.md), loss
+  rate, one-way delay percentiles.
 - ``evs``: the same per ev.
 - ``switches``: per switch named by HOP_TELEMETRY (the downstream copy of
   each matched transmission carries the switches it crossed): hops, hop

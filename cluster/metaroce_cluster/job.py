@@ -27,8 +27,9 @@ def parse_args(argv):
                    help="the metaroce-analyze binary (built with the export feature) for the map step")
     p.add_argument("--window-ns", type=int, default=between.WINDOW_NS,
                    help="how long a transmission waits for its copy in another capture (the engine's default)")
-    p.add_argument("--finish-margin-ns", type=int, default=between.FINISH_MARGIN_NS,
-                   help="how long after a transmission every other capture must run for it to count as lost at the end")
+    p.add_argument("--end-margin-delays", type=int, default=between.END_MARGIN_DELAYS,
+                   help="at the end of the captures, a missing copy counts as lost when every other capture ran on "
+                        "this many times the path's largest one-way delay after it (the engine's rule)")
     p.add_argument("--lookback-ns", type=int, default=1_000_000,
                    help="culprits are looked for from this long before an incident's first stall (the engine "
                         "declares a stall after its threshold, 1 ms by default, without progress)")
@@ -155,11 +156,12 @@ def run(spark, args):
     offsets, paths = between.clock_offsets(matched)
     paths = paths.cache()
     spans = {h["capture"]: (h["first_ts_ns"], h["last_ts_ns"]) for h in hosts if h["first_ts_ns"] is not None}
-    bounds = between.loss_bounds(spans, offsets, args.finish_margin_ns)
-    counted_lost, lost = between.lost_between(spark, unmatched, bounds)
+    path_rows = paths.collect()
+    bounds = between.loss_bounds(spans, offsets, path_rows, args.end_margin_delays)
+    counted_lost, counts = between.lost_between(spark, unmatched, bounds)
     counted_lost = counted_lost.cache()
     owd = between.one_way_delays(spark, matched, paths, offsets).cache()
-    report["between_captures"] = between.between_captures(spark, owd, lost, offsets)
+    report["between_captures"] = between.between_captures(owd, counts, offsets, path_rows)
     phases.done("between captures")
     name = {h["capture"]: h["host"] for h in hosts}
     for b in report["between_captures"]:

@@ -14,10 +14,12 @@ def test_between_captures_equal_the_single_machine_report(job8):
     spark = without_names(job8["report"]["between_captures"])
     single = job8["single"]["between_captures"]
     # The comparison means something: every ring neighbour pair, offsets
-    # estimated, transmissions matched and lost.
+    # estimated, transmissions matched, and missing downstream (the
+    # scenario's losses all happen within its last second, so the engine
+    # judges them at the end of the captures: lost or unknown).
     assert len(single) == 8
     assert all(b["offset_estimated"] for b in single)
-    assert sum(p["lost_between"] for b in single for p in b["paths"]) > 0
+    assert sum(p["lost_between"] + p["unknown"] for b in single for p in b["paths"]) > 0
     assert sum(b["matched_packets"] for b in single) > 40_000
     assert spark == single
 
