@@ -207,12 +207,25 @@ impl Defrag {
         }
     }
 
-    /// One fragment, in capture order: the observation of the datagram it
-    /// completes, if it completes one that decodes as MetaRoCE or RoCEv2
-    /// (then its frame and time are the completing fragment's).
-    fn push(&mut self, frame: u64, ts_ns: u64, linktype: u16, data: &[u8]) -> Option<Observation> {
+    /// An item of `batch`, in capture order: if it is the fragment that
+    /// completes a datagram decoding as MetaRoCE or RoCEv2, the datagram's
+    /// observation (at the completing fragment's frame and time).
+    fn datagram(&mut self, item: &Item, batch: &Batch) -> Option<Observation> {
+        let Item::Fragment {
+            frame,
+            ts_ns,
+            linktype,
+            start,
+            end,
+        } = *item
+        else {
+            return None;
+        };
         let link = LinkType::from(u32::from(linktype));
-        match self.reassembler.push(ts_ns, link, data) {
+        match self
+            .reassembler
+            .push(ts_ns, link, batch.fragment(start, end))
+        {
             Reassembly::Datagram(ip) => {
                 Observation::decode(frame, ts_ns, LinkType::Raw, ip, &self.decode)
             }
@@ -583,29 +596,16 @@ fn analyze_one<S: Sink + ?Sized>(
                 let reassembled;
                 let obs = match item {
                     Item::Packet(obs) => obs,
-                    Item::Other { ts_ns, .. } => {
-                        engine.ingest_other(*ts_ns);
-                        continue;
-                    }
-                    &Item::Fragment {
-                        frame,
-                        ts_ns,
-                        linktype,
-                        start,
-                        end,
-                    } => {
-                        let data = batch.fragment(start, end);
-                        match defrag.push(frame, ts_ns, linktype, data) {
-                            Some(obs) => {
-                                reassembled = obs;
-                                &reassembled
-                            }
-                            None => {
-                                engine.ingest_other(ts_ns);
-                                continue;
-                            }
+                    _ => match defrag.datagram(item, &batch) {
+                        Some(obs) => {
+                            reassembled = obs;
+                            &reassembled
                         }
-                    }
+                        None => {
+                            engine.ingest_other(item.ts_ns());
+                            continue;
+                        }
+                    },
                 };
                 engine.ingest_into(obs, &mut v);
                 sink.packet(0, obs, &v, engine.messages_done());
@@ -735,17 +735,7 @@ fn analyze_many<S: Sink + ?Sized>(
             src.last_ts = src.last_ts.max(item.ts_ns());
             let obs = match item {
                 Item::Packet(obs) => Some(obs),
-                Item::Other { .. } => None,
-                Item::Fragment {
-                    frame,
-                    ts_ns,
-                    linktype,
-                    start,
-                    end,
-                } => {
-                    let data = src.batch.fragment(start, end);
-                    src.defrag.push(frame, ts_ns, linktype, data)
-                }
+                _ => src.defrag.datagram(&item, &src.batch),
             };
             match obs {
                 Some(obs) => {
