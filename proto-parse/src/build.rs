@@ -10,6 +10,8 @@ use etherparse::{
     Ipv6FlowLabel, Ipv6FragmentHeader, Ipv6Header, PacketBuilder, VlanId,
 };
 
+use crate::frame::Ecn;
+
 /// How to frame a UDP payload. MAC addresses are derived from the IP
 /// addresses (locally administered, `02:..`) so frames are reproducible.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,9 +28,11 @@ pub struct UdpFrameBuilder {
     pub vlan: Option<u16>,
 }
 
-pub const ECN_NOT_ECT: u8 = 0;
-pub const ECN_ECT0: u8 = 2;
-pub const ECN_CE: u8 = 3;
+/// The two IP ECN bits of the codepoints a frame is built with
+/// ([`Ecn`] states them).
+pub const ECN_NOT_ECT: u8 = Ecn::NotEct.bits();
+pub const ECN_ECT0: u8 = Ecn::Ect0.bits();
+pub const ECN_CE: u8 = Ecn::Ce.bits();
 
 fn mac_for(ip: IpAddr) -> [u8; 6] {
     let low = match ip {

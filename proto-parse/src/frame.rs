@@ -96,6 +96,7 @@ pub enum Ecn {
 
 impl Ecn {
     /// From the low two bits of the TOS / traffic class byte.
+    #[inline]
     pub const fn from_bits(bits: u8) -> Ecn {
         match bits & 0x3 {
             0 => Ecn::NotEct,
@@ -105,6 +106,7 @@ impl Ecn {
         }
     }
 
+    #[inline]
     pub const fn bits(self) -> u8 {
         match self {
             Ecn::NotEct => 0,

@@ -66,7 +66,7 @@ pub use interval::IntervalSet;
 pub use merge::{BetweenPath, BetweenReport, CrossCapture, MergeConfig, MultiEngine};
 pub use metaroce::DirSize;
 pub use observation::{
-    CtrlObs, DataObs, ECN_CE, FbKind, FeedbackObs, MrBody, MrObs, ObsKind, Observation, RoceObs,
+    CtrlObs, DataObs, FbKind, FeedbackObs, MrBody, MrObs, ObsKind, Observation, RoceObs,
 };
 pub use report::{
     BetweenCaptures, CaptureReport, DirectionReport, EngineReport, PathReport, Report,

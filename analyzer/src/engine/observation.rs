@@ -5,14 +5,11 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use proto_parse::frame::{self, DecodeConfig, Frame, LinkType, PortChoice, Transport};
+use proto_parse::frame::{self, DecodeConfig, Ecn, Frame, LinkType, PortChoice, Transport};
 use proto_parse::metaroce::{
     self, CnpReason, CtrlOp, DataOp, FbFlags, Flags, Layout, NackCode, Packet, PacketType,
 };
 use proto_parse::rocev2;
-
-/// ECN codepoint "congestion experienced" (the two ECN bits).
-pub const ECN_CE: u8 = 3;
 
 /// One frame as the engine sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +22,8 @@ pub struct Observation {
     pub dst: IpAddr,
     pub src_port: u16,
     pub dst_port: u16,
-    /// The two IP ECN bits (3 = CE).
+    /// The two IP ECN bits (`proto_parse::frame::Ecn::from_bits` names
+    /// them).
     pub ecn: u8,
     /// The frame (or its headers) could not be decoded as the protocol its
     /// port says; such frames are counted and not analysed further.
@@ -415,7 +413,7 @@ impl Observation {
 
     /// True when the IP header carried ECN CE.
     pub fn ce(&self) -> bool {
-        self.ecn & 3 == ECN_CE
+        Ecn::from_bits(self.ecn) == Ecn::Ce
     }
 }
 
