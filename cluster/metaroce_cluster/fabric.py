@@ -188,21 +188,22 @@ def rank_culprits(tx, hops, switches_of_path, windows, lookback_ns, top=5):
     ``incident, start, end``. Returns two DataFrames (switches, paths) with
     ``rank`` 1..top per incident."""
     w = F.broadcast(windows.withColumn("start", F.col("start") - F.lit(lookback_ns)))
-    inside = (F.col("t") >= F.col("start")) & (F.col("t") <= F.col("end"))
 
     def rise(df, keys, value):
-        j = df.crossJoin(w).withColumn("in", inside)
-        agg = j.groupBy("incident", *keys).agg(
-            F.sum(F.when(F.col("in"), 1).otherwise(0)).alias("n_in"),
-            F.sum(F.when(~F.col("in"), 1).otherwise(0)).alias("n_out"),
-            F.sum(F.when(F.col("in"), F.col(value)).otherwise(0)).alias("v_in"),
-            F.sum(F.when(~F.col("in"), F.col(value)).otherwise(0)).alias("v_out"),
+        # Rows join the windows they fall in (a range join against the few
+        # incidents: no row is copied per incident); the rest of the job is
+        # the total minus the window.
+        total = df.groupBy(*keys).agg(F.count("*").alias("n_all"), F.sum(value).alias("v_all"))
+        inside = (
+            df.join(w, (df["t"] >= w["start"]) & (df["t"] <= w["end"]))
+            .groupBy("incident", *keys)
+            .agg(F.count("*").alias("n_in"), F.sum(value).alias("v_in"))
         )
-        return agg.select(
+        return inside.join(total, keys).select(
             "incident", *keys,
             F.col("n_in"),
             F.try_divide(F.col("v_in"), F.col("n_in")).alias("in"),
-            F.try_divide(F.col("v_out"), F.col("n_out")).alias("out"),
+            F.try_divide(F.col("v_all") - F.col("v_in"), F.col("n_all") - F.col("n_in")).alias("out"),
         )
 
     # Switches: delay from their own telemetry, loss from the paths crossing them.

@@ -12,8 +12,6 @@ import tempfile
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
 
-CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
-
 
 def capture_stem(path):
     """The host name the analyzer gives a capture (its file stem, ``.gz``
@@ -43,6 +41,14 @@ class Fs:
     def exists(self, path):
         p, fs = self._fs(path)
         return fs.exists(p)
+
+    def write_text(self, path, text):
+        p, fs = self._fs(path)
+        out = fs.create(p, True)
+        try:
+            out.write(bytearray(text.encode()))
+        finally:
+            out.close()
 
     def children(self, path):
         """Names of the entries of a directory (empty when missing)."""

@@ -196,7 +196,7 @@ def run(spark, args):
     hops = fabric.hop_rows(tx, packets).cache()
     sw_of_path = fabric.path_switches(hops).cache()
     host_names = spark.createDataFrame(sorted(name.items()), "capture int, host string")
-    host_view, ev_view, sw_view = fabric.views(tx, hops, sw_of_path, host_names)
+    host_view, ev_view, sw_view = (v.cache() for v in fabric.views(tx, hops, sw_of_path, host_names))
     report["fabric"] = {
         "hosts": rows(host_view.drop("up", "down"), ["src_host", "dst_host"]),
         "evs": rows(ev_view, ["ev"]),
@@ -207,7 +207,7 @@ def run(spark, args):
     stall_df = fabric.stalls(spark, packets, to_ref)
     inc = fabric.incidents(stall_df).cache()
     windows = inc.groupBy("incident").agg(F.min("start").alias("start"), F.max("end").alias("end")).cache()
-    sw_rank, path_rank = fabric.rank_culprits(tx, hops, sw_of_path, windows, args.lookback_ns, args.top)
+    sw_rank, path_rank = (r.cache() for r in fabric.rank_culprits(tx, hops, sw_of_path, windows, args.lookback_ns, args.top))
     sw_by = {}
     for r in rows(sw_rank, ["incident", "rank"]):
         sw_by.setdefault(r.pop("incident"), []).append(r)
@@ -248,7 +248,7 @@ def main(argv=None):
     text = json.dumps(report, indent=2, default=str) + "\n"
     path = posixpath.join(args.out, "report.json")
     if "://" in args.out:
-        spark.sparkContext.parallelize([text], 1).saveAsTextFile(path)
+        inputs.Fs(spark).write_text(path, text)
     else:
         os.makedirs(args.out, exist_ok=True)
         with open(path, "w") as f:
