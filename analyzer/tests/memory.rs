@@ -210,3 +210,61 @@ fn an_evicted_direction_comes_back_as_new() {
     assert_eq!(count(2), None, "{:?}", report.directions);
     assert_eq!(report.engine.evicted_directions, 2);
 }
+
+/// Feedback that acknowledges four DATA packets at a time without the
+/// COAL flag, echoing the latest: the three it does not name are never
+/// echoed. They are awaited for a few round trips only (4 times the
+/// largest RTT sample), so what is kept for a late echo stays bounded by
+/// what was sent in that time, not by the window.
+#[test]
+fn unechoed_transmissions_are_awaited_for_a_few_round_trips() {
+    let mut engine = Engine::new(Config::default());
+    let a: IpAddr = "10.7.0.1".parse().unwrap();
+    let b: IpAddr = "10.7.0.2".parse().unwrap();
+    let (mut frame, mut ts) = (0u64, 1_000_000u64);
+    for round in 0..5_000u32 {
+        let mut last = (0, 0, 0);
+        for k in 0..4 {
+            let psn = round * 4 + k;
+            let ev = (psn % 4) as u16;
+            frame += 1;
+            ts += 100;
+            let mr = common::one_packet_send(1, 2, psn, ev, 0, ts as u32);
+            engine.ingest(&obs(frame, ts, a, b, mr));
+            last = (psn, ev, ts as u32);
+        }
+        let (psn, ev, tx_ts) = last;
+        let ack = MrObs {
+            ptype: PacketType::Ack,
+            flags: Flags::empty(),
+            tx_attempt: 0,
+            ev,
+            path_seq: 0,
+            dst_conn: 1,
+            src_conn: 2,
+            psn: psn + 1,
+            tx_ts: 0,
+            body: MrBody::Feedback(FeedbackObs {
+                flags: FbFlags::empty(),
+                echo_ev: ev,
+                echo_psn: psn,
+                echo_tx_ts: tx_ts,
+                rx_ts: 0,
+                ce_count: 0,
+                credit: u32::MAX,
+                kind: FbKind::Ack {
+                    sack_base: psn + 1,
+                    sack_words: 0,
+                    sack: [0; 4],
+                },
+            }),
+        };
+        frame += 1;
+        ts += 100;
+        engine.ingest(&obs(frame, ts, b, a, ack));
+    }
+    let size = engine.state_size();
+    assert!(size.late_echoes <= 16, "{size:?}");
+    let report = engine.snapshot();
+    assert_eq!(common::data_direction(&report).ack_rtt_ns.count, 5_000);
+}

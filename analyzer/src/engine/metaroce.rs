@@ -232,6 +232,10 @@ struct PrunedRetx {
 
 const RING: usize = 16;
 
+/// An acked transmission waits for its late echo this many times the
+/// direction's largest RTT sample after it was captured.
+const LATE_ECHO_RTTS: u64 = 4;
+
 /// RTT samples recorded into the histograms this many at a time (see
 /// `Dir::rtt_pending`).
 const RTT_BATCH: usize = 32;
@@ -290,6 +294,8 @@ pub(crate) struct Dir {
     /// Acked transmissions pruned from the window while still awaiting
     /// their echo, in PSN order; at most `Config::window` of them.
     late: VecDeque<LateTx>,
+    /// The largest RTT sample (`late` waits `LATE_ECHO_RTTS` times this).
+    max_rtt: u64,
     pub c: Counters,
     max_reorder: u32,
     fb_seen: bool,
@@ -411,6 +417,7 @@ impl Dir {
             msgs: FxHashMap::default(),
             pending_last: VecDeque::new(),
             late: VecDeque::new(),
+            max_rtt: 0,
             pending_reads: FxHashMap::default(),
             retx_psns: Vec::new(),
             messages_evicted: 0,
@@ -968,6 +975,7 @@ impl Dir {
             }
         }
         if let Some((rtt, ev)) = sample {
+            self.max_rtt = self.max_rtt.max(rtt);
             v.ack_rtt_ns = Some(rtt);
             let fabric = (rtt.min(i64::MAX as u64) as i64)
                 .saturating_sub(hold_ns.min(i64::MAX as u64) as i64);
@@ -1051,13 +1059,23 @@ impl Dir {
     /// no feedback has echoed yet go to `late`, so that the first echo
     /// still gives their sample however far the cumulative ack moved (a
     /// retransmission that fills the hole and the ack then jumps ahead).
-    fn keep_unechoed(&mut self, below: u32, cfg: &Config) {
+    fn keep_unechoed(&mut self, below: u32, now: u64, cfg: &Config) {
+        // Feedback comes back within a few round trips or not at all: an
+        // echo later than `LATE_ECHO_RTTS` times the direction's largest
+        // RTT sample is not awaited (before any sample: no limit).
+        let max_rtt = self.max_rtt;
+        let expired = |tx_ts: u64| {
+            max_rtt > 0 && tx_ts.saturating_add(max_rtt.saturating_mul(LATE_ECHO_RTTS)) < now
+        };
         let late = &mut self.late;
+        while late.front().is_some_and(|l| expired(l.ts)) {
+            late.pop_front();
+        }
         for (psn, slot) in self.window.iter() {
             if !lt(psn, below) {
                 break;
             }
-            if !slot.seen || slot.last.sampled || slot.coalesced {
+            if !slot.seen || slot.last.sampled || slot.coalesced || expired(slot.last.ts) {
                 continue;
             }
             if late.len() >= cfg.window {
@@ -1211,7 +1229,7 @@ impl Dir {
         let grace = (cfg.acked_grace.min(cfg.window / 2)) as u32;
         let below = cum_ack.wrapping_sub(grace);
         self.prune_retx(below);
-        self.keep_unechoed(below, cfg);
+        self.keep_unechoed(below, ts, cfg);
         self.window.prune_below(below);
 
         // Messages whose last PSN the cumulative ack now passes.

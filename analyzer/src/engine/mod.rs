@@ -101,9 +101,10 @@ pub struct Config {
     /// Acked PSNs kept in a direction's window so that feedback arriving
     /// after a later one (feedback comes back over paths of different
     /// delays) still finds its PSN's state. Beyond them, acked
-    /// transmissions still awaiting their echo are kept apart (up to
-    /// `window` of them), so an RTT sample never depends on how far the
-    /// cumulative ack moved. Default 128.
+    /// transmissions still awaiting their echo are kept apart (for 4
+    /// times the direction's largest RTT sample, up to `window` of them),
+    /// so an RTT sample does not depend on how far the cumulative ack
+    /// moved. Default 128.
     pub acked_grace: usize,
 }
 
