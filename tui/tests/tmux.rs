@@ -134,10 +134,13 @@ fn panic_restores_the_terminal() {
         have_tmux(),
         "this test tmux not installed: run it as root with scripts/setup.sh done (CI does)"
     );
+    // The panic message goes to a file in this test's own temporary folder.
+    let dir = tempfile::tempdir().unwrap();
+    let err_path = dir.path().join("panic.err");
     let cmd = format!(
-        "METAROCE_TOP_PANIC_AFTER_DRAW=1 {BIN} -r {} 2>/tmp/mrtop-panic-{}.err",
+        "METAROCE_TOP_PANIC_AFTER_DRAW=1 {BIN} -r {} 2>{}",
         fixture("multipath_loss_sender.pcap").display(),
-        std::process::id()
+        err_path.display()
     );
     let t = Tmux::start("panic", &cmd);
     assert_eq!(t.wait_exit(Duration::from_secs(5)), "101");
@@ -146,9 +149,7 @@ fn panic_restores_the_terminal() {
         "0",
         "still on the alternate screen"
     );
-    let err_path = format!("/tmp/mrtop-panic-{}.err", std::process::id());
     let err = std::fs::read_to_string(&err_path).unwrap();
-    let _ = std::fs::remove_file(&err_path);
     assert!(
         err.contains("METAROCE_TOP_PANIC_AFTER_DRAW is set"),
         "{err}"
