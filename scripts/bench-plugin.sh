@@ -136,7 +136,7 @@ for line in "${lines[@]}"; do
     echo "same, CPU time: $(ratio "${cpu[mr]}" "${cpu[ib]}") (decode only: $(ratio "${cpu[mr_noan]}" "${cpu[ib]}"))"
     echo "against the BTH-only twin: wall $(ratio "${wall[mr]}" "${wall[ib_bth]}"), CPU $(ratio "${cpu[mr]}" "${cpu[ib_bth]}")"
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
-    summary+=("$(printf '%-8s %-8s %10s %10s %16s' "$line" "$mm" "$(ratio "${wall[mr]}" "${wall[ib]}")" \
+    summary+=("$(printf '%-8s %-8s %10s %10s %18s' "$line" "$mm" "$(ratio "${wall[mr]}" "${wall[ib]}")" \
         "$(ratio "${cpu[mr]}" "${cpu[ib]}")" "$(ratio "${wall[mr_noan]}" "${wall[ib]}")")")
 
     if [ "${BENCH_INSTRUCTIONS:-0}" = 1 ]; then
@@ -161,18 +161,18 @@ for line in "${lines[@]}"; do
         echo "instructions per packet (cachegrind, packets 2001..12000):"
         for r in "${runs[@]}"; do printf '  %-10s %8d\n' "$r" "${ipp[$r]}"; done
         echo "ratio MetaRoCE / RoCEv2 twin in instructions: $(ratio "${ipp[mr]}" "${ipp[ib]}") (decode only: $(ratio "${ipp[mr_noan]}" "${ipp[ib]}")); BTH-only twin: $(ratio "${ipp[mr]}" "${ipp[ib_bth]}")"
-        isummary+=("$(printf '%-8s %-8s %10s %10s %16s' "$line" "$mm" "$(ratio "${ipp[mr]}" "${ipp[ib]}")" \
+        isummary+=("$(printf '%-8s %-8s %10s %12s %18s' "$line" "$mm" "$(ratio "${ipp[mr]}" "${ipp[ib]}")" \
             "$(ratio "${ipp[mr_noan]}" "${ipp[ib]}")" "$(ratio "${ipp[mr]}" "${ipp[ib_bth]}")")")
     fi
 done
 if [ ${#lines[@]} -gt 1 ]; then
     echo
     echo "MetaRoCE / RoCEv2 twin per packet, each line against its own InfiniBand dissector:"
-    printf '%-8s %-8s %10s %10s %16s\n' line version "wall" "CPU" "wall, no analysis"
+    printf '%-8s %-8s %10s %10s %18s\n' line version "wall" "CPU" "wall, no analysis"
     printf '%s\n' "${summary[@]}"
     if ((${#isummary[@]})); then
         echo "in instructions (cachegrind):"
-        printf '%-8s %-8s %10s %10s %16s\n' line version "analysis" "decode only" "vs BTH-only twin"
+        printf '%-8s %-8s %10s %12s %18s\n' line version "analysis" "decode only" "vs BTH-only twin"
         printf '%s\n' "${isummary[@]}"
     fi
 fi
