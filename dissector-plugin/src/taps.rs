@@ -143,6 +143,18 @@ unsafe fn record<'a>(data: *const c_void) -> Option<&'a Record> {
     unsafe { data.cast::<Record>().as_ref() }
 }
 
+/// The [`Record`] and its `(src_conn, dst_conn)`, if it has them (the
+/// conversation and endpoint tables are keyed by them).
+///
+/// # Safety
+/// As [`record`].
+unsafe fn connection_record<'a>(data: *const c_void) -> Option<(&'a Record, u32, u32)> {
+    // SAFETY: per the contract.
+    let r = unsafe { record(data) }?;
+    let (src_conn, dst_conn) = r.conns?;
+    Some((r, src_conn, dst_conn))
+}
+
 unsafe extern "C" fn conversation_packet(
     tapdata: *mut c_void,
     pinfo: *mut ws::packet_info,
@@ -153,10 +165,7 @@ unsafe extern "C" fn conversation_packet(
     // SAFETY: data is our Record; tapdata is the table's conv_hash_t;
     // pinfo is the packet's. add_conversation_table_data copies what it keeps.
     unsafe {
-        let Some(r) = record(data) else {
-            return ws::TAP_PACKET_DONT_REDRAW;
-        };
-        let Some((src_conn, dst_conn)) = r.conns else {
+        let Some((r, src_conn, dst_conn)) = connection_record(data) else {
             return ws::TAP_PACKET_DONT_REDRAW;
         };
         ws::add_conversation_table_data(
@@ -185,10 +194,7 @@ unsafe extern "C" fn endpoint_packet(
 ) -> ws::tap_packet_status {
     // SAFETY: as in conversation_packet.
     unsafe {
-        let Some(r) = record(data) else {
-            return ws::TAP_PACKET_DONT_REDRAW;
-        };
-        let Some((src_conn, dst_conn)) = r.conns else {
+        let Some((r, src_conn, dst_conn)) = connection_record(data) else {
             return ws::TAP_PACKET_DONT_REDRAW;
         };
         let info = (&raw const ET_INFO).cast_mut();
