@@ -10,7 +10,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::{Block, Paragraph, Wrap};
 
 use crate::app::{App, ConnRow, RoceRow, Selected};
 use crate::model::DirKey;
@@ -187,9 +187,9 @@ fn render_rocev2(f: &mut Frame<'_>, area: Rect, row: &RoceRow<'_>) {
     let block = Block::bordered().title(format!(" Detail RoCEv2 {} ", row.key));
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let [left, right] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Fill(1)]).areas(inner);
-    f.render_widget(Paragraph::new(roce_counters(r, row.rate.goodput_bps)), left);
+    let counters = roce_counters(r, row.rate.goodput_bps);
+    let [left, right] = halves(inner, &counters);
+    f.render_widget(wrapped(counters), left);
     let mut lines = vec![
         head("Flow"),
         kv("requester", r.src.to_string()),
@@ -205,7 +205,21 @@ fn render_rocev2(f: &mut Frame<'_>, area: Rect, row: &RoceRow<'_>) {
             lines.push(kv(&format!("  {op}"), summary(s)));
         }
     }
-    f.render_widget(Paragraph::new(lines), right);
+    f.render_widget(wrapped(lines), right);
+}
+
+/// The counters' column as wide as its widest line (at most 60 % of the
+/// pane), the other column the rest: values are not cut where there is
+/// room, and wrap where there is not ([`wrapped`]).
+fn halves(inner: Rect, left: &[Line<'_>]) -> [Rect; 2] {
+    let widest = left.iter().map(Line::width).max().unwrap_or(0) as u16;
+    let cap = inner.width.saturating_mul(3) / 5;
+    Layout::horizontal([Constraint::Length(widest.min(cap) + 1), Constraint::Fill(1)]).areas(inner)
+}
+
+/// Lines that continue on the next row instead of being cut at the edge.
+fn wrapped(lines: Vec<Line<'static>>) -> Paragraph<'static> {
+    Paragraph::new(lines).wrap(Wrap { trim: false })
 }
 
 pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
@@ -224,9 +238,9 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &App, row: &ConnRow<'_>) 
     let block = Block::bordered().title(format!(" Detail {} ", row.key));
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let [left, right] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Fill(1)]).areas(inner);
-    f.render_widget(Paragraph::new(counters(d, row.rate.goodput_bps)), left);
+    let counters = counters(d, row.rate.goodput_bps);
+    let [left, right] = halves(inner, &counters);
+    f.render_widget(wrapped(counters), left);
 
     let mut lines = vec![
         head("Latency"),
@@ -277,5 +291,5 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &App, row: &ConnRow<'_>) 
             Style::default().fg(if s.open { Color::Red } else { Color::LightRed }),
         )));
     }
-    f.render_widget(Paragraph::new(lines), right);
+    f.render_widget(wrapped(lines), right);
 }
