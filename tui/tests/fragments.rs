@@ -80,7 +80,11 @@ fn fragments_are_reassembled_and_counted_on_the_status_line() {
             "{key}"
         );
     }
-    assert_eq!(frag.report.directions.len(), 4, "two connections, both ways");
+    assert_eq!(
+        frag.report.directions.len(),
+        4,
+        "two connections, both ways"
+    );
 
     let expected: Value = serde_json::from_str(
         &std::fs::read_to_string(fixture("ip_fragments.expected.json")).unwrap(),
