@@ -160,8 +160,10 @@ impl Batch {
 
 impl Item {
     /// Decodes one captured frame; an IP fragment's bytes are appended to
-    /// `fragment_bytes`.
-    #[inline]
+    /// `fragment_bytes`. Always inlined into the batch loops: as a call it
+    /// costs about 70 instructions per packet of the bench capture
+    /// (cachegrind), most of them moving the returned `Item`.
+    #[inline(always)]
     fn decode(
         index: u64,
         ts_ns: u64,
@@ -171,24 +173,40 @@ impl Item {
         fragment_bytes: &mut Vec<u8>,
     ) -> Item {
         let link = LinkType::from(u32::from(linktype));
-        let obs = Observation::decode(index, ts_ns, link, data, decode);
-        match obs {
+        match Observation::decode(index, ts_ns, link, data, decode) {
             Some(obs) => Item::Packet(obs),
-            None if defrag::is_fragment(link, data) => {
-                let start = fragment_bytes.len();
-                fragment_bytes.extend_from_slice(data);
-                Item::Fragment {
-                    frame: index,
-                    ts_ns,
-                    linktype,
-                    start,
-                    end: fragment_bytes.len(),
-                }
-            }
-            None => Item::Other {
+            None => Item::not_observed(index, ts_ns, linktype, data, fragment_bytes),
+        }
+    }
+
+    /// A frame that is no packet of ours: an IP fragment (its bytes kept
+    /// for the reassembler) or any other frame. Out of line, so that the
+    /// common frame's `decode` stays small enough to be inlined into the
+    /// loops that build batches.
+    #[cold]
+    #[inline(never)]
+    fn not_observed(
+        index: u64,
+        ts_ns: u64,
+        linktype: u16,
+        data: &[u8],
+        fragment_bytes: &mut Vec<u8>,
+    ) -> Item {
+        let link = LinkType::from(u32::from(linktype));
+        if !defrag::is_fragment(link, data) {
+            return Item::Other {
                 frame: index,
                 ts_ns,
-            },
+            };
+        }
+        let start = fragment_bytes.len();
+        fragment_bytes.extend_from_slice(data);
+        Item::Fragment {
+            frame: index,
+            ts_ns,
+            linktype,
+            start,
+            end: fragment_bytes.len(),
         }
     }
 }
