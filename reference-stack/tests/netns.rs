@@ -383,7 +383,7 @@ fn veth_1500(tag: &str, net: &str) -> Veth {
 
 /// tcpdump on `dev` in namespace `ns`, writing `file`; stopped (and the
 /// file flushed) by [`Capture::stop`].
-struct Capture(std::process::Child);
+struct Capture(std::process::Child, std::path::PathBuf);
 
 impl Capture {
     fn start(ns: &str, dev: &str, file: &std::path::Path) -> Capture {
@@ -392,6 +392,8 @@ impl Capture {
             .args([
                 "netns", "exec", ns, "tcpdump", "-i", dev, "-n", "-U", "-Z", "root",
             ])
+            // A 64 MiB buffer: a burst of fragments must not overrun it.
+            .args(["-B", "65536"])
             .arg("-w")
             .arg(file)
             .stdout(Stdio::null())
@@ -404,10 +406,22 @@ impl Capture {
             .read_line(&mut line)
             .unwrap();
         assert!(line.contains("listening on"), "tcpdump: {line}");
-        Capture(child)
+        Capture(child, file.to_path_buf())
     }
 
+    /// Stops once the file stopped growing: tcpdump stops reading at
+    /// SIGINT, and on a loaded host it may still be behind the traffic.
     fn stop(mut self) {
+        let size = |p: &std::path::Path| p.metadata().map_or(0, |m| m.len());
+        let mut last = size(&self.1);
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = size(&self.1);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
         sh(&["kill", "-INT", &self.0.id().to_string()]);
         self.0.wait().unwrap();
     }
@@ -486,6 +500,7 @@ fn write_transfer(
     net: &str,
     extra: &[&str],
     pcap: &std::path::Path,
+    client_pcap: Option<&std::path::Path>,
 ) -> (serde_json::Value, serde_json::Value) {
     let capture = Capture::start(&v.a, &v.va, pcap);
     let server = Command::new("ip")
@@ -517,6 +532,12 @@ fn write_transfer(
         ])
         .args(["--remote-size", &MR_SIZE.to_string()])
         .args(extra)
+        .args(
+            client_pcap
+                .map(|p| ["--pcap".as_ref(), p.as_os_str()])
+                .into_iter()
+                .flatten(),
+        )
         .output()
         .unwrap();
     let srv = server.wait_with_output().unwrap();
@@ -553,7 +574,7 @@ fn transfer_fits_a_1500_byte_link_without_fragments() {
     let v = veth_1500("m", net);
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("wire.pcap");
-    let (client, server) = write_transfer(&v, net, &[], &pcap);
+    let (client, server) = write_transfer(&v, net, &[], &pcap, None);
     // 1500 - IPv4 20 - UDP 8 - WRITE_IMM header 56 - CRC 4.
     assert_eq!(client["mtu"], 1412, "{client}");
     assert_eq!(server["mtu"], 1412, "{server}");
@@ -606,7 +627,11 @@ fn forced_fragmentation_shows_fragments_on_the_wire() {
     let v = veth_1500("f", net);
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("fragmented.pcap");
-    let (client, _) = write_transfer(&v, net, &["--mtu", "4096", "--allow-fragmentation"], &pcap);
+    // The client's own --pcap records its datagrams as the sockets see
+    // them: the same traffic, unfragmented.
+    let whole = dir.path().join("client.pcap");
+    let forced = ["--mtu", "4096", "--allow-fragmentation"];
+    let (client, _) = write_transfer(&v, net, &forced, &pcap, Some(&whole));
     assert_eq!(client["mtu"], 4096, "{client}");
     let wire = read_capture(&pcap);
     // A 4152-byte DATA datagram leaves as three fragments (proto-parse
@@ -614,4 +639,5 @@ fn forced_fragmentation_shows_fragments_on_the_wire() {
     assert!(wire.fragments > 2000, "{wire:?}");
     assert!(wire.data_packets < wire.fragments / 10, "{wire:?}");
     assert!(wire.largest_ip_packet <= 1500, "{wire:?}");
+    assert_eq!(read_capture(&whole).fragments, 0);
 }
