@@ -46,6 +46,17 @@ pub fn ns(v: u64) -> String {
     }
 }
 
+/// Path evs as a list for people: "1, 2, 3", "none" when empty.
+pub fn evs(evs: &[u16]) -> String {
+    if evs.is_empty() {
+        return "none".into();
+    }
+    evs.iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A percentage of `part` in `whole`: "0.0%".
 pub fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
