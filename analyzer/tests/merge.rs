@@ -244,44 +244,74 @@ fn rocev2_flows_are_matched_between_captures() {
 /// - unknown: DATA 99 (9.9 ms) and DATA 100..=104 (after capture 1 ended).
 #[test]
 fn loss_at_the_end_of_the_common_window_uses_the_measured_delays() {
+    end_of_the_common_window(false);
+}
+
+/// The same, merged with a third capture that saw none of A and B's traffic
+/// (another pair of hosts): it is not downstream of A, so it neither
+/// confirms nor hides a loss between A and B.
+#[test]
+fn a_capture_off_the_path_does_not_turn_losses_into_unknowns() {
+    end_of_the_common_window(true);
+}
+
+fn end_of_the_common_window(bystander: bool) {
     let a: IpAddr = "10.5.0.1".parse().unwrap();
     let b: IpAddr = "10.5.0.2".parse().unwrap();
     let t0 = 1_000_000_000u64;
-    let mut events: Vec<(usize, u64, bool, MrObs)> = Vec::new();
+    // (capture, ts, src, dst, packet)
+    let mut events: Vec<(usize, u64, IpAddr, IpAddr, MrObs)> = Vec::new();
     for i in 0..=104u32 {
         let t = t0 + u64::from(i) * 100_000;
         let d = data(1000 + i, 1, i as u16 + 1, i);
-        events.push((0, t, true, d));
+        events.push((0, t, a, b, d));
         let captured_at_b = i <= 98 && ![90, 93, 96].contains(&i);
         if captured_at_b {
-            events.push((1, t + 20_000 + OFFSET, true, d));
+            events.push((1, t + 20_000 + OFFSET, a, b, d));
             let k = ack(1001 + i, i as u16 + 1, 7000 + i);
-            events.push((1, t + 30_000 + OFFSET, false, k));
-            events.push((0, t + 50_000, false, k));
+            events.push((1, t + 30_000 + OFFSET, b, a, k));
+            events.push((0, t + 50_000, b, a, k));
         }
     }
+    let mut m = if bystander {
+        let (c, d): (IpAddr, IpAddr) = ("10.5.0.3".parse().unwrap(), "10.5.0.4".parse().unwrap());
+        for i in 0..=130u32 {
+            let t = t0 - 1_000_000 + u64::from(i) * 100_000;
+            events.push((2, t, c, d, data(5000 + i, 1, i as u16 + 1, i)));
+        }
+        MultiEngine::new(
+            3,
+            Config::default(),
+            MergeConfig {
+                window_ns: 20_000_000,
+                ..MergeConfig::default()
+            },
+        )
+    } else {
+        two_captures()
+    };
     events.sort_by_key(|e| e.1);
-    let mut m = two_captures();
-    for (n, (c, ts, from_a, mr)) in events.iter().enumerate() {
-        let (src, dst) = if *from_a { (a, b) } else { (b, a) };
+    for (n, (capture, ts, src, dst, mr)) in events.iter().enumerate() {
         let obs = Observation {
             frame: n as u64 + 1,
             ts_ns: *ts,
-            src,
-            dst,
+            src: *src,
+            dst: *dst,
             src_port: 0xC000,
             dst_port: 4794,
             ecn: 2,
             malformed: false,
             kind: ObsKind::MetaRoce(*mr),
         };
-        m.ingest(*c, &obs);
+        m.ingest(*capture, &obs);
     }
     let end_a = t0 + 104 * 100_000;
     let end_b = t0 + 98 * 100_000 + 30_000 + OFFSET;
-    m.finish(&[end_a, end_b]);
+    let end_c = t0 + 12 * 1_000_000;
+    m.finish(&[end_a, end_b, end_c][..if bystander { 3 } else { 2 }]);
     let between = m.between();
     let p = &between[0];
+    assert_eq!((p.capture_a, p.capture_b), (0, 1));
     assert_eq!(p.clock_offset_ns, OFFSET as i64);
     let ev1 = p.paths.iter().find(|x| x.src == a && x.ev == 1).unwrap();
     assert_eq!((ev1.upstream, ev1.downstream), (0, 1));

@@ -15,12 +15,14 @@ The rules are the engine's, stated here once for the Spark plan:
   first stands) or a retransmission (RoCEv2, it replaces the first, which
   leaves unmatched); a wait longer than ``window_ns`` ends unmatched.
 - An unmatched sighting that left the window counts as lost between the
-  points when every other capture had started before it; one still
-  waiting at the end, when every other capture had started before it
-  (offset-corrected with the estimated offsets, 0 when not estimated), is
-  lost when every other capture ran on for its end margin after it (4
-  times the largest one-way delay measured between the two captures, on
-  its path or else on any of theirs), and of unknown fate otherwise.
+  points when every other capture had started before it. One still
+  waiting at the end is judged against the captures downstream of its own
+  (those that matched traffic with it): when every one of them had started
+  before it (offset-corrected with the estimated offsets, 0 when not
+  estimated), it is lost when every one of them ran on for its end margin
+  after it (4 times the largest one-way delay measured between the two
+  captures, on its path or else on any of theirs), and of unknown fate
+  otherwise or with no capture downstream.
 - Clock offset of b relative to a: per direction (MetaRoCE) or host pair
   (RoCEv2) the min, max and mean of ``ts_b - ts_a``; for each one whose
   reverse was matched too, ``(min of the one seen first at a + max of the
@@ -201,13 +203,14 @@ def loss_bounds(captures, offsets, path_rows, end_margin_delays=END_MARGIN_DELAY
 
     - one that left the window counts as lost from ``left_from`` (every
       other capture had started);
-    - one still waiting at the end counts from ``end_from`` (every other
-      capture had started, offset-corrected), as lost up to ``end_to`` (every
-      other capture ran on for its end margin after it: ``end_margin_delays``
+    - one still waiting at the end is judged against the captures
+      downstream of c (those that matched traffic with it; a capture that
+      never did is off its path): it counts from ``end_from`` (every one of
+      them had started, offset-corrected), as lost up to ``end_to`` (every
+      one of them ran on for its end margin after it: ``end_margin_delays``
       times the largest one-way delay measured between c and o on the
-      sighting's path, or on any path of the pair when that one has none;
-      a pair with no match at all never confirms a loss) and as unknown
-      after.
+      sighting's path, or on any path of the pair when that one has none)
+      and as unknown after; with no capture downstream, as unknown.
 
     ``captures``: ``{index: (first_ts, last_ts)}``; ``path_rows``: the
     per-path aggregates (``ca, cb``, flow, ``ev, dmin, dmax``). Returns
@@ -233,13 +236,16 @@ def loss_bounds(captures, offsets, path_rows, end_margin_delays=END_MARGIN_DELAY
         others = [o for o in captures if o != c]
         if not others:
             continue
-        bounds = {o: end_to(c, o, pair_max.get((min(c, o), max(c, o)))) for o in others}
+        # At the end, only the captures downstream of c count: those that
+        # matched traffic with it (a pair with no match is off the path).
+        downstream = [o for o in others if (min(c, o), max(c, o)) in pair_max]
+        bounds = {o: end_to(c, o, pair_max[(min(c, o), max(c, o))]) for o in downstream}
         generic[c] = bounds
         rows.append((
             c,
             max(captures[o][0] for o in others),
-            max(captures[o][0] - offset_between(offsets, c, o) for o in others),
-            min(bounds.values()),
+            max((captures[o][0] - offset_between(offsets, c, o) for o in downstream), default=never),
+            min(bounds.values(), default=never),
         ))
     specific = []
     for flow, pairs in path_max.items():

@@ -395,12 +395,15 @@ impl CrossCapture {
         })
     }
 
-    /// End of all captures: a transmission still unmatched is lost between
-    /// the capture points when every other capture ran on, offset
-    /// corrected, for the end margin after it (`END_MARGIN_DELAYS` times
-    /// the largest one-way delay measured on its path); otherwise its fate
-    /// is unknown. Those made before another capture started count in
-    /// neither.
+    /// End of all captures: a transmission still unmatched is judged
+    /// against the captures downstream of its own, those that matched
+    /// traffic with it (a capture that never did is not on its way and
+    /// says nothing of its fate). It is lost between the capture points
+    /// when every one of them ran on, offset corrected, for the end margin
+    /// after it (`END_MARGIN_DELAYS` times the largest one-way delay
+    /// measured on its path, or on the pair); otherwise, or with no such
+    /// capture, its fate is unknown. Those made before one of them started
+    /// count in neither.
     pub fn finish(&mut self) {
         let offsets: FxHashMap<(u8, u8), i64> = self
             .report()
@@ -423,23 +426,27 @@ impl CrossCapture {
         }
         for (key, seen) in pending {
             let c = seen.capture;
-            let others = (0..captures as u8).filter(|&o| o != c);
             let at = |o: u8| i128::from(seen.ts) + off(c, o);
-            let started = others
-                .clone()
-                .all(|o| self.first_ts[usize::from(o)].is_some_and(|f| i128::from(f) <= at(o)));
+            // (capture, end margin) of each capture downstream of this one.
+            let downstream: Vec<(u8, i128)> = (0..captures as u8)
+                .filter(|&o| o != c)
+                .filter_map(|o| {
+                    let (a, b) = (c.min(o), c.max(o));
+                    let offset = offsets.get(&(a, b)).copied().unwrap_or(0);
+                    let owd = self.max_delay(a, b, offset, key.flow, key.ev)?;
+                    Some((o, i128::from(owd.max(0)) * END_MARGIN_DELAYS))
+                })
+                .collect();
+            let started = downstream.iter().all(|&(o, _)| {
+                self.first_ts[usize::from(o)].is_some_and(|f| i128::from(f) <= at(o))
+            });
             if !started {
                 continue;
             }
-            let ran_past_margin = others.clone().all(|o| {
-                let (a, b) = (c.min(o), c.max(o));
-                let offset = offsets.get(&(a, b)).copied().unwrap_or(0);
-                self.max_delay(a, b, offset, key.flow, key.ev)
-                    .is_some_and(|owd| {
-                        let margin = i128::from(owd.max(0)) * END_MARGIN_DELAYS;
-                        i128::from(self.last_ts[usize::from(o)]) >= at(o) + margin
-                    })
-            });
+            let ran_past_margin = !downstream.is_empty()
+                && downstream
+                    .iter()
+                    .all(|&(o, margin)| i128::from(self.last_ts[usize::from(o)]) >= at(o) + margin);
             let count = if ran_past_margin {
                 &mut self.unmatched
             } else {
