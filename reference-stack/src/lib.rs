@@ -47,24 +47,9 @@ pub use trace::{TraceEvent, TraceRecord, TxCause};
 /// Time in nanoseconds on the caller's monotonic clock.
 pub type Time = u64;
 
-/// ECN codepoint of an outgoing datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Ecn {
-    NotEct,
-    Ect0,
-    Ce,
-}
-
-impl Ecn {
-    /// The two IP ECN bits.
-    pub fn bits(self) -> u8 {
-        match self {
-            Ecn::NotEct => 0,
-            Ecn::Ect0 => 2,
-            Ecn::Ce => 3,
-        }
-    }
-}
+/// ECN codepoint of an outgoing datagram: proto-parse's, the one statement
+/// of the codepoints.
+pub use proto_parse::frame::Ecn;
 
 /// A datagram to send, written to the front of the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
