@@ -1,36 +1,26 @@
-//! Across a real interface: two network namespaces joined by a veth pair
-//! (10.213.x addresses inside our own namespaces only), random loss from
-//! nftables (`numgen random mod 100 < 3 drop`) on both sides, server in one
-//! namespace and client in the other. Fails loudly when `ip netns` is not
-//! available; the namespaces are deleted at the end, even on failure.
+//! Across a real interface: network namespaces of our own joined by veth
+//! pairs (10.213.x addresses, only inside them).
+//!
+//! - Loss: random loss from nftables (`numgen random mod 100 < 3 drop`)
+//!   on both sides, and a relay namespace with the stack's impairment.
+//! - MTU (issue 23): on a 1500-byte link the stack sends nothing that the
+//!   kernel must fragment, and refuses a `--mtu` that
+//!   does not fit; forced to fragment (a test-only switch), the analyzer
+//!   reassembles the wire capture into the same connection.
+//!
+//! Fails loudly without root, `ip netns` or tcpdump; the namespaces are
+//! deleted at the end, even on failure.
 
-use std::process::{Command, Output, Stdio};
+#[path = "support/netns.rs"]
+mod netns;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use netns::{Capture, CaptureCounts, Veth, require_netns, sh, workspace_bin};
+
 const BIN: &str = env!("CARGO_BIN_EXE_metaroce-stack");
-
-fn sh(args: &[&str]) -> Output {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-struct Namespaces(Vec<String>);
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
 
 fn nft(ns: &str, script: &str) {
     use std::io::Write;
@@ -39,7 +29,7 @@ fn nft(ns: &str, script: &str) {
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("nft");
+        .expect("nft (scripts/setup.sh installs nftables)");
     child
         .stdin
         .take()
@@ -67,28 +57,8 @@ fn dropped_by_nft(ns: &str) -> u64 {
 
 #[test]
 fn transfer_across_veth_with_nftables_loss() {
-    // Loud failure, never a skip.
-    let probe = Command::new("ip").args(["netns", "list"]).output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "`ip netns` is unavailable (need iproute2 and root): {probe:?}"
-    );
-    let id = std::process::id() % 100_000;
-    let (a, b) = (format!("mrs-a-{id}"), format!("mrs-b-{id}"));
-    let (va, vb) = (format!("mrsa{id}"), format!("mrsb{id}"));
-    let _guard = Namespaces(vec![a.clone(), b.clone()]);
-    sh(&["ip", "netns", "add", &a]);
-    sh(&["ip", "netns", "add", &b]);
-    sh(&[
-        "ip", "link", "add", &va, "type", "veth", "peer", "name", &vb,
-    ]);
-    sh(&["ip", "link", "set", &va, "netns", &a]);
-    sh(&["ip", "link", "set", &vb, "netns", &b]);
-    sh(&["ip", "-n", &a, "addr", "add", "10.213.7.1/24", "dev", &va]);
-    sh(&["ip", "-n", &b, "addr", "add", "10.213.7.2/24", "dev", &vb]);
-    for (ns, dev) in [(&a, &va), (&b, &vb)] {
-        sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+    let v = Veth::new("mrsn", "10.213.7");
+    for ns in &v.ns {
         nft(
             ns,
             "table inet mrs {\n chain input {\n  type filter hook input priority 0; policy accept;\n  \
@@ -97,42 +67,19 @@ fn transfer_across_veth_with_nftables_loss() {
     }
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("client.pcap");
-    let server = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &a,
-            BIN,
-            "server",
-            "--once",
-            "--json",
-            "--bind",
-            "10.213.7.1",
-        ])
+    let server = v
+        .exec(0)
+        .args([BIN, "server", "--once", "--json", "--bind", v.addr(0)])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &b,
-            BIN,
-            "client",
-            "--json",
-            "--bind",
-            "10.213.7.2",
-        ])
-        .args([
-            "--connect",
-            "10.213.7.1:4794",
-            "--paths",
-            "4",
-            "--op",
-            "write",
-        ])
+    let out = v
+        .exec(1)
+        .args([BIN, "client", "--json", "--bind", v.addr(1)])
+        .args(["--connect", &v.sockaddr(0, 4794)])
+        .args(["--paths", "4", "--op", "write"])
         .args(["--size", "400000", "--messages", "20", "--timeout", "20"])
         // Delay, jitter and reordering from the stack's impairment layer
         // (the kernel here has no netem).
@@ -167,11 +114,22 @@ fn transfer_across_veth_with_nftables_loss() {
     let s: serde_json::Value = serde_json::from_slice(&srv.stdout).unwrap();
     assert_eq!(s["bytes"], 20 * 400_000, "{s}");
     // The loss came from the kernel, and the stack repaired it.
-    let dropped = dropped_by_nft(&a) + dropped_by_nft(&b);
+    let dropped = dropped_by_nft(&v.ns[0]) + dropped_by_nft(&v.ns[1]);
     assert!(dropped > 0, "nftables dropped nothing");
     assert!(r["retransmissions"].as_u64().unwrap() > 0, "{r}");
     assert!(r["pcap_frames"].as_u64().unwrap() > 0);
     assert!(pcap.metadata().unwrap().len() > 24);
+}
+
+/// Namespaces deleted on drop (the relay test's three).
+struct Namespaces(Vec<String>);
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
 }
 
 /// server ns <-veth-> relay ns <-veth-> client ns: `metaroce-stack relay`
@@ -179,11 +137,7 @@ fn transfer_across_veth_with_nftables_loss() {
 /// of netem) while keeping the ev-derived source ports.
 #[test]
 fn transfer_through_relay_namespace() {
-    let probe = Command::new("ip").args(["netns", "list"]).output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "`ip netns` is unavailable (need iproute2 and root): {probe:?}"
-    );
+    require_netns();
     let id = std::process::id() % 100_000;
     let (s, r, c) = (
         format!("mrs-s-{id}"),
@@ -334,117 +288,23 @@ fn transfer_through_relay_namespace() {
 
 // ----- MTU: the stack never fragments -----------------------------------
 
-/// Two namespaces joined by a veth pair with a 1500-byte MTU: `a` holds
-/// `{net}.1` on `va`, `b` holds `{net}.2` on `vb`.
-struct Veth {
-    _guard: Namespaces,
-    a: String,
-    b: String,
-    va: String,
-}
-
-fn veth_1500(tag: &str, net: &str) -> Veth {
-    let probe = Command::new("ip").args(["netns", "list"]).output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "`ip netns` is unavailable (need iproute2 and root): {probe:?}"
-    );
-    let id = std::process::id() % 100_000;
-    let (a, b) = (format!("mrs-{tag}a-{id}"), format!("mrs-{tag}b-{id}"));
-    let (va, vb) = (format!("mrs{tag}a{id}"), format!("mrs{tag}b{id}"));
-    let guard = Namespaces(vec![a.clone(), b.clone()]);
-    sh(&["ip", "netns", "add", &a]);
-    sh(&["ip", "netns", "add", &b]);
-    sh(&[
-        "ip", "link", "add", &va, "mtu", "1500", "type", "veth", "peer", "name", &vb, "mtu", "1500",
-    ]);
-    for (dev, ns, addr) in [(&va, &a, ".1/24"), (&vb, &b, ".2/24")] {
-        sh(&["ip", "link", "set", dev, "netns", ns]);
-        sh(&[
-            "ip",
-            "-n",
-            ns,
-            "addr",
-            "add",
-            &format!("{net}{addr}"),
-            "dev",
-            dev,
-        ]);
-        sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-    }
-    Veth {
-        _guard: guard,
-        a,
-        b,
-        va,
-    }
-}
-
-/// tcpdump on `dev` in namespace `ns`, writing `file`; stopped (and the
-/// file flushed) by [`Capture::stop`].
-struct Capture(std::process::Child, std::path::PathBuf);
-
-impl Capture {
-    fn start(ns: &str, dev: &str, file: &std::path::Path) -> Capture {
-        use std::io::{BufRead, BufReader};
-        let mut child = Command::new("ip")
-            .args([
-                "netns", "exec", ns, "tcpdump", "-i", dev, "-n", "-U", "-Z", "root",
-            ])
-            // A 64 MiB buffer: a burst of fragments must not overrun it.
-            .args(["-B", "65536"])
-            .arg("-w")
-            .arg(file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("tcpdump (scripts/setup.sh installs it)");
-        // Ready once it says it listens.
-        let mut line = String::new();
-        BufReader::new(child.stderr.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.contains("listening on"), "tcpdump: {line}");
-        Capture(child, file.to_path_buf())
-    }
-
-    /// Stops once the file stopped growing: tcpdump stops reading at
-    /// SIGINT, and on a loaded host it may still be behind the traffic.
-    fn stop(mut self) {
-        let size = |p: &std::path::Path| p.metadata().map_or(0, |m| m.len());
-        let mut last = size(&self.1);
-        for _ in 0..50 {
-            std::thread::sleep(Duration::from_millis(200));
-            let now = size(&self.1);
-            if now == last {
-                break;
-            }
-            last = now;
-        }
-        sh(&["kill", "-INT", &self.0.id().to_string()]);
-        self.0.wait().unwrap();
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-    }
-}
-
 /// What a capture of MetaRoCE traffic holds, read with proto-parse.
 #[derive(Debug, Default)]
 struct Wire {
     frames: u64,
-    /// IPv4 fragments (proto-parse stops at them).
+    /// IP fragments, IPv4 or IPv6 (proto-parse stops at them).
     fragments: u64,
+    /// Whole MetaRoCE DATA packets.
     data_packets: u64,
     largest_ip_packet: usize,
+    /// IP packets above the veth's 1500 bytes: in the stack's own --pcap,
+    /// the datagrams the kernel had to fragment.
+    above_1500: u64,
 }
 
-fn read_capture(file: &std::path::Path) -> Wire {
+fn read_capture(file: &Path) -> Wire {
     use proto_parse::capture::Reader;
+    use proto_parse::defrag::is_fragment;
     use proto_parse::frame::{DecodeConfig, decode};
     use proto_parse::link::LinkType;
     use proto_parse::metaroce::PacketType;
@@ -456,15 +316,9 @@ fn read_capture(file: &std::path::Path) -> Wire {
         wire.frames += 1;
         if let Some(ip) = f.ip {
             wire.largest_ip_packet = wire.largest_ip_packet.max(ip.wire_len);
+            wire.above_1500 += u64::from(ip.wire_len > 1500);
         }
-        if let Some(proto_parse::Error {
-            kind: proto_parse::ErrorKind::Unsupported { what, .. },
-            ..
-        }) = f.error
-            && what.starts_with("IPv4 fragment")
-        {
-            wire.fragments += 1;
-        }
+        wire.fragments += u64::from(is_fragment(LinkType::Ethernet, rec.data));
         if f.metaroce()
             .is_some_and(|p| p.packet_type() == PacketType::Data)
         {
@@ -493,21 +347,21 @@ fn expected_digest() -> String {
     format!("{h:016x}")
 }
 
-/// A WRITE transfer from `b` to the server in `a`, captured on `a`'s veth:
-/// the client's and the server's JSON reports and the capture.
+/// A WRITE transfer (10 x 300 kB: a few thousand frames, which the
+/// capture's 64 MiB buffer holds many times over) from end 1 to the server
+/// on end 0, captured on end 0's veth: the client's and the server's JSON
+/// reports and tcpdump's counters. `client_pcap`: the client's own --pcap.
 fn write_transfer(
     v: &Veth,
-    net: &str,
     extra: &[&str],
-    pcap: &std::path::Path,
-    client_pcap: Option<&std::path::Path>,
-) -> (serde_json::Value, serde_json::Value) {
-    let capture = Capture::start(&v.a, &v.va, pcap);
-    let server = Command::new("ip")
-        .args([
-            "netns", "exec", &v.a, BIN, "server", "--once", "--json", "--digest",
-        ])
-        .args(["--bind", &format!("{net}.1"), "--duration", "30"])
+    pcap: &Path,
+    client_pcap: Option<&Path>,
+) -> (serde_json::Value, serde_json::Value, CaptureCounts) {
+    let capture = Capture::start(&v.ns[0], &v.dev[0], pcap);
+    let server = v
+        .exec(0)
+        .args([BIN, "server", "--once", "--json", "--digest"])
+        .args(["--bind", v.addr(0), "--duration", "30"])
         .args(["--mr-size", &MR_SIZE.to_string()])
         .args(extra)
         .stdout(Stdio::piped())
@@ -515,14 +369,10 @@ fn write_transfer(
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let out = Command::new("ip")
-        .args(["netns", "exec", &v.b, BIN, "client", "--json"])
-        .args([
-            "--bind",
-            &format!("{net}.2"),
-            "--connect",
-            &format!("{net}.1:4794"),
-        ])
+    let out = v
+        .exec(1)
+        .args([BIN, "client", "--json", "--bind", v.addr(1)])
+        .args(["--connect", &v.sockaddr(0, 4794)])
         .args(["--paths", "4", "--op", "write", "--timeout", "20"])
         .args([
             "--size",
@@ -541,7 +391,7 @@ fn write_transfer(
         .output()
         .unwrap();
     let srv = server.wait_with_output().unwrap();
-    capture.stop();
+    let counts = capture.stop();
     assert!(
         out.status.success(),
         "client: {}",
@@ -562,48 +412,45 @@ fn write_transfer(
         expected_digest().as_str(),
         "{server}"
     );
-    (client, server)
+    (client, server, counts)
 }
 
-/// On a 1500-byte link the stack takes its DATA size from the interface
-/// MTU (no --mtu given), negotiates it in the CTRL handshake, and nothing
-/// on the wire is fragmented.
-#[test]
-fn transfer_fits_a_1500_byte_link_without_fragments() {
-    let net = "10.213.10";
-    let v = veth_1500("m", net);
+/// Without --mtu, both sides take the largest payload MTU that fits the
+/// 1500-byte link (`payload_mtu`), negotiate it in the CTRL handshake, and
+/// nothing on the wire is fragmented.
+fn transfer_fits_without_fragments(v: &Veth, payload_mtu: u64) {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("wire.pcap");
-    let (client, server) = write_transfer(&v, net, &[], &pcap, None);
-    // 1500 - IPv4 20 - UDP 8 - WRITE_IMM header 56 - CRC 4.
-    assert_eq!(client["mtu"], 1412, "{client}");
-    assert_eq!(server["mtu"], 1412, "{server}");
+    let (client, server, counts) = write_transfer(v, &[], &pcap, None);
+    assert_eq!(client["mtu"], payload_mtu, "{client}");
+    assert_eq!(server["mtu"], payload_mtu, "{server}");
     assert_eq!(client["driver"]["tx_too_big"], 0, "{client}");
     let wire = read_capture(&pcap);
+    assert_eq!(wire.frames, counts.captured, "{wire:?} {counts:?}");
     assert!(wire.data_packets > 2000, "{wire:?}");
     assert_eq!(wire.fragments, 0, "{wire:?}");
     assert!(wire.largest_ip_packet <= 1500, "{wire:?}");
 }
 
+#[test]
+fn transfer_fits_a_1500_byte_link_without_fragments() {
+    // 1500 - IPv4 20 - UDP 8 - WRITE_IMM header 56 - CRC 4.
+    transfer_fits_without_fragments(&Veth::new("mrsm", "10.213.10"), 1412);
+}
+
 /// An --mtu whose packets do not fit the path is refused at start, on both
 /// sides, with the size that would fit.
-#[test]
-fn mtu_above_the_path_is_refused_at_start() {
-    let net = "10.213.11";
-    let v = veth_1500("r", net);
-    let client = Command::new("ip")
-        .args(["netns", "exec", &v.b, BIN, "client", "--mtu", "4096"])
-        .args([
-            "--bind",
-            &format!("{net}.2"),
-            "--connect",
-            &format!("{net}.1:4794"),
-        ])
+fn mtu_above_the_path_is_refused(v: &Veth, fits: u16) {
+    let client = v
+        .exec(1)
+        .args([BIN, "client", "--mtu", "4096", "--bind", v.addr(1)])
+        .args(["--connect", &v.sockaddr(0, 4794)])
         .output()
         .unwrap();
-    let server = Command::new("ip")
-        .args(["netns", "exec", &v.a, BIN, "server", "--mtu", "4096"])
-        .args(["--bind", &format!("{net}.1"), "--duration", "5"])
+    let server = v
+        .exec(0)
+        .args([BIN, "server", "--mtu", "4096", "--bind", v.addr(0)])
+        .args(["--duration", "5"])
         .output()
         .unwrap();
     for (side, out) in [("client", client), ("server", server)] {
@@ -612,32 +459,135 @@ fn mtu_above_the_path_is_refused_at_start() {
         assert!(
             err.contains("--mtu 4096 does not fit")
                 && err.contains("MTU 1500")
-                && err.contains("--mtu 1412 or less"),
+                && err.contains(&format!("--mtu {fits} or less")),
             "{side}: {err}"
         );
     }
 }
 
-/// The test-only switch: --mtu above the path with the don't-fragment bit
-/// off, so the kernel fragments; the transfer still completes byte-exact,
-/// and the capture holds the fragments.
 #[test]
-fn forced_fragmentation_shows_fragments_on_the_wire() {
-    let net = "10.213.12";
-    let v = veth_1500("f", net);
+fn mtu_above_the_path_is_refused_at_start() {
+    mtu_above_the_path_is_refused(&Veth::new("mrsr", "10.213.11"), 1412);
+}
+
+/// `metaroce-analyze report --json` of a capture.
+fn analyze(capture: &Path) -> serde_json::Value {
+    let bin = workspace_bin(BIN, "metaroce-analyze", "metaroce-analyze", false);
+    let out = Command::new(bin)
+        .args(["report", "--json"])
+        .arg(capture)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "metaroce-analyze report {}: {}",
+        capture.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The test-only switch: --mtu above the path with the don't-fragment bit
+/// off, so that the kernel fragments every full DATA datagram. The
+/// transfer still completes byte-exact; the wire capture holds the
+/// fragments, and the analyzer reassembles them into the same connection
+/// as its report of the client's own --pcap (the same datagrams, recorded
+/// whole as the sockets saw them), with nothing left incomplete.
+#[test]
+fn forced_fragmentation_is_reassembled_into_the_same_connection() {
+    let v = Veth::new("mrsf", "10.213.12");
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("fragmented.pcap");
-    // The client's own --pcap records its datagrams as the sockets see
-    // them: the same traffic, unfragmented.
     let whole = dir.path().join("client.pcap");
     let forced = ["--mtu", "4096", "--allow-fragmentation"];
-    let (client, _) = write_transfer(&v, net, &forced, &pcap, Some(&whole));
+    let (client, _, counts) = write_transfer(&v, &forced, &pcap, Some(&whole));
     assert_eq!(client["mtu"], 4096, "{client}");
+
     let wire = read_capture(&pcap);
-    // A 4152-byte DATA datagram leaves as three fragments (proto-parse
-    // stops at each); only the short last packet of a message fits whole.
+    assert_eq!(wire.frames, counts.captured, "{wire:?} {counts:?}");
+    // A 4152-byte DATA datagram leaves as three fragments; only the short
+    // last packet of a message fits whole.
     assert!(wire.fragments > 2000, "{wire:?}");
     assert!(wire.data_packets < wire.fragments / 10, "{wire:?}");
     assert!(wire.largest_ip_packet <= 1500, "{wire:?}");
-    assert_eq!(read_capture(&whole).fragments, 0);
+    let sent = read_capture(&whole);
+    assert_eq!(sent.fragments, 0, "{sent:?}");
+    assert!(sent.above_1500 > 500, "{sent:?}");
+
+    let fragmented = analyze(&pcap);
+    let truth = analyze(&whole);
+    let cap = &fragmented["capture"];
+    assert_eq!(cap["ip_fragments"], wire.fragments, "{cap}");
+    assert_eq!(cap["reassembled_datagrams"], sent.above_1500, "{cap}");
+    assert_eq!(cap["incomplete_datagrams"], 0, "{cap}");
+    assert_eq!(cap["incomplete_fragments"], 0, "{cap}");
+    assert_eq!(
+        cap["metaroce_packets"], truth["capture"]["metaroce_packets"],
+        "{cap}"
+    );
+
+    // The same connection, both directions: what was sent and delivered.
+    let directions = |r: &serde_json::Value| r["directions"].as_array().unwrap().clone();
+    let (f, t) = (directions(&fragmented), directions(&truth));
+    let names = |d: &[serde_json::Value]| -> Vec<String> {
+        d.iter()
+            .map(|d| {
+                format!(
+                    "{}#{}->{}#{}",
+                    d["src"], d["src_conn"], d["dst"], d["dst_conn"]
+                )
+            })
+            .collect()
+    };
+    // The connection both ways, and its CONNECT (to connection 0).
+    assert_eq!(names(&f).len(), 3, "{:?}", names(&f));
+    assert_eq!(
+        names(&f).len(),
+        names(&t).len(),
+        "{:?} {:?}",
+        names(&f),
+        names(&t)
+    );
+    for t in &t {
+        let key = ["src", "dst", "src_conn", "dst_conn"];
+        let f = f
+            .iter()
+            .find(|f| key.iter().all(|k| f[k] == t[k]))
+            .unwrap_or_else(|| {
+                panic!("no direction {} -> {} after reassembly", t["src"], t["dst"])
+            });
+        for field in [
+            "data_packets",
+            "data_bytes",
+            "goodput_bytes",
+            "retransmissions",
+            "messages_completed",
+            "messages_delivered",
+            "acks",
+            "nacks",
+        ] {
+            assert_eq!(f[field], t[field], "{} -> {}: {field}", t["src"], t["dst"]);
+        }
+        assert_eq!(
+            f["paths"].as_array().unwrap().len(),
+            t["paths"].as_array().unwrap().len(),
+            "paths"
+        );
+    }
+    // And the stack's own account of the run.
+    let data = f
+        .iter()
+        .find(|d| d["src"] == v.addr(1) && d["dst_conn"] != 0)
+        .unwrap();
+    assert_eq!(data["messages_completed"], MESSAGES, "{data}");
+    assert_eq!(data["goodput_bytes"], MESSAGES * MSG_SIZE, "{data}");
+    assert_eq!(data["paths"].as_array().unwrap().len(), 4, "{data}");
+    eprintln!(
+        "wire: {} frames, {} fragments, {} reassembled; DATA {} ({} retransmissions)",
+        wire.frames,
+        wire.fragments,
+        cap["reassembled_datagrams"],
+        data["data_packets"],
+        data["retransmissions"]
+    );
 }
