@@ -2,8 +2,9 @@
 //! This library is the command line's machinery, shared by the binary
 //! (`src/main.rs`) and the benchmark's examples: the per-frame decoder
 //! ([`decode`]), the two-thread analysis pipeline ([`pipeline`]), the
-//! terminal report ([`text`]), Parquet/CSV export ([`export`], feature
-//! `export`) and charts ([`plot`], feature `plot`). None of it analyses
+//! terminal report ([`text`]), Chrome/Perfetto traces ([`trace`]),
+//! Parquet/CSV export ([`export`], feature `export`) and charts ([`plot`],
+//! feature `plot`). None of it analyses
 //! anything itself: packets go through `proto_parse` and the flow engine
 //! (the `analyzer` crate); this crate reads, schedules and presents.
 #![forbid(unsafe_code)]
@@ -11,6 +12,7 @@
 pub mod decode;
 pub mod pipeline;
 pub mod text;
+pub mod trace;
 
 #[cfg(feature = "export")]
 pub mod export;

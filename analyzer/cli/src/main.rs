@@ -54,6 +54,20 @@ enum Command {
     /// PSN-versus-time chart per direction coloured by ev (tcptrace-style).
     #[cfg(feature = "plot")]
     Plot(PlotArgs),
+    /// Write the analysis as a Chrome trace (JSON) for Perfetto,
+    /// chrome://tracing or Holistic Trace Analysis: one process per
+    /// capture, a track per connection direction with its stalls and its
+    /// retransmissions, NACKs, CNPs and path losses, message lifetimes on
+    /// the tracks below it, and with `--counters` per-millisecond counters.
+    /// Times are the capture's clock in microseconds since the epoch, each
+    /// capture corrected by its clock offset (estimated between captures,
+    /// or `--clock-offset`); `--merge` writes a profiler trace's events
+    /// unchanged into the same file and the network's in its time base.
+    ///
+    /// Example: metaroce-analyze trace a.pcap b.pcap -o job.trace.json
+    /// --merge rank0.pt.trace.json, then open job.trace.json in
+    /// https://ui.perfetto.dev.
+    Trace(TraceArgs),
 }
 
 /// How to recognise the protocols.
@@ -173,6 +187,14 @@ struct PlotArgs {
 }
 
 #[derive(Debug, Args)]
+struct TraceArgs {
+    #[command(flatten)]
+    analysis: AnalysisArgs,
+    #[command(flatten)]
+    trace: metaroce_analyze::trace::TraceOptions,
+}
+
+#[derive(Debug, Args)]
 struct DecodeArgs {
     /// The capture file (pcap or pcapng, plain or gzip-compressed; `-`
     /// reads standard input).
@@ -204,6 +226,7 @@ fn main() -> ExitCode {
         Command::Export(args) => run_export(&args),
         #[cfg(feature = "plot")]
         Command::Plot(args) => run_plot(&args),
+        Command::Trace(args) => run_trace(&args),
     }
 }
 
@@ -381,6 +404,26 @@ fn run_plot(args: &PlotArgs) -> ExitCode {
             files.len(),
             args.out.display()
         );
+    }
+    analysis_status(&results)
+}
+
+fn run_trace(args: &TraceArgs) -> ExitCode {
+    use metaroce_analyze::trace::Tracer;
+    let mut tracer = match Tracer::new(&args.trace) {
+        Ok(tracer) => tracer,
+        Err(err) => {
+            eprintln!("metaroce-analyze: {err}");
+            return ExitCode::from(1);
+        }
+    };
+    let results = match analyze(&args.analysis, &mut tracer) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    if let Err(err) = tracer.write(&results) {
+        eprintln!("metaroce-analyze: {err}");
+        return ExitCode::from(1);
     }
     analysis_status(&results)
 }
