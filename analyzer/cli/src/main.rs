@@ -66,7 +66,7 @@ enum Command {
     ///
     /// Example: metaroce-analyze trace a.pcap b.pcap -o job.trace.json
     /// --merge rank0.pt.trace.json, then open job.trace.json in
-    /// https://ui.perfetto.dev.
+    /// https://ui.perfetto.dev (docs/trace.md: track layout, time base).
     Trace(TraceArgs),
 }
 

@@ -2,7 +2,7 @@
 //! JSON, the format Perfetto, chrome://tracing and Holistic Trace Analysis
 //! read, optionally merged into a profiler (Kineto/NCCL) trace.
 //!
-//! Layout (analyzer/README.md, "Traces"): one process per capture; one
+//! Layout (docs/trace.md): one process per capture; one
 //! thread track per connection direction holding its stalls (`X`) and its
 //! retransmissions, NACKs, CNPs and path losses (thread-scoped instants);
 //! beside it, "messages" tracks holding each message's lifetime (`X`).
