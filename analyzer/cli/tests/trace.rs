@@ -775,3 +775,58 @@ fn overlapping_messages_spread_over_message_tracks() {
         vec![("write 2".to_string(), us(4), us(10))]
     );
 }
+
+/// The public RoCEv2 captures: valid traces, each completed message on
+/// its request flow's message tracks (as many as the report counts).
+#[test]
+fn rocev2_captures_give_valid_traces() {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real");
+    let mut flows_seen = 0;
+    for name in [
+        "montybeatnik_roce_capture_read-write-ecn.pcap",
+        "montybeatnik_test.pcap",
+        "oferby_proxy_roce.pcap",
+    ] {
+        let pcap = real.join(name);
+        let (_, events) = parse(&trace(std::slice::from_ref(&pcap), &["--counters"]));
+        assert_valid(&events);
+        let report = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))
+            .args(["report", "--json"])
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let stem = name.trim_end_matches(".pcap");
+        let pid = pid_named(&events, &format!("network {stem}"));
+        for flow in report["rocev2"].as_array().unwrap() {
+            let track = format!(
+                "{} -> {} qp 0x{:06x}",
+                flow["src"].as_str().unwrap(),
+                flow["dst"].as_str().unwrap(),
+                flow["dest_qp"].as_u64().unwrap()
+            );
+            let message_tids: Vec<Value> = events
+                .iter()
+                .filter(|e| e.ph() == "M" && e.name() == "thread_name" && e.pid() == &pid)
+                .filter(|e| {
+                    e.value["args"]["name"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("{track} messages"))
+                })
+                .map(|e| e.value["tid"].clone())
+                .collect();
+            let messages: usize = message_tids
+                .iter()
+                .map(|tid| on_track(&events, &pid, tid).len())
+                .sum();
+            assert_eq!(
+                messages as u64,
+                flow["messages_completed"].as_u64().unwrap(),
+                "{name}: {track}"
+            );
+            flows_seen += 1;
+        }
+    }
+    assert_eq!(flows_seen, 4);
+}
