@@ -2,15 +2,18 @@
 //! This library is the command line's machinery, shared by the binary
 //! (`src/main.rs`) and the benchmark's examples: the per-frame decoder
 //! ([`decode`]), the two-thread analysis pipeline ([`pipeline`]), the
-//! terminal report ([`text`]), Chrome/Perfetto traces ([`trace`]),
-//! Parquet/CSV export ([`export`], feature `export`) and charts ([`plot`],
-//! feature `plot`). None of it analyses
-//! anything itself: packets go through `proto_parse` and the flow engine
-//! (the `analyzer` crate); this crate reads, schedules and presents.
+//! terminal report ([`text`]), the self-contained HTML report ([`html`]),
+//! Chrome/Perfetto traces ([`trace`]), Parquet/CSV export ([`export`],
+//! feature `export`) and charts ([`plot`], feature `plot`); the charts of
+//! `html` and `plot` draw the verdict stream's [`series`]. None of it
+//! analyses anything itself: packets go through `proto_parse` and the flow
+//! engine (the `analyzer` crate); this crate reads, schedules and presents.
 #![forbid(unsafe_code)]
 
 pub mod decode;
+pub mod html;
 pub mod pipeline;
+pub mod series;
 pub mod text;
 pub mod trace;
 

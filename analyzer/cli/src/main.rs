@@ -9,7 +9,8 @@ use analyzer::engine::Config;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use metaroce_analyze::decode::{self, FrameRange};
 use metaroce_analyze::pipeline::{self, CaptureResult, NoSink, Options, Progress, Sink};
-use metaroce_analyze::{parse_duration, text};
+use metaroce_analyze::series::Collector;
+use metaroce_analyze::{html, parse_duration, text};
 use proto_parse::frame::DecodeConfig;
 
 /// Analyze MetaRoCE and RoCEv2 captures (pcap or pcapng).
@@ -160,6 +161,14 @@ struct ReportArgs {
     /// Length of each top-offender list.
     #[arg(long, default_value_t = 5, value_name = "N")]
     top: usize,
+    /// Also write the report as one self-contained HTML page (no network
+    /// or external files): a summary of the worst findings, loss and RTT
+    /// heatmaps, the stall timeline, latency percentiles and histograms,
+    /// PSN versus time for the worst direction, the host-pair delay and
+    /// loss matrix with several captures, and the tables. Large reports
+    /// are cut to their worst rows (docs/report-html.md).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 #[cfg(feature = "export")]
@@ -342,13 +351,26 @@ fn write_out(
 }
 
 fn run_report(args: &ReportArgs) -> ExitCode {
-    let results = match analyze(&args.analysis, &mut NoSink) {
+    // The page's histograms and PSN chart need the verdict stream.
+    let mut series = Collector::new(html::SERIES_CAPS);
+    let analysed = match args.html {
+        Some(_) => analyze(&args.analysis, &mut series),
+        None => analyze(&args.analysis, &mut NoSink),
+    };
+    let results = match analysed {
         Ok(r) => r,
         Err(code) => return code,
     };
     let Some(merged) = pipeline::merge_reports(&results) else {
         return ExitCode::from(1);
     };
+    if let Some(path) = &args.html {
+        let page = html::render(&results, &merged, &series, args.top);
+        if let Err(err) = html::write_file(path, &page) {
+            eprintln!("metaroce-analyze: {err}");
+            return ExitCode::from(1);
+        }
+    }
     let written = if args.json {
         write_out(
             |out| {

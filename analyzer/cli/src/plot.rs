@@ -17,10 +17,10 @@
 //! characters that file names avoid replaced: `10.0.0.1:256 ->
 //! 10.0.0.2:512` becomes `10.0.0.1-256_to_10.0.0.2-512`.
 //!
-//! Values come from the engine's per-packet verdicts. Memory is bounded:
-//! each series keeps at most [`MAX_SAMPLES`] values (a uniform reservoir
-//! sample beyond that) and each PSN chart at most [`MAX_POINTS`] points
-//! (every k-th packet, k doubling as needed).
+//! Values come from the engine's per-packet verdicts, collected by
+//! [`crate::series`]: each series keeps at most [`MAX_SAMPLES`] values (a
+//! uniform reservoir sample beyond that) and each PSN chart at most
+//! [`MAX_POINTS`] points (every k-th packet, k doubling as needed).
 //!
 //! Text: plotters' `ttf` feature needs fontconfig and system fonts; this
 //! build uses its `ab_glyph` feature with DejaVu Sans bundled by the
@@ -29,7 +29,6 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
@@ -37,8 +36,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::pipeline::Sink;
+use crate::series::{Caps, Collector, DirKey, Points, Samples, dir_name, quantile};
 use crate::text::fmt_ns;
-use analyzer::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
+use analyzer::engine::{MsgDone, Observation, Report, Verdict};
 
 /// Most samples kept per histogram series.
 pub const MAX_SAMPLES: usize = 100_000;
@@ -47,89 +47,17 @@ pub const MAX_POINTS: usize = 200_000;
 /// Most paths drawn per direction (the rest are counted in the title).
 const MAX_PATHS: usize = 16;
 
-type DirKey = (IpAddr, u32, IpAddr, u32);
-
-fn dir_name(k: &DirKey) -> String {
-    format!("{}:{} -> {}:{}", k.0, k.1, k.2, k.3)
-}
-
 fn file_name(k: &DirKey) -> String {
     format!("{}-{}_to_{}-{}", k.0, k.1, k.2, k.3).replace(':', "_")
 }
 
-/// A bounded uniform sample (reservoir, deterministic).
-#[derive(Default)]
-struct Samples {
-    seen: u64,
-    values: Vec<u64>,
-    rng: u64,
-}
-
-impl Samples {
-    fn push(&mut self, v: u64) {
-        self.seen += 1;
-        if self.values.len() < MAX_SAMPLES {
-            self.values.push(v);
-            return;
-        }
-        self.rng = self
-            .rng
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let j = (self.rng >> 11) % self.seen;
-        if (j as usize) < MAX_SAMPLES {
-            self.values[j as usize] = v;
-        }
-    }
-}
-
-/// PSN-versus-time points, thinned to every `stride`-th packet.
-#[derive(Default)]
-struct Points {
-    stride: u64,
-    n: u64,
-    /// The PSN of the direction's first DATA: the chart's origin.
-    first_psn: Option<u32>,
-    /// (ts_ns, psn, ev, retransmission)
-    pts: Vec<(u64, u32, u16, bool)>,
-}
-
-impl Points {
-    fn push(&mut self, p: (u64, u32, u16, bool)) {
-        if self.stride == 0 {
-            self.stride = 1;
-        }
-        self.first_psn.get_or_insert(p.1);
-        self.n += 1;
-        // Retransmissions are always kept: they are what the chart is for.
-        if !p.3 && !self.n.is_multiple_of(self.stride) {
-            return;
-        }
-        self.pts.push(p);
-        if self.pts.len() >= MAX_POINTS {
-            self.stride *= 2;
-            let mut i = 0u64;
-            self.pts.retain(|p| {
-                i += 1;
-                p.3 || i.is_multiple_of(2)
-            });
-        }
-    }
-}
-
-#[derive(Default)]
-struct DirData {
-    rtt_by_ev: BTreeMap<u16, Samples>,
-    msg: Samples,
-    msg_view: Option<&'static str>,
-    psn: Points,
-}
-
-/// The plot sink.
+/// The plot sink: collects each capture's series and draws them when the
+/// capture ends.
 pub struct Plotter {
     out: PathBuf,
-    /// Per capture: its output folder and its directions.
-    captures: Vec<(PathBuf, BTreeMap<DirKey, DirData>)>,
+    series: Collector,
+    /// Per capture: its output folder.
+    folders: Vec<PathBuf>,
     files: Vec<PathBuf>,
 }
 
@@ -152,7 +80,11 @@ impl Plotter {
         register_font();
         Plotter {
             out,
-            captures: Vec::new(),
+            series: Collector::new(Caps {
+                samples: MAX_SAMPLES,
+                points: MAX_POINTS,
+            }),
+            folders: Vec::new(),
             files: Vec::new(),
         }
     }
@@ -164,69 +96,23 @@ impl Plotter {
 }
 
 impl Sink for Plotter {
-    fn begin_capture(&mut self, index: usize, _path: &Path, stem: &str) {
-        while self.captures.len() <= index {
-            self.captures.push((PathBuf::new(), BTreeMap::new()));
+    fn begin_capture(&mut self, index: usize, path: &Path, stem: &str) {
+        while self.folders.len() <= index {
+            self.folders.push(PathBuf::new());
         }
-        self.captures[index] = (self.out.join(stem), BTreeMap::new());
+        self.folders[index] = self.out.join(stem);
+        self.series.begin_capture(index, path, stem);
     }
 
     fn packet(&mut self, capture: usize, obs: &Observation, v: &Verdict, done: &[MsgDone]) {
-        let ObsKind::MetaRoce(mr) = &obs.kind else {
-            return;
-        };
-        let Some((_, dirs)) = self.captures.get_mut(capture) else {
-            return;
-        };
-        let own = (obs.src, mr.src_conn, obs.dst, mr.dst_conn);
-        let reverse = (obs.dst, mr.dst_conn, obs.src, mr.src_conn);
-        match &mr.body {
-            MrBody::Data(_) => {
-                dirs.entry(own).or_default().psn.push((
-                    obs.ts_ns,
-                    mr.psn,
-                    mr.ev,
-                    v.retransmission.is_some(),
-                ));
-            }
-            MrBody::Feedback(fb) => {
-                if let Some(rtt) = v.ack_rtt_ns {
-                    dirs.entry(reverse)
-                        .or_default()
-                        .rtt_by_ev
-                        .entry(fb.echo_ev)
-                        .or_default()
-                        .push(rtt);
-                }
-            }
-            _ => {}
-        }
-        for m in done {
-            let (key, view) = match m.view {
-                MsgView::Delivered => (own, "delivery (receiver view)"),
-                MsgView::Acked => (reverse, "completion (acked, sender view)"),
-                MsgView::Read => (reverse, "READ completion"),
-            };
-            let d = dirs.entry(key).or_default();
-            // One view per chart: the sender view wins when both exist.
-            match (d.msg_view, m.view) {
-                (Some(v0), MsgView::Acked) if v0 != view => {
-                    d.msg = Samples::default();
-                    d.msg_view = Some(view);
-                }
-                (Some(v0), _) if v0 != view => continue,
-                _ => d.msg_view = Some(view),
-            }
-            d.msg.push(m.latency_ns);
-        }
+        self.series.packet(capture, obs, v, done);
     }
 
     fn end_capture(&mut self, index: usize, _report: &Report) -> io::Result<()> {
-        let Some((out, dirs)) = self.captures.get_mut(index) else {
+        let Some(out) = self.folders.get(index).cloned() else {
             return Ok(());
         };
-        let out = out.clone();
-        let dirs = std::mem::take(dirs);
+        let dirs = self.series.take(index);
         std::fs::create_dir_all(&out)?;
         for (key, d) in &dirs {
             if d.psn.pts.is_empty() {
@@ -315,14 +201,6 @@ fn ev_color(ev: u16) -> RGBColor {
     } else {
         c
     }
-}
-
-fn quantile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 /// A latency histogram: 40 linear bins from the minimum to the p99.9
@@ -431,17 +309,20 @@ where
     DB::ErrorType: 'static,
 {
     let pts = &points.pts;
-    let t0 = pts.iter().map(|p| p.0).min().unwrap_or(0);
-    let t1 = pts.iter().map(|p| p.0).max().unwrap_or(0).max(t0 + 1);
-    // PSNs relative to the direction's first, in serial arithmetic (spec:
-    // PSNs are 32-bit and wrap): a PSN space that starts high or wraps
-    // through 0 still rises from 0 instead of lying flat at the top.
+    let t0 = pts.iter().map(|p| p.ts_ns).min().unwrap_or(0);
+    let t1 = pts.iter().map(|p| p.ts_ns).max().unwrap_or(0).max(t0 + 1);
+    // PSNs relative to the direction's first (serial arithmetic).
     let first = points.first_psn.unwrap_or(0);
-    let rel = |psn: u32| i64::from(psn.wrapping_sub(first) as i32);
-    let p0 = pts.iter().map(|p| rel(p.1)).min().unwrap_or(0);
-    let p1 = pts.iter().map(|p| rel(p.1)).max().unwrap_or(0).max(p0 + 1);
+    let rel = |psn: u32| points.relative(psn);
+    let p0 = pts.iter().map(|p| rel(p.psn)).min().unwrap_or(0);
+    let p1 = pts
+        .iter()
+        .map(|p| rel(p.psn))
+        .max()
+        .unwrap_or(0)
+        .max(p0 + 1);
     let ms = |t: u64| (t - t0) as f64 / 1e6;
-    let retx = pts.iter().filter(|p| p.3).count();
+    let retx = pts.iter().filter(|p| p.retransmission).count();
     let thinned = if points.stride > 1 {
         format!(", every {}th first transmission shown", points.stride)
     } else {
@@ -464,7 +345,7 @@ where
         .y_desc(format!("PSN - {first} (the first DATA's PSN, mod 2^32)"))
         .label_style(("sans-serif", 13))
         .draw()?;
-    let mut evs: Vec<u16> = pts.iter().map(|p| p.2).collect();
+    let mut evs: Vec<u16> = pts.iter().map(|p| p.ev).collect();
     evs.sort_unstable();
     evs.dedup();
     let size = if pts.len() > 5000 { 1 } else { 3 };
@@ -473,15 +354,15 @@ where
         chart
             .draw_series(
                 pts.iter()
-                    .filter(|p| p.2 == ev && !p.3)
-                    .map(|p| Circle::new((ms(p.0), rel(p.1)), size, color.filled())),
+                    .filter(|p| p.ev == ev && !p.retransmission)
+                    .map(|p| Circle::new((ms(p.ts_ns), rel(p.psn)), size, color.filled())),
             )?
             .label(format!("ev {ev}"))
             .legend(move |(x, y)| Circle::new((x, y), 4, color.filled()));
         chart.draw_series(
             pts.iter()
-                .filter(|p| p.2 == ev && p.3)
-                .map(|p| Cross::new((ms(p.0), rel(p.1)), 6, color.stroke_width(2))),
+                .filter(|p| p.ev == ev && p.retransmission)
+                .map(|p| Cross::new((ms(p.ts_ns), rel(p.psn)), 6, color.stroke_width(2))),
         )?;
     }
     if evs.len() <= 32 {

@@ -186,7 +186,7 @@ fn pad(text: &str, width: usize, left: bool) -> String {
 }
 
 /// "GAP 1, TRIMMED 2": the entries of a count map.
-fn counts<K: std::fmt::Display>(m: &BTreeMap<K, u64>) -> String {
+pub fn counts<K: std::fmt::Display>(m: &BTreeMap<K, u64>) -> String {
     let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
     parts.join(", ")
 }
@@ -344,7 +344,7 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
 }
 
 /// A direction worth a row: it sent DATA or PROBEs, or was stalled.
-fn carries_data(d: &DirectionReport) -> bool {
+pub fn carries_data(d: &DirectionReport) -> bool {
     d.data_packets > 0 || d.probes > 0 || !d.stalls.is_empty() || d.stalls_dropped > 0
 }
 
@@ -529,7 +529,7 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
 }
 
 /// A rate as a percentage with one decimal; "-" when undefined.
-fn fmt_rate(rate: Option<f64>) -> String {
+pub fn fmt_rate(rate: Option<f64>) -> String {
     rate.map_or_else(|| "-".into(), |r| format!("{:.1}%", r * 100.0))
 }
 
@@ -656,7 +656,8 @@ fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: 
     }
 }
 
-fn signed_ns(ns: i64) -> String {
+/// A signed duration: `+1.00ms`, `-24.0us`.
+pub fn signed_ns(ns: i64) -> String {
     if ns < 0 {
         format!("-{}", fmt_ns(ns.unsigned_abs()))
     } else {
