@@ -58,8 +58,8 @@ pub struct TraceOptions {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
     /// Add counters per 1 ms and connection direction: goodput (first
-    /// transmissions' payload), CE-marked packets and retransmissions per
-    /// path (ev).
+    /// transmissions' payload, MetaRoCE), CE-marked packets and
+    /// retransmissions per path (ev).
     #[arg(long)]
     pub counters: bool,
     /// HOST's clock is NS ahead of the others' (negative: behind): its
@@ -736,23 +736,7 @@ fn write_capture(
         rank[t as usize] = r as u64 * 1000;
     }
     for (t, conn) in c.conns.iter().enumerate() {
-        let tid = t as u64 + 1;
-        meta(
-            out,
-            first,
-            "thread_name",
-            pid,
-            Some(tid),
-            json!({ "name": conn.name() }),
-        )?;
-        meta(
-            out,
-            first,
-            "thread_sort_index",
-            pid,
-            Some(tid),
-            json!({ "sort_index": rank[t] }),
-        )?;
+        thread_meta(out, first, pid, t as u64 + 1, &conn.name(), rank[t])?;
     }
     // Within a connection: acked, delivered, read, each by lane.
     let view_rank = |view: &str| match view {
@@ -768,22 +752,7 @@ fn write_capture(
             n => format!("{conn_name} messages {view} ({})", n + 1),
         };
         let sort = rank[conn as usize] + 1 + view_rank(view) * 300 + lane.min(299) as u64;
-        meta(
-            out,
-            first,
-            "thread_name",
-            pid,
-            Some(tid),
-            json!({ "name": name }),
-        )?;
-        meta(
-            out,
-            first,
-            "thread_sort_index",
-            pid,
-            Some(tid),
-            json!({ "sort_index": sort }),
-        )?;
+        thread_meta(out, first, pid, tid, &name, sort)?;
     }
 
     // Events by time; at one time the longer complete event first (it is
@@ -863,7 +832,13 @@ fn write_counters(
             samples.push((lt, lb + 1, &empty));
         }
         for (t, bucket, b) in samples {
-            let conn = c.conns[t as usize].name();
+            let conn = &c.conns[t as usize];
+            // RoCEv2 flows get no goodput: the engine counts it for
+            // MetaRoCE directions only.
+            if kind == "goodput" && matches!(conn, Conn::RoceV2 { .. }) {
+                continue;
+            }
+            let conn = conn.name();
             let args = match kind {
                 "goodput" => json!({ unit: b.goodput_bytes as f64 * 8.0 / 1000.0 }),
                 "CE-marked packets" => json!({ unit: b.ce_marked }),
@@ -926,6 +901,21 @@ fn view_name(what: &What) -> &'static str {
         What::Message { view, .. } => view_str(*view),
         _ => "",
     }
+}
+
+/// A track's name and its place among the process's tracks.
+fn thread_meta(
+    out: &mut dyn Write,
+    first: &mut bool,
+    pid: u64,
+    tid: u64,
+    name: &str,
+    sort_index: u64,
+) -> io::Result<()> {
+    let args = json!({ "name": name });
+    meta(out, first, "thread_name", pid, Some(tid), args)?;
+    let args = json!({ "sort_index": sort_index });
+    meta(out, first, "thread_sort_index", pid, Some(tid), args)
 }
 
 /// An event's name and args.
