@@ -8,5 +8,6 @@
 
 pub mod engine;
 pub mod fmt;
+pub mod lint;
 
 pub use engine::{Config, Engine, Observation, Report, Verdict};

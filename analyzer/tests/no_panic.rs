@@ -169,7 +169,18 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
     #[test]
     fn arbitrary_sequences_do_not_panic(seq in proptest::collection::vec(observation(), 1..300)) {
-        let cfg = Config { max_flows: 3, window: 32, max_messages: 4, max_stalls: 2, stall_threshold_ns: 50_000, max_paths: 2, acked_grace: 8 };
+        // With the lint on: its checks see the same arbitrary packets.
+        let cfg = Config {
+            max_flows: 3,
+            window: 32,
+            max_messages: 4,
+            max_stalls: 2,
+            stall_threshold_ns: 50_000,
+            max_paths: 2,
+            acked_grace: 8,
+            lint: true,
+            lint_point: analyzer::lint::CapturePoint::Auto,
+        };
         let mut engine = Engine::new(cfg);
         let mut multi = MultiEngine::new(2, cfg, MergeConfig { window_ns: 100_000, max_pending: 16, samples: 8 });
         let mut ts = 1_000_000_000u64;
@@ -182,6 +193,10 @@ proptest! {
             if i % 50 == 0 {
                 engine.advance_time(ts + 10_000);
                 let _ = engine.snapshot();
+                for f in engine.findings() {
+                    let _ = f.evidence();
+                }
+                engine.clear_findings();
             }
         }
         engine.finish(ts);

@@ -13,6 +13,8 @@ use metaroce_analyze::series::Collector;
 use metaroce_analyze::{html, parse_duration, text};
 use proto_parse::frame::DecodeConfig;
 
+mod lint;
+
 /// Analyze MetaRoCE and RoCEv2 captures (pcap or pcapng).
 ///
 /// Exit status (every subcommand):
@@ -21,7 +23,10 @@ use proto_parse::frame::DecodeConfig;
 ///      output that cannot be written;
 ///   2  the analysis completed but the capture held malformed packets or
 ///      corrupt records: they are counted and reported, every other frame
-///      was analysed.
+///      was analysed;
+///   3  (`lint`) a rule of error severity was broken; it wins over 2 (a
+///      malformed MetaRoCE packet is itself an error finding, MR-PKT-001),
+///      and 1 wins over both.
 #[derive(Debug, Parser)]
 #[command(name = "metaroce-analyze", version, about, long_about)]
 struct Cli {
@@ -55,6 +60,12 @@ enum Command {
     /// PSN-versus-time chart per direction coloured by ev (tcptrace-style).
     #[cfg(feature = "plot")]
     Plot(PlotArgs),
+    /// Check captures against the MetaRoCE wire format's rules (and
+    /// RoCEv2's): per rule broken, its count, first frames and evidence;
+    /// `--json` one object per finding, `--junit FILE` a test case per
+    /// rule, `--rules` the rules. Exit status 3 when an error-severity
+    /// rule was broken (docs/lint.md).
+    Lint(lint::LintArgs),
     /// Write the analysis as a Chrome trace (JSON) for Perfetto,
     /// chrome://tracing or Holistic Trace Analysis: one process per
     /// capture, a track per connection direction with its stalls and its
@@ -235,6 +246,7 @@ fn main() -> ExitCode {
         Command::Export(args) => run_export(&args),
         #[cfg(feature = "plot")]
         Command::Plot(args) => run_plot(&args),
+        Command::Lint(args) => lint::run(&args),
         Command::Trace(args) => run_trace(&args),
     }
 }

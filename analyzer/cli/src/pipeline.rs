@@ -41,6 +41,7 @@ use proto_parse::frame::{DecodeConfig, LinkType};
 use analyzer::engine::{
     Config, Engine, MergeConfig, MsgDone, MultiEngine, ObsKind, Observation, Report, Verdict,
 };
+use analyzer::lint::Finding;
 
 /// Frames per batch sent from the parsing thread to the engine thread.
 pub const BATCH: usize = 1024;
@@ -359,6 +360,10 @@ pub trait Sink {
     /// One packet, its verdict and every message completed at it (the
     /// verdict's `message` is the first of them).
     fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict, done: &[MsgDone]);
+    /// Lint findings of capture `capture` (only with `Config::lint`), in
+    /// capture order, some packets after the packets they are about (they
+    /// are handed over after each batch).
+    fn findings(&mut self, _capture: usize, _findings: &[Finding]) {}
     /// Capture `index` is finished; `report` is its final report.
     fn end_capture(&mut self, _index: usize, _report: &Report) -> io::Result<()> {
         Ok(())
@@ -629,6 +634,7 @@ fn analyze_one<S: Sink + ?Sized>(
                 sink.packet(0, obs, &v, engine.messages_done());
             }
             parser.recycle(batch);
+            hand_over_findings(&mut engine, 0, sink);
         }
         parser.join()
     });
@@ -637,9 +643,19 @@ fn analyze_one<S: Sink + ?Sized>(
     read.reassembly = defrag.finish();
     let end = engine.now();
     engine.finish(end);
+    hand_over_findings(&mut engine, 0, sink);
     let report = engine.snapshot();
     sink.end_capture(0, &report)?;
     Ok(CaptureResult::new(path.to_path_buf(), stem, read, report))
+}
+
+/// Gives the engine's lint findings to the sink and clears them.
+#[inline]
+fn hand_over_findings<S: Sink + ?Sized>(engine: &mut Engine, capture: usize, sink: &mut S) {
+    if !engine.findings().is_empty() {
+        sink.findings(capture, engine.findings());
+        engine.clear_findings();
+    }
 }
 
 /// One capture's stream of batches, for the merge by timestamp.
@@ -759,12 +775,22 @@ fn analyze_many<S: Sink + ?Sized>(
                 Some(obs) => {
                     let v = multi.ingest(i, &obs);
                     sink.packet(i, &obs, &v, multi.messages_done(i));
+                    if !v.lint.is_empty()
+                        && let Some(engine) = multi.engine_mut(i)
+                    {
+                        hand_over_findings(engine, i, sink);
+                    }
                 }
                 None => multi.ingest_other(i, item.ts_ns()),
             }
         }
         let ends: Vec<u64> = sources.iter().map(|s| s.last_ts).collect();
         multi.finish(&ends);
+        for i in 0..n {
+            if let Some(engine) = multi.engine_mut(i) {
+                hand_over_findings(engine, i, sink);
+            }
+        }
         sources
             .into_iter()
             .map(|s| {

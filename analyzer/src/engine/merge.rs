@@ -616,6 +616,11 @@ impl MultiEngine {
         self.engines.get(capture)
     }
 
+    /// Capture `capture`'s engine, to clear its lint findings.
+    pub fn engine_mut(&mut self, capture: usize) -> Option<&mut Engine> {
+        self.engines.get_mut(capture)
+    }
+
     pub fn between(&self) -> Vec<BetweenReport> {
         self.cross.report()
     }

@@ -5,7 +5,7 @@
 //! the reverse direction sends about it. Per-PSN state lives in a sliding
 //! [`Window`] pruned as the cumulative ack advances.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 
 use proto_parse::metaroce::{CnpReason, DataOp, FbFlags, Flags, NackCode};
@@ -1411,6 +1411,7 @@ impl Dir {
             paths,
             window_overflow: self.window.overflow,
             messages_evicted: self.messages_evicted,
+            lint: BTreeMap::new(),
         }
     }
 }

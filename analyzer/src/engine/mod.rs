@@ -74,7 +74,10 @@ pub use report::{
 };
 pub use verdict::{MsgDone, MsgView, Retransmission, RetxKind, StallMark, Verdict};
 
-use metaroce::{Dir, DirKey, PackedKey};
+pub(crate) use metaroce::Dir;
+use metaroce::{DirKey, PackedKey};
+
+use crate::lint::{CapturePoint, Finding, LintState};
 use rocev2::RoceTable;
 
 /// Engine settings.
@@ -106,6 +109,14 @@ pub struct Config {
     /// so an RTT sample does not depend on how far the cumulative ack
     /// moved. Default 128.
     pub acked_grace: usize,
+    /// Run the conformance lint's checks on every packet (`crate::lint`):
+    /// findings in [`Engine::findings`], rules in `Verdict::lint`, counts
+    /// in `Report::lint`. Off by default: the engine then keeps no lint
+    /// state and spends nothing on it.
+    pub lint: bool,
+    /// Where the capture was taken, for the lint's rules that only a
+    /// sender-side or receiver-side capture can judge. Default `Auto`.
+    pub lint_point: CapturePoint,
 }
 
 impl Default for Config {
@@ -118,6 +129,8 @@ impl Default for Config {
             max_stalls: 1024,
             max_paths: 4096,
             acked_grace: 128,
+            lint: false,
+            lint_point: CapturePoint::Auto,
         }
     }
 }
@@ -180,6 +193,8 @@ pub struct Engine {
     roce: RoceTable,
     /// Every message completed at the last ingested packet.
     done: Vec<MsgDone>,
+    /// The lint's state, when `Config::lint` is on.
+    lint: Option<Box<LintState>>,
 }
 
 impl Default for Engine {
@@ -207,6 +222,7 @@ impl Engine {
             evicted_dirs: 0,
             roce: RoceTable::default(),
             done: Vec::new(),
+            lint: cfg.lint.then(|| Box::new(LintState::new(cfg.lint_point))),
         }
     }
 
@@ -270,6 +286,9 @@ impl Engine {
                 self.capture.metaroce_packets += 1;
                 if obs.malformed {
                     self.capture.malformed += 1;
+                    if let Some(lint) = self.lint.as_deref_mut() {
+                        lint.malformed(obs, v);
+                    }
                     return;
                 }
                 self.ingest_metaroce(obs, mr, v);
@@ -278,10 +297,17 @@ impl Engine {
                 self.capture.rocev2_packets += 1;
                 if obs.malformed {
                     self.capture.malformed += 1;
+                    if let Some(lint) = self.lint.as_deref_mut() {
+                        lint.malformed(obs, v);
+                    }
                     return;
                 }
                 let cfg = self.cfg;
                 self.roce.ingest(obs, r, &cfg, v, &mut self.done);
+                if let Some(lint) = self.lint.as_deref_mut() {
+                    let flow = v.flow;
+                    lint.rocev2(obs, r, v, flow);
+                }
             }
         }
     }
@@ -290,6 +316,20 @@ impl Engine {
     /// (its verdict's `message` is the first of them).
     pub fn messages_done(&self) -> &[MsgDone] {
         &self.done
+    }
+
+    /// The lint's findings not yet cleared, in capture order (empty when
+    /// `Config::lint` is off). At most `lint::MAX_PENDING` wait: a caller
+    /// that wants them all clears them as it goes.
+    pub fn findings(&self) -> &[Finding] {
+        self.lint.as_deref().map_or(&[], LintState::findings)
+    }
+
+    /// Forgets the findings [`Engine::findings`] returned.
+    pub fn clear_findings(&mut self) {
+        if let Some(lint) = self.lint.as_deref_mut() {
+            lint.clear_findings();
+        }
     }
 
     #[inline]
@@ -327,6 +367,9 @@ impl Engine {
         };
         self.index.insert(packed, i);
         self.dir_cache[dir_cache_slot(&key)] = Some((key, i));
+        if let Some(lint) = self.lint.as_deref_mut() {
+            lint.new_dir(i);
+        }
         i
     }
 
@@ -379,6 +422,8 @@ impl Engine {
         if !matches!(mr.body, MrBody::Ctrl(_)) {
             dir.on_path_packet(mr, ce, &self.cfg, v);
         }
+        // The direction a feedback acknowledges.
+        let mut peer = None;
         match &mr.body {
             MrBody::Data(d) => {
                 v.flow = Some(own);
@@ -409,6 +454,7 @@ impl Engine {
                 // u32 x u32 fits a u64.
                 let hold_ns = u64::from(hold_units) * u64::from(unit_ps) / 1000;
                 let acked = self.dir_index(key.reverse(), obs.frame, ts, Some(own));
+                peer = Some(acked);
                 v.flow = Some(acked);
                 if let Some(dir) = dir_mut(&mut self.dirs, acked) {
                     dir.last_ts = ts;
@@ -450,6 +496,9 @@ impl Engine {
                 dir.on_probe(obs.frame, ts, mr);
             }
             MrBody::Other | MrBody::Malformed => {}
+        }
+        if let Some(lint) = self.lint.as_deref_mut() {
+            lint.metaroce(obs, mr, v, &self.dirs, own, peer);
         }
     }
 
@@ -496,11 +545,19 @@ impl Engine {
 
     /// The report as of now (see `analyzer/SCHEMA.md`).
     pub fn snapshot(&self) -> Report {
+        let lint = self.lint.as_deref();
         let mut directions: Vec<DirectionReport> = self
             .dirs
             .iter()
-            .flatten()
-            .map(|d| d.report(self.now, &self.cfg))
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().map(|d| (i, d)))
+            .map(|(i, d)| {
+                let mut r = d.report(self.now, &self.cfg);
+                if let Some(lint) = lint {
+                    r.lint = lint.dir_counts(i, d).into_iter().collect();
+                }
+                r
+            })
             .collect();
         directions.sort_by_key(|d| (d.first_frame, d.src, d.dst, d.src_conn, d.dst_conn));
         let mut capture = self.capture.clone();
@@ -520,6 +577,7 @@ impl Engine {
                 rocev2_unmatched_responses: self.roce.unmatched,
                 rocev2_not_rc: self.roce.not_rc,
             },
+            lint: lint.map(|l| l.report(&self.dirs)),
         }
     }
 }

@@ -15,6 +15,9 @@ pub struct Report {
     pub rocev2: Vec<RoceFlowReport>,
     pub between_captures: Vec<BetweenReport>,
     pub engine: EngineReport,
+    /// The conformance lint's counts, when it ran (`Config::lint`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub lint: Option<crate::lint::LintReport>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -99,6 +102,10 @@ pub struct DirectionReport {
     pub paths: Vec<PathReport>,
     pub window_overflow: u64,
     pub messages_evicted: u64,
+    /// Lint findings on this direction's packets, per rule id (only with
+    /// the lint on, only rules that fired and apply at the capture point).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub lint: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Debug, Clone)]

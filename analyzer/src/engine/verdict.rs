@@ -3,6 +3,8 @@
 
 use proto_parse::metaroce::{CnpReason, NackCode};
 
+use crate::lint::RuleSet;
+
 /// Why a PSN was sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -134,6 +136,9 @@ pub struct Verdict {
     /// Messages completed at this packet.
     pub messages_completed: u16,
     pub stall: Option<StallMark>,
+    /// The lint rules this packet broke (only with `Config::lint`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "RuleSet::is_empty"))]
+    pub lint: RuleSet,
 }
 
 impl Verdict {

@@ -1,0 +1,319 @@
+//! Connection rules: the CTRL handshake (CONNECT, ACCEPT), the connection
+//! ids it sets, the first PSN it announces, and close (spec section 5).
+//!
+//! The state is per endpoint, `(address, own connection id)`, since a
+//! connection's CTRL packets travel on directions of their own (a CONNECT
+//! has dst_conn 0). What an endpoint announced is also what the packet
+//! rules judge against ([`Announced`]): each direction keeps a copy of its
+//! two endpoints, refreshed when any CTRL packet changed the table, so a
+//! packet costs no lookup.
+
+use std::net::IpAddr;
+
+use proto_parse::metaroce::{CtrlOp, Features, psn_lt};
+use rustc_hash::FxHashMap;
+
+use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
+use super::{Ctx, Evidence};
+use crate::engine::{CtrlObs, MrBody, MrObs};
+
+const fn rule(
+    id: &'static str,
+    vantage: Vantage,
+    spec_section: &'static str,
+    statement: &'static str,
+    evidence: &'static str,
+) -> Rule {
+    Rule {
+        id,
+        statement,
+        spec_section,
+        severity: Severity::Error,
+        vantage,
+        protocol: Protocol::MetaRoce,
+        evidence,
+    }
+}
+
+pub(super) const RULES: &[Rule] = &[
+    rule(
+        "MR-CONN-001",
+        Vantage::Either,
+        "5",
+        "A CONNECT is sent with dst_conn 0.",
+        "CONNECT with dst_conn {observed} (must be 0).",
+    ),
+    rule(
+        "MR-CONN-002",
+        Vantage::Either,
+        "2, 5",
+        "Every packet but a CONNECT carries the peer's connection id as dst_conn, never 0.",
+        "dst_conn 0 on a packet that is not a CONNECT.",
+    ),
+    rule(
+        "MR-CONN-003",
+        Vantage::Either,
+        "5",
+        "An ACCEPT answers a CONNECT: its dst_conn is the src_conn of a CONNECT its \
+         destination sent.",
+        "ACCEPT to connection id {observed}, which no CONNECT captured from that host \
+         carries.",
+    ),
+    rule(
+        "MR-CONN-004",
+        Vantage::Either,
+        "5",
+        "After the handshake each end sends with dst_conn set to the id the other end chose \
+         (the ACCEPT's src_conn for the initiator, the CONNECT's for the responder).",
+        "dst_conn {observed} where the handshake (frame {related}) set {expected}.",
+    ),
+    rule(
+        "MR-CONN-005",
+        Vantage::Either,
+        "5",
+        "An initiator sends no DATA before the ACCEPT of its CONNECT.",
+        "DATA before any ACCEPT of the CONNECT in frame {related}.",
+    ),
+    rule(
+        "MR-CONN-006",
+        Vantage::Either,
+        "5",
+        "An endpoint that sent CLOSE or ABORT sends no new DATA on the connection.",
+        "DATA (tx_attempt 0) after the sender's CLOSE or ABORT in frame {related}.",
+    ),
+    rule(
+        "MR-CONN-007",
+        Vantage::Either,
+        "5",
+        "A CLOSE_ACK answers a CLOSE the peer sent.",
+        "CLOSE_ACK with no CLOSE captured from the peer since the handshake (frame {related}).",
+    ),
+    rule(
+        "MR-CONN-008",
+        Vantage::Either,
+        "5",
+        "No DATA PSN of a direction is below the init_psn its sender announced.",
+        "PSN {observed} below the sender's init_psn {expected} (CTRL in frame {related}).",
+    ),
+    rule(
+        "MR-CONN-009",
+        Vantage::Sender,
+        "5",
+        "A direction's first DATA carries the init_psn its sender announced.",
+        "first DATA with PSN {observed} where the sender's CTRL (frame {related}) announced \
+         init_psn {expected}.",
+    ),
+];
+
+const CONNECT_DST_ZERO: RuleId = RuleId::of("MR-CONN-001");
+const DST_CONN_SET: RuleId = RuleId::of("MR-CONN-002");
+const ACCEPT_ANSWERS: RuleId = RuleId::of("MR-CONN-003");
+const IDS_AFTER_HANDSHAKE: RuleId = RuleId::of("MR-CONN-004");
+const NO_DATA_BEFORE_ACCEPT: RuleId = RuleId::of("MR-CONN-005");
+const NO_DATA_AFTER_CLOSE: RuleId = RuleId::of("MR-CONN-006");
+const CLOSE_ACK_ANSWERS: RuleId = RuleId::of("MR-CONN-007");
+const PSN_FROM_INIT: RuleId = RuleId::of("MR-CONN-008");
+const FIRST_PSN_INIT: RuleId = RuleId::of("MR-CONN-009");
+
+/// Most endpoints remembered; beyond, the table starts again (as the
+/// engine's per-sender maps do).
+const MAX_ENDPOINTS: usize = 1 << 16;
+
+/// What one endpoint announced in its CONNECT or ACCEPT, and how far its
+/// connection went.
+#[derive(Debug, Clone, Copy)]
+struct Endpoint {
+    /// Its latest CONNECT or ACCEPT.
+    frame: u64,
+    features: u32,
+    mtu: u16,
+    init_psn: u32,
+    initiator: bool,
+    /// The other end `(address, connection id)`, once the handshake is
+    /// captured.
+    peer: Option<(IpAddr, u32)>,
+    /// The frame of its CLOSE or ABORT.
+    closed: Option<u64>,
+}
+
+/// What the CTRL packets of a packet's connection announced, for the
+/// packet rules.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Announced {
+    /// Both ends announced their features: whether both asked for CRC.
+    pub crc: Option<bool>,
+    /// The sender's announced mtu.
+    pub mtu: Option<u16>,
+    /// The sender announced the path_seq feature.
+    pub path_seq: bool,
+    /// The sender's CTRL that announced it.
+    pub frame: Option<u64>,
+}
+
+/// The endpoint table.
+#[derive(Debug, Default)]
+pub(super) struct State {
+    endpoints: FxHashMap<(IpAddr, u32), Endpoint>,
+    /// (initiator, responder) addresses with a CONNECT captured.
+    connects: FxHashMap<(IpAddr, IpAddr), ()>,
+    /// Changes of the table (directions refresh their copies).
+    epoch: u64,
+}
+
+/// A direction's copy of its two endpoints.
+#[derive(Debug, Default)]
+pub(super) struct DirState {
+    /// `State::epoch` of the copy; 0: never made.
+    epoch: u64,
+    own: Option<Endpoint>,
+    peer: Option<Endpoint>,
+    /// A DATA of this direction was seen (MR-CONN-009 judges the first).
+    data_seen: bool,
+}
+
+impl State {
+    /// Checks one MetaRoCE packet and returns what its connection's CTRL
+    /// packets announced.
+    pub(super) fn on_packet(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        mr: &MrObs,
+        dir: &mut DirState,
+    ) -> Announced {
+        if let MrBody::Ctrl(c) = &mr.body {
+            self.on_ctrl(ctx, mr, c);
+        } else if mr.dst_conn == 0 {
+            ctx.report(DST_CONN_SET, Evidence::default().ev(mr.ev));
+        }
+        let obs = ctx.obs;
+        if dir.epoch != self.epoch {
+            dir.epoch = self.epoch;
+            dir.own = self.endpoints.get(&(obs.src, mr.src_conn)).copied();
+            dir.peer = dir
+                .own
+                .and_then(|own| own.peer)
+                .and_then(|p| self.endpoints.get(&p).copied());
+        }
+        let Some(own) = dir.own else {
+            return Announced::default();
+        };
+        if let Some((peer_ip, peer_conn)) = own.peer
+            && peer_ip == obs.dst
+            && mr.dst_conn != peer_conn
+            && mr.dst_conn != 0
+        {
+            ctx.report(
+                IDS_AFTER_HANDSHAKE,
+                Evidence::new(mr.dst_conn, peer_conn).related(Some(own.frame)),
+            );
+        }
+        if let MrBody::Data(_) = &mr.body {
+            if own.initiator && own.peer.is_none() {
+                ctx.report(
+                    NO_DATA_BEFORE_ACCEPT,
+                    Evidence::default().related(Some(own.frame)),
+                );
+            }
+            if let Some(close) = own.closed
+                && mr.tx_attempt == 0
+            {
+                ctx.report(
+                    NO_DATA_AFTER_CLOSE,
+                    Evidence::default().related(Some(close)),
+                );
+            }
+            if psn_lt(mr.psn, own.init_psn) {
+                ctx.report(
+                    PSN_FROM_INIT,
+                    Evidence::new(mr.psn, own.init_psn).related(Some(own.frame)),
+                );
+            }
+            if !dir.data_seen {
+                dir.data_seen = true;
+                if ctx.judges(Vantage::Sender) && mr.psn != own.init_psn {
+                    ctx.report(
+                        FIRST_PSN_INIT,
+                        Evidence::new(mr.psn, own.init_psn).related(Some(own.frame)),
+                    );
+                }
+            }
+        }
+        Announced {
+            crc: dir.peer.map(|peer| {
+                Features::from_bits_retain(own.features & peer.features).contains(Features::CRC)
+            }),
+            mtu: Some(own.mtu),
+            path_seq: Features::from_bits_retain(own.features).contains(Features::PATH_SEQ),
+            frame: Some(own.frame),
+        }
+    }
+
+    fn on_ctrl(&mut self, ctx: &mut Ctx<'_>, mr: &MrObs, c: &CtrlObs) {
+        let obs = ctx.obs;
+        let me = (obs.src, mr.src_conn);
+        if c.op != CtrlOp::Connect && mr.dst_conn == 0 {
+            ctx.report(DST_CONN_SET, Evidence::default().ev(mr.ev));
+        }
+        if self.endpoints.len() >= MAX_ENDPOINTS {
+            self.endpoints.clear();
+            self.connects.clear();
+        }
+        let announced = Endpoint {
+            frame: obs.frame,
+            features: c.features,
+            mtu: c.mtu,
+            init_psn: c.init_psn,
+            initiator: c.op == CtrlOp::Connect,
+            peer: None,
+            closed: None,
+        };
+        match c.op {
+            CtrlOp::Connect => {
+                if mr.dst_conn != 0 {
+                    ctx.report(CONNECT_DST_ZERO, Evidence::new(mr.dst_conn, 0u32));
+                }
+                // A CONNECT sent again keeps the handshake already seen.
+                let peer = self.endpoints.get(&me).and_then(|e| e.peer);
+                self.endpoints.insert(me, Endpoint { peer, ..announced });
+                self.connects.insert((obs.src, obs.dst), ());
+            }
+            CtrlOp::Accept => {
+                let initiator = (obs.dst, mr.dst_conn);
+                match self.endpoints.get_mut(&initiator) {
+                    Some(i) if i.initiator => i.peer = Some(me),
+                    _ => {
+                        if self.connects.contains_key(&(obs.dst, obs.src)) {
+                            ctx.report(ACCEPT_ANSWERS, Evidence::new(mr.dst_conn, 0u32));
+                        }
+                    }
+                }
+                self.endpoints.insert(
+                    me,
+                    Endpoint {
+                        peer: Some(initiator),
+                        ..announced
+                    },
+                );
+            }
+            CtrlOp::Close | CtrlOp::Abort => {
+                if let Some(e) = self.endpoints.get_mut(&me) {
+                    e.closed.get_or_insert(obs.frame);
+                }
+            }
+            CtrlOp::CloseAck => {
+                if let Some(own) = self.endpoints.get(&me)
+                    && let Some(peer) = own.peer
+                    && let Some(p) = self.endpoints.get(&peer)
+                    && p.closed.is_none()
+                {
+                    ctx.report(
+                        CLOSE_ACK_ANSWERS,
+                        Evidence::default().related(Some(own.frame)),
+                    );
+                }
+            }
+            _ => return,
+        }
+        self.epoch += 1;
+    }
+}

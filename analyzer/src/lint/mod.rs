@@ -1,0 +1,688 @@
+//! The conformance lint: rules of the MetaRoCE wire format (and of RoCEv2
+//! RC) checked on the flow engine's stream, packet by packet.
+//!
+//! The checks run inside [`crate::Engine`] (switched on by
+//! `Config::lint`), after the engine has analysed the packet: they see the
+//! observation, the verdict the engine built and the engine's state of the
+//! packet's direction, plus lint-only state of their own. There is no
+//! second flow tracker. Findings reach consumers two ways:
+//! - `Engine::findings()` / `Engine::clear_findings()`: every [`Finding`]
+//!   (rule, frame, connection, path, numeric evidence), for the caller to
+//!   drain as it goes (the CLI drains after every batch; at most
+//!   [`MAX_PENDING`] wait, beyond that they are counted as dropped); and
+//!   per-rule counts in the report (`Report::lint`, per direction in
+//!   `DirectionReport::lint`);
+//! - `Verdict::lint`: the rules this packet broke ([`RuleSet`], inline), for
+//!   a per-packet view (the Wireshark plugin's expert infos).
+//!
+//! # The registry
+//! Rules are data ([`Rule`]): each family file defines
+//! `pub(super) const RULES: &[Rule]` and [`FAMILIES`] lists the families;
+//! [`rules()`] walks them all. A check names its rule with a
+//! `const X: RuleId = RuleId::of("MR-PKT-001");` (a compile error if the id
+//! is not in the registry). Severities can be overridden per run with a
+//! [`LintConfig`] (the CLI's `--allow` / `--deny`); the engine records every
+//! finding and the consumer applies the overrides.
+//!
+//! # Where a rule can be judged
+//! A rule's [`Vantage`] says which capture point can judge it. The engine
+//! is told where its capture was taken with `Config::lint_point`
+//! ([`CapturePoint`]): on a host (its address), unknown, or `Auto`. A
+//! direction whose source is the host is seen from the sender side, one
+//! whose destination is the host from the receiver side.
+//! [`Ctx::judges`] tells a check whether its rule applies. With `Auto`,
+//! side-specific checks run on every direction and the host is decided
+//! when the report is made ([`HostGuess`]): the findings of rules that do
+//! not apply to that host are then left out of the counts, and a consumer
+//! drops them with [`LintReport::keeps`].
+//!
+//! # Adding a family
+//! 1. A file `lint/<family>.rs` with `pub(super) const RULES: &[Rule]`, a
+//!    `pub(super) struct DirState` (per-direction state, `Default`) and/or
+//!    `pub(super) struct State` (per-engine state, `Default`) if it needs
+//!    any, and `pub(super) fn check_metaroce(ctx: &mut Ctx<'_>, ...)` (or
+//!    `check_rocev2`).
+//! 2. In this file: `mod <family>;`, the family's `RULES` appended to
+//!    [`FAMILIES`], its states added to [`LintState`] / [`DirLint`], and
+//!    its check called from [`LintState::metaroce`] or
+//!    [`LintState::rocev2`].
+//! 3. Each rule gets violating cases in the lint test table
+//!    (`analyzer/tests/lint/`, one file per family: see `cases.rs` there)
+//!    and a line in `docs/lint.md` (a test compares the doc's table with
+//!    the registry).
+//!
+//! Per-packet cost matters: a check reads the observation and the state it
+//! keeps, and records a finding only when a rule is broken (a `Copy`
+//! struct, no `String`). Memory is bounded by the flows: per-direction state
+//! lives in [`DirLint`] (made only when the lint is on), per-engine maps are
+//! capped like the engine's.
+
+mod connection;
+mod finding;
+mod packet;
+mod rule;
+
+use std::net::IpAddr;
+
+pub use finding::{Conn, Finding};
+pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
+
+use crate::engine::{Dir, MrObs, Observation, RoceObs, Verdict};
+
+/// Every family's rules, in registry order (a [`RuleId`] is its family's
+/// place here and the rule's place in the family).
+pub(crate) const FAMILIES: &[&[Rule]] = &[packet::RULES, connection::RULES];
+
+/// Every rule of the registry, with its id.
+pub fn rules() -> impl Iterator<Item = (RuleId, &'static Rule)> {
+    FAMILIES.iter().enumerate().flat_map(|(f, rules)| {
+        rules
+            .iter()
+            .enumerate()
+            .map(move |(i, rule)| (RuleId::new(f, i), rule))
+    })
+}
+
+/// Rules in the registry.
+pub fn rule_count() -> usize {
+    RULE_COUNT
+}
+
+pub(crate) const RULE_COUNT: usize = {
+    let mut n = 0;
+    let mut f = 0;
+    while f < FAMILIES.len() {
+        n += FAMILIES[f].len();
+        f += 1;
+    }
+    n
+};
+
+/// Findings kept for the caller to drain; beyond them new findings are
+/// only counted (`LintReport::findings_dropped`).
+pub const MAX_PENDING: usize = 1 << 16;
+
+/// Where the capture was taken, for rules that can be judged only at the
+/// sender or only at the receiver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CapturePoint {
+    /// Decided from the traffic ([`HostGuess`]).
+    #[default]
+    Auto,
+    /// On the host with this address.
+    Host(IpAddr),
+    /// Unknown or in the middle (a mirror port): only rules of vantage
+    /// `Either` are judged.
+    Unknown,
+}
+
+/// Which end of a direction the capture was taken at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Sender,
+    Receiver,
+    Unknown,
+}
+
+impl Side {
+    /// The side of the direction `src -> dst` for a capture taken on `host`.
+    pub fn of(src: IpAddr, dst: IpAddr, host: Option<IpAddr>) -> Side {
+        match host {
+            Some(h) if h == src => Side::Sender,
+            Some(h) if h == dst => Side::Receiver,
+            _ => Side::Unknown,
+        }
+    }
+
+    /// Whether a rule of `vantage` can be judged from this side.
+    pub fn judges(self, vantage: Vantage) -> bool {
+        match vantage {
+            Vantage::Either | Vantage::TwoCapture => true,
+            Vantage::Sender => self == Side::Sender,
+            Vantage::Receiver => self == Side::Receiver,
+        }
+    }
+}
+
+/// Decides the host a capture was taken on, for `CapturePoint::Auto`.
+///
+/// A host's capture holds only packets it sent or received, so the host is
+/// an address found in every MetaRoCE packet. When two are (a capture of
+/// one pair of hosts, at either end), their packets' timestamps tell them
+/// apart: a packet's tx_ts is its sender's clock when it left, so at the
+/// sender's own capture the capture time minus tx_ts stays nearly constant
+/// (the same clock, read twice a few microseconds apart), while at the
+/// other end it also holds the one-way delay, which varies from path to
+/// path and packet to packet. The host is the address whose packets show
+/// the smaller spread of that difference, when it is less than half the
+/// other's and the other's is at least 1 us; otherwise (or when one side
+/// sent fewer than 2 packets) the point stays unknown and only rules of
+/// vantage `Either` are judged.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostGuess {
+    /// Addresses in every packet so far (`None`: no packet yet).
+    candidates: Option<[Option<IpAddr>; 2]>,
+    /// Per candidate, the spread of its packets' capture time minus tx_ts.
+    spread: [Spread; 2],
+}
+
+/// Min and max of `capture time - tx_ts` (mod 2^32, relative to the first
+/// packet's).
+#[derive(Debug, Clone, Copy, Default)]
+struct Spread {
+    first: Option<u32>,
+    min: i32,
+    max: i32,
+    packets: u64,
+}
+
+impl Spread {
+    fn add(&mut self, offset: u32) {
+        self.packets += 1;
+        let Some(first) = self.first else {
+            self.first = Some(offset);
+            return;
+        };
+        let d = offset.wrapping_sub(first) as i32;
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+    }
+
+    fn width(&self) -> Option<u64> {
+        (self.packets >= 2).then(|| (i64::from(self.max) - i64::from(self.min)) as u64)
+    }
+}
+
+impl HostGuess {
+    /// One packet: its addresses, capture time and tx_ts.
+    pub fn packet(&mut self, src: IpAddr, dst: IpAddr, ts_ns: u64, tx_ts: u32) {
+        let c = self.candidates.get_or_insert([Some(src), Some(dst)]);
+        for (slot, spread) in c.iter_mut().zip(self.spread.iter_mut()) {
+            match *slot {
+                Some(a) if a == src => spread.add((ts_ns as u32).wrapping_sub(tx_ts)),
+                Some(a) if a == dst => {}
+                _ => *slot = None,
+            }
+        }
+    }
+
+    /// The host, when the traffic says it.
+    pub fn host(&self) -> Option<IpAddr> {
+        const MIN_REMOTE_SPREAD_NS: u64 = 1_000;
+        let c = self.candidates?;
+        let clear = |own: Option<u64>, other: Option<u64>| match (own, other) {
+            (Some(own), Some(other)) => other >= MIN_REMOTE_SPREAD_NS && own * 2 < other,
+            _ => false,
+        };
+        let [wa, wb] = [self.spread[0].width(), self.spread[1].width()];
+        match c {
+            [Some(a), None] => Some(a),
+            [None, Some(b)] => Some(b),
+            [Some(a), Some(_)] if clear(wa, wb) => Some(a),
+            [Some(_), Some(b)] if clear(wb, wa) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// Per-run severity overrides (`--allow ID`, `--deny ID`), applied by the
+/// consumer to the engine's findings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LintConfig {
+    /// `None`: the rule is allowed (not reported); otherwise its severity.
+    overrides: Vec<(RuleId, Option<Severity>)>,
+}
+
+impl LintConfig {
+    /// Reports nothing of `rule`.
+    pub fn allow(&mut self, rule: RuleId) {
+        self.set(rule, None);
+    }
+
+    /// Makes `rule` an error.
+    pub fn deny(&mut self, rule: RuleId) {
+        self.set(rule, Some(Severity::Error));
+    }
+
+    fn set(&mut self, rule: RuleId, severity: Option<Severity>) {
+        self.overrides.retain(|(r, _)| *r != rule);
+        self.overrides.push((rule, severity));
+    }
+
+    /// The severity `rule` is reported with, `None` when it is allowed.
+    pub fn severity(&self, rule: RuleId) -> Option<Severity> {
+        match self.overrides.iter().find(|(r, _)| *r == rule) {
+            Some((_, s)) => *s,
+            None => Some(rule.rule().severity),
+        }
+    }
+}
+
+/// Per-rule finding counts of a capture (the report's `lint`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct LintReport {
+    /// The host the capture was taken on (given, or decided from the
+    /// traffic), `None` when unknown: then only rules of vantage `either`
+    /// were judged.
+    pub host: Option<IpAddr>,
+    /// Findings per rule, in registry order, only rules that fired (the
+    /// registry's severities: overrides are the consumer's).
+    pub counts: Vec<RuleCount>,
+    /// Findings not kept for the caller (more than `MAX_PENDING` waited).
+    pub findings_dropped: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct RuleCount {
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub count: u64,
+}
+
+impl LintReport {
+    /// Whether `finding`'s rule could be judged at this capture point.
+    pub fn keeps(&self, finding: &Finding) -> bool {
+        Side::of(finding.conn.src(), finding.conn.dst(), self.host).judges(finding.rule().vantage)
+    }
+}
+
+/// Counts per rule of one direction (a short list: few rules fire).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RuleCounts(Vec<(RuleId, u64)>);
+
+impl RuleCounts {
+    fn add(&mut self, rule: RuleId) {
+        match self.0.iter_mut().find(|(r, _)| *r == rule) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((rule, 1)),
+        }
+    }
+}
+
+/// The lint's state of one engine direction.
+#[derive(Debug, Default)]
+pub(crate) struct DirLint {
+    counts: RuleCounts,
+    packet: packet::DirState,
+    connection: connection::DirState,
+}
+
+/// Where findings go: the engine's list and counts, the verdict's set.
+struct Recorder {
+    findings: Vec<Finding>,
+    dropped: u64,
+    /// Findings on no direction (a malformed packet), per rule.
+    undirected: RuleCounts,
+}
+
+/// What a check sees of one packet, and where it records what it finds.
+// The engine state fields are for the sender, receiver and RoCEv2
+// families (not every family reads every field).
+#[allow(dead_code)]
+pub(crate) struct Ctx<'a> {
+    pub obs: &'a Observation,
+    /// The verdict the engine built for this packet.
+    pub verdict: &'a Verdict,
+    /// The engine's state of the packet's own direction (`src -> dst`).
+    pub own: Option<&'a Dir>,
+    /// Feedback: the engine's state of the direction it acknowledges.
+    pub peer: Option<&'a Dir>,
+    /// Which end of the packet's own direction the capture was taken at
+    /// (`None`: `CapturePoint::Auto`, decided at the end).
+    side: Option<Side>,
+    conn: Conn,
+    marks: RuleSet,
+    counts: Option<&'a mut RuleCounts>,
+    out: &'a mut Recorder,
+}
+
+impl Ctx<'_> {
+    /// Whether a rule of `vantage` is judged on this packet's direction.
+    /// With `CapturePoint::Auto` every side-specific rule is judged, and
+    /// its findings are filtered once the host is known.
+    pub fn judges(&self, vantage: Vantage) -> bool {
+        self.side.is_none_or(|s| s.judges(vantage))
+    }
+
+    /// Whether a rule of `vantage` is judged on the reverse direction
+    /// (what a feedback acknowledges): the sides swap.
+    #[allow(dead_code)] // for the sender and receiver families
+    pub fn judges_reverse(&self, vantage: Vantage) -> bool {
+        let swapped = self.side.map(|s| match s {
+            Side::Sender => Side::Receiver,
+            Side::Receiver => Side::Sender,
+            Side::Unknown => Side::Unknown,
+        });
+        swapped.is_none_or(|s| s.judges(vantage))
+    }
+
+    /// Records that this packet broke `rule`.
+    pub fn report(&mut self, rule: RuleId, evidence: Evidence) {
+        self.marks.insert(rule);
+        match self.counts.as_deref_mut() {
+            Some(c) => c.add(rule),
+            None => self.out.undirected.add(rule),
+        }
+        if self.out.findings.len() >= MAX_PENDING {
+            self.out.dropped += 1;
+            return;
+        }
+        self.out.findings.push(Finding {
+            rule,
+            frame: self.obs.frame,
+            ts_ns: self.obs.ts_ns,
+            related_frame: evidence.related_frame,
+            conn: self.conn,
+            ev: evidence.ev,
+            observed: evidence.observed,
+            expected: evidence.expected,
+        });
+    }
+}
+
+/// The numbers a finding carries (see [`Finding`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Evidence {
+    pub observed: u64,
+    pub expected: u64,
+    pub related_frame: Option<u64>,
+    pub ev: Option<u16>,
+}
+
+impl Evidence {
+    pub fn new(observed: impl Into<u64>, expected: impl Into<u64>) -> Evidence {
+        Evidence {
+            observed: observed.into(),
+            expected: expected.into(),
+            ..Evidence::default()
+        }
+    }
+
+    pub fn ev(self, ev: u16) -> Evidence {
+        Evidence {
+            ev: Some(ev),
+            ..self
+        }
+    }
+
+    pub fn related(self, frame: Option<u64>) -> Evidence {
+        Evidence {
+            related_frame: frame,
+            ..self
+        }
+    }
+}
+
+/// The lint's part of an engine (present only when `Config::lint` is on).
+pub(crate) struct LintState {
+    point: CapturePoint,
+    guess: HostGuess,
+    /// By engine direction index (`Engine::dirs`).
+    dirs: Vec<DirLint>,
+    out: Recorder,
+    connection: connection::State,
+}
+
+impl LintState {
+    pub fn new(point: CapturePoint) -> LintState {
+        LintState {
+            point,
+            guess: HostGuess::default(),
+            dirs: Vec::new(),
+            out: Recorder {
+                findings: Vec::new(),
+                dropped: 0,
+                undirected: RuleCounts::default(),
+            },
+            connection: connection::State::default(),
+        }
+    }
+
+    /// The engine made direction `index` (new, or reusing an evicted
+    /// one's slot).
+    pub fn new_dir(&mut self, index: u32) {
+        let i = index as usize;
+        if self.dirs.len() <= i {
+            self.dirs.resize_with(i + 1, DirLint::default);
+        }
+        self.dirs[i] = DirLint::default();
+    }
+
+    pub fn findings(&self) -> &[Finding] {
+        &self.out.findings
+    }
+
+    pub fn clear_findings(&mut self) {
+        self.out.findings.clear();
+    }
+
+    /// The host the capture was taken on, as given or as decided so far.
+    pub fn host(&self) -> Option<IpAddr> {
+        match self.point {
+            CapturePoint::Host(h) => Some(h),
+            CapturePoint::Auto => self.guess.host(),
+            CapturePoint::Unknown => None,
+        }
+    }
+
+    fn side(&self, src: IpAddr, dst: IpAddr) -> Option<Side> {
+        match self.point {
+            CapturePoint::Auto => None,
+            CapturePoint::Host(h) => Some(Side::of(src, dst, Some(h))),
+            CapturePoint::Unknown => Some(Side::Unknown),
+        }
+    }
+
+    /// A packet the engine could not analyse (malformed, spec 8).
+    pub fn malformed(&mut self, obs: &Observation, v: &mut Verdict) {
+        let conn = match obs.kind {
+            crate::engine::ObsKind::MetaRoce(mr) => Conn::MetaRoce {
+                src: obs.src,
+                dst: obs.dst,
+                src_conn: mr.src_conn,
+                dst_conn: mr.dst_conn,
+            },
+            crate::engine::ObsKind::RoceV2(r) => Conn::RoceV2 {
+                src: obs.src,
+                dst: obs.dst,
+                dest_qp: r.dest_qp,
+            },
+        };
+        let mut ctx = Ctx {
+            obs,
+            verdict: v,
+            own: None,
+            peer: None,
+            side: self.side(obs.src, obs.dst),
+            conn,
+            marks: RuleSet::default(),
+            counts: None,
+            out: &mut self.out,
+        };
+        packet::check_malformed(&mut ctx);
+        v.lint = ctx.marks;
+    }
+
+    /// One MetaRoCE packet the engine analysed: `own` is the index of its
+    /// direction, `peer` that of the direction a feedback acknowledges.
+    pub fn metaroce(
+        &mut self,
+        obs: &Observation,
+        mr: &MrObs,
+        v: &mut Verdict,
+        dirs: &[Option<Dir>],
+        own: u32,
+        peer: Option<u32>,
+    ) {
+        if self.point == CapturePoint::Auto {
+            self.guess.packet(obs.src, obs.dst, obs.ts_ns, mr.tx_ts);
+        }
+        let side = self.side(obs.src, obs.dst);
+        let get = |i: u32| dirs.get(i as usize).and_then(Option::as_ref);
+        let Some(lint) = self.dirs.get_mut(own as usize) else {
+            return;
+        };
+        let DirLint {
+            counts,
+            packet,
+            connection,
+        } = lint;
+        let mut ctx = Ctx {
+            obs,
+            verdict: v,
+            own: get(own),
+            peer: peer.and_then(get),
+            side,
+            conn: Conn::MetaRoce {
+                src: obs.src,
+                dst: obs.dst,
+                src_conn: mr.src_conn,
+                dst_conn: mr.dst_conn,
+            },
+            marks: RuleSet::default(),
+            counts: Some(counts),
+            out: &mut self.out,
+        };
+        let announced = self.connection.on_packet(&mut ctx, mr, connection);
+        packet::check_metaroce(&mut ctx, mr, packet, announced);
+        v.lint = ctx.marks;
+    }
+
+    /// One RoCEv2 packet the engine analysed (`flow`: its flow index).
+    /// No RoCEv2 family yet: the RC rules' checks go here.
+    pub fn rocev2(&mut self, obs: &Observation, r: &RoceObs, v: &mut Verdict, flow: Option<u32>) {
+        let _ = (obs, r, v, flow);
+    }
+
+    /// The report's `lint`: per-rule counts of the directions' findings
+    /// whose rule applies at the capture point, and the findings on no
+    /// direction.
+    pub fn report(&self, dirs: &[Option<Dir>]) -> LintReport {
+        let host = self.host();
+        let mut counts = vec![0u64; rule_count()];
+        let mut add = |c: &RuleCounts, side: Side| {
+            for &(rule, n) in &c.0 {
+                if side.judges(rule.rule().vantage) {
+                    counts[rule.index()] += n;
+                }
+            }
+        };
+        add(&self.out.undirected, Side::Unknown);
+        for (dir, lint) in dirs.iter().zip(&self.dirs) {
+            if let Some(dir) = dir {
+                add(&lint.counts, Side::of(dir.key.src, dir.key.dst, host));
+            }
+        }
+        LintReport {
+            host,
+            counts: rules()
+                .zip(counts)
+                .filter(|(_, n)| *n > 0)
+                .map(|((_, rule), count)| RuleCount {
+                    rule: rule.id,
+                    severity: rule.severity,
+                    count,
+                })
+                .collect(),
+            findings_dropped: self.out.dropped,
+        }
+    }
+
+    /// Direction `index`'s counts per rule (ids), those that apply at the
+    /// capture point, for its `DirectionReport`.
+    pub fn dir_counts(&self, index: usize, dir: &Dir) -> Vec<(&'static str, u64)> {
+        let Some(lint) = self.dirs.get(index) else {
+            return Vec::new();
+        };
+        let side = Side::of(dir.key.src, dir.key.dst, self.host());
+        let mut out: Vec<(RuleId, u64)> = lint
+            .counts
+            .0
+            .iter()
+            .filter(|(r, _)| side.judges(r.rule().vantage))
+            .copied()
+            .collect();
+        out.sort_unstable();
+        out.into_iter().map(|(r, n)| (r.rule().id, n)).collect()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn rule_ids_are_unique_and_well_formed() {
+        let mut seen = std::collections::HashSet::new();
+        for (id, rule) in rules() {
+            assert!(seen.insert(rule.id), "{} twice in the registry", rule.id);
+            assert_eq!(RuleId::find(rule.id), Some(id));
+            assert_eq!(id.rule(), rule);
+            let parts: Vec<&str> = rule.id.split('-').collect();
+            assert_eq!(parts.len(), 3, "{}", rule.id);
+            assert!(matches!(parts[0], "MR" | "RC"), "{}", rule.id);
+            assert!(
+                parts[2].len() == 3 && parts[2].bytes().all(|b| b.is_ascii_digit()),
+                "{}",
+                rule.id
+            );
+            assert!(rule.statement.ends_with('.'), "{}", rule.id);
+            assert!(!rule.evidence.is_empty() && !rule.spec_section.is_empty());
+        }
+        assert_eq!(seen.len(), rule_count());
+        let indices: Vec<usize> = rules().map(|(id, _)| id.index()).collect();
+        assert_eq!(indices, (0..rule_count()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn overrides_change_severity() {
+        let rule = RuleId::of("MR-PKT-001");
+        let mut cfg = LintConfig::default();
+        assert_eq!(cfg.severity(rule), Some(Severity::Error));
+        cfg.allow(rule);
+        assert_eq!(cfg.severity(rule), None);
+        cfg.deny(rule);
+        assert_eq!(cfg.severity(rule), Some(Severity::Error));
+    }
+
+    #[test]
+    fn a_rule_set_holds_each_rule_once() {
+        let mut set = RuleSet::default();
+        assert!(set.is_empty());
+        let ids: Vec<RuleId> = rules().map(|(id, _)| id).collect();
+        for &id in ids.iter().rev().step_by(2) {
+            set.insert(id);
+            set.insert(id);
+        }
+        let mut want: Vec<RuleId> = ids.iter().rev().step_by(2).copied().collect();
+        want.reverse();
+        assert_eq!(set.len(), want.len());
+        assert_eq!(set.iter().collect::<Vec<_>>(), want);
+        assert!(!set.contains(ids[ids.len() - 2]));
+    }
+
+    #[test]
+    fn the_host_is_the_address_in_every_packet_or_the_one_with_the_steadier_clock() {
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let c: IpAddr = "10.0.0.3".parse().unwrap();
+        let mut g = HostGuess::default();
+        // Captured on A: A's packets leave 100 ns after their tx_ts, B's
+        // arrive 10 to 30 us after theirs (B's clock 1 ms ahead).
+        for (i, delay) in [10_000u64, 30_000, 12_000].into_iter().enumerate() {
+            let t = 5_000_000 + i as u64 * 100_000;
+            g.packet(a, b, t + 100, t as u32);
+            if i < 2 {
+                assert_eq!(g.host(), None, "fewer than 2 packets of B");
+            }
+            g.packet(b, a, t + delay, (t + 1_000_000) as u32);
+        }
+        assert_eq!(g.host(), Some(a));
+        g.packet(c, a, 9_000_000, 0);
+        assert_eq!(g.host(), Some(a), "A is in every packet");
+        g.packet(b, c, 9_100_000, 0);
+        assert_eq!(g.host(), None);
+    }
+}

@@ -1,0 +1,235 @@
+//! Per-packet rules: what one MetaRoCE packet must be on its own (spec
+//! sections 1, 3, 5, 8 and 11), and against what its connection's CTRL
+//! packets announced (`connection::Announced`).
+
+use proto_parse::frame::Ecn;
+use proto_parse::metaroce::{DataOp, Flags, udp_source_port};
+
+use super::connection::Announced;
+use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
+use super::{Ctx, Evidence};
+use crate::engine::{FbKind, MrBody, MrObs};
+
+const fn rule(
+    id: &'static str,
+    severity: Severity,
+    spec_section: &'static str,
+    statement: &'static str,
+    evidence: &'static str,
+) -> Rule {
+    Rule {
+        id,
+        statement,
+        spec_section,
+        severity,
+        vantage: Vantage::Either,
+        protocol: Protocol::MetaRoce,
+        evidence,
+    }
+}
+
+pub(super) const RULES: &[Rule] = &[
+    rule(
+        "MR-PKT-001",
+        Severity::Error,
+        "8, 11.1",
+        "A packet is well-formed: version 1, hlen covering the fixed header and inside the \
+         packet, sack_words at most 4, TLVs inside the header, no payload beyond payload_len.",
+        "the packet breaks a rule of spec section 8 (`metaroce-analyze decode --frames N` \
+         names the field and its offset).",
+    ),
+    rule(
+        "MR-PKT-002",
+        Severity::Error,
+        "1",
+        "The UDP source port is 0xC000 | (ev & 0x3FFF), so that ECMP spreads the paths.",
+        "UDP source port {observed} (ev {ev}) where 0xC000 | (ev & 0x3FFF) is {expected}.",
+    ),
+    rule(
+        "MR-PKT-003",
+        Severity::Error,
+        "3",
+        "SOM is set on a message's packet with msg_offset 0, and on no other.",
+        "msg_offset {observed} with SOM {expected} (1: set, 0: clear): SOM must be set \
+         exactly when msg_offset is 0.",
+    ),
+    rule(
+        "MR-PKT-004",
+        Severity::Error,
+        "3",
+        "EOM is set on the packet whose payload ends at msg_len, and on no other.",
+        "the payload ends at byte {observed} of a {expected}-byte message, and EOM says \
+         otherwise.",
+    ),
+    rule(
+        "MR-PKT-005",
+        Severity::Error,
+        "3",
+        "A DATA packet's payload lies inside its message: msg_offset + payload_len <= msg_len.",
+        "the payload ends at byte {observed} of a message of msg_len {expected}.",
+    ),
+    rule(
+        "MR-PKT-006",
+        Severity::Error,
+        "3, 11.3",
+        "A READ_REQ is a one-packet message: SOM and EOM set, msg_offset 0, payload_len 0.",
+        "READ_REQ with flags {observed:x} (SOM 0x40 and EOM 0x20 both needed) and \
+         msg_offset + payload_len {expected} (must be 0).",
+    ),
+    rule(
+        "MR-PKT-007",
+        Severity::Error,
+        "5, 7",
+        "flags.CRC agrees with the CRC feature both ends announced in CONNECT and ACCEPT: \
+         every packet after the handshake carries the trailer when both did, none otherwise.",
+        "flags.CRC is {observed} where the handshake negotiated {expected} (1: CRC on).",
+    ),
+    rule(
+        "MR-PKT-008",
+        Severity::Error,
+        "5, 11.13",
+        "A DATA packet's payload_len is at most the mtu its sender announced in its CTRL.",
+        "payload_len {observed} above the sender's announced mtu {expected}.",
+    ),
+    rule(
+        "MR-PKT-009",
+        Severity::Error,
+        "2, 11.5",
+        "A CTRL packet carries path_seq 0 and psn 0.",
+        "CTRL with path_seq {observed} and psn {expected} (both must be 0).",
+    ),
+    rule(
+        "MR-PKT-010",
+        Severity::Error,
+        "2, 5",
+        "A sender that announced the path_seq feature never sends path_seq 0 on a non-CTRL \
+         packet.",
+        "path_seq 0 on ev {ev} from a sender whose CTRL announced the path_seq feature.",
+    ),
+    rule(
+        "MR-PKT-011",
+        Severity::Warning,
+        "4, 11.7",
+        "An ACK with a SACK bitmap has sack_base equal to its cumulative ack.",
+        "sack_base {observed} where the cumulative ack (psn) is {expected}.",
+    ),
+    rule(
+        "MR-PKT-012",
+        Severity::Warning,
+        "1",
+        "Packets are sent ECN-capable with ECT(0); only a switch sets CE.",
+        "IP ECN codepoint {observed} (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE) where ECT(0) \
+         or CE is expected.",
+    ),
+];
+
+const MALFORMED: RuleId = RuleId::of("MR-PKT-001");
+const SOURCE_PORT: RuleId = RuleId::of("MR-PKT-002");
+const SOM: RuleId = RuleId::of("MR-PKT-003");
+const EOM: RuleId = RuleId::of("MR-PKT-004");
+const INSIDE_MESSAGE: RuleId = RuleId::of("MR-PKT-005");
+const READ_REQ_ONE_PACKET: RuleId = RuleId::of("MR-PKT-006");
+const CRC_NEGOTIATED: RuleId = RuleId::of("MR-PKT-007");
+const MTU: RuleId = RuleId::of("MR-PKT-008");
+const CTRL_ZEROS: RuleId = RuleId::of("MR-PKT-009");
+const PATH_SEQ_USED: RuleId = RuleId::of("MR-PKT-010");
+const SACK_BASE: RuleId = RuleId::of("MR-PKT-011");
+const ECN: RuleId = RuleId::of("MR-PKT-012");
+
+/// Per-direction state of the packet rules (none yet: every rule here
+/// judges one packet against what CTRL announced).
+#[derive(Debug, Default)]
+pub(super) struct DirState;
+
+/// A packet the engine did not analyse because it is malformed.
+pub(super) fn check_malformed(ctx: &mut Ctx<'_>) {
+    if matches!(ctx.obs.kind, crate::engine::ObsKind::MetaRoce(_)) {
+        ctx.report(MALFORMED, Evidence::default());
+    }
+}
+
+/// Every MetaRoCE packet the engine analysed.
+pub(super) fn check_metaroce(
+    ctx: &mut Ctx<'_>,
+    mr: &MrObs,
+    _state: &mut DirState,
+    announced: Announced,
+) {
+    let obs = ctx.obs;
+    let port = udp_source_port(mr.ev);
+    if obs.src_port != port {
+        ctx.report(SOURCE_PORT, Evidence::new(obs.src_port, port).ev(mr.ev));
+    }
+    let ecn = Ecn::from_bits(obs.ecn);
+    if !matches!(ecn, Ecn::Ect0 | Ecn::Ce) {
+        ctx.report(ECN, Evidence::new(obs.ecn, 2u8).ev(mr.ev));
+    }
+    if let Some(crc) = announced.crc
+        && !matches!(mr.body, MrBody::Ctrl(_))
+        && mr.flags.contains(Flags::CRC) != crc
+    {
+        ctx.report(
+            CRC_NEGOTIATED,
+            Evidence::new(mr.flags.contains(Flags::CRC), crc).related(announced.frame),
+        );
+    }
+    match &mr.body {
+        MrBody::Data(d) => {
+            if announced.path_seq && mr.path_seq == 0 {
+                ctx.report(PATH_SEQ_USED, Evidence::default().ev(mr.ev));
+            }
+            if let Some(mtu) = announced.mtu
+                && d.payload_len > mtu
+            {
+                ctx.report(
+                    MTU,
+                    Evidence::new(d.payload_len, mtu).related(announced.frame),
+                );
+            }
+            let end = u64::from(d.msg_offset) + u64::from(d.payload_len);
+            let som = mr.flags.contains(Flags::SOM);
+            let eom = mr.flags.contains(Flags::EOM);
+            if d.op == DataOp::ReadReq {
+                if !(som && eom) || end != 0 {
+                    let flags = mr.flags & (Flags::SOM | Flags::EOM);
+                    ctx.report(READ_REQ_ONE_PACKET, Evidence::new(flags.bits(), end));
+                }
+                return;
+            }
+            if som != (d.msg_offset == 0) {
+                ctx.report(SOM, Evidence::new(d.msg_offset, som));
+            }
+            if end > u64::from(d.msg_len) {
+                ctx.report(INSIDE_MESSAGE, Evidence::new(end, d.msg_len));
+            } else if eom != (end == u64::from(d.msg_len)) {
+                ctx.report(EOM, Evidence::new(end, d.msg_len));
+            }
+        }
+        MrBody::Ctrl(_) => {
+            if mr.path_seq != 0 || mr.psn != 0 {
+                ctx.report(CTRL_ZEROS, Evidence::new(mr.path_seq, mr.psn));
+            }
+        }
+        MrBody::Feedback(fb) => {
+            if announced.path_seq && mr.path_seq == 0 {
+                ctx.report(PATH_SEQ_USED, Evidence::default().ev(mr.ev));
+            }
+            if let FbKind::Ack {
+                sack_base,
+                sack_words,
+                ..
+            } = fb.kind
+                && sack_words > 0
+                && sack_base != mr.psn
+            {
+                ctx.report(SACK_BASE, Evidence::new(sack_base, mr.psn));
+            }
+        }
+        MrBody::Probe => {
+            if announced.path_seq && mr.path_seq == 0 {
+                ctx.report(PATH_SEQ_USED, Evidence::default().ev(mr.ev));
+            }
+        }
+        MrBody::Other | MrBody::Malformed => {}
+    }
+}

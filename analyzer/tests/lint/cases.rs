@@ -1,0 +1,336 @@
+//! The harness of the lint's case table: a [`Case`] builds a capture that
+//! breaks one rule and names the frame that breaks it; [`run`] decodes the
+//! capture's frames as the CLI does (`Observation::decode`) and feeds the
+//! engine with the lint on.
+//!
+//! Captures are built with proto-parse's emit API (`Repr`,
+//! `UdpFrameBuilder`), never by writing bytes: most cases take the clean
+//! [`conversation`] (a handshake, a two-packet WRITE and its ACKs, a close)
+//! and change one packet, or read a capture the fixtures generator wrote.
+//! To add a case: append `Case { rule, what, build, point }` to your
+//! family's `cases()`; `build` returns the frames and the numbers of the
+//! frames that must be found (exactly those).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use analyzer::engine::{Config, Engine, Observation, Report, Verdict};
+use analyzer::lint::{CapturePoint, Finding, LintReport};
+use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
+use proto_parse::capture::Reader;
+use proto_parse::frame::{DecodeConfig, LinkType};
+use proto_parse::metaroce::{
+    AckRepr, Body, CcAlgo, CtrlOp, CtrlRepr, DEFAULT_PORT, DataRepr, FbFlags, Features,
+    FeedbackRepr, Flags, Op, Repr, SackBitmap, udp_source_port,
+};
+
+/// One violating case of the table.
+#[derive(Clone)]
+pub struct Case {
+    /// The rule it breaks (`MR-PKT-002`).
+    pub rule: &'static str,
+    /// How, in a few words.
+    pub what: &'static str,
+    pub build: fn() -> Capture,
+    /// Where the capture is taken (side-specific rules need a host).
+    pub point: CapturePoint,
+}
+
+/// Frames (Ethernet) and the numbers of the frames that break the rule.
+pub struct Capture {
+    pub frames: Vec<Frame>,
+    pub expect: Vec<u64>,
+}
+
+#[derive(Clone)]
+pub struct Frame {
+    pub ts_ns: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// What the engine said about a capture.
+pub struct Outcome {
+    pub findings: Vec<Finding>,
+    pub verdicts: Vec<Verdict>,
+    pub report: LintReport,
+    #[allow(dead_code)] // for the families' own checks
+    pub full: Report,
+}
+
+/// Lints `frames` (numbered from 1) as `metaroce-analyze lint` does.
+pub fn run(frames: &[Frame], point: CapturePoint) -> Outcome {
+    let mut engine = Engine::new(Config {
+        lint: true,
+        lint_point: point,
+        ..Config::default()
+    });
+    let decode = DecodeConfig::default();
+    let mut findings = Vec::new();
+    let mut verdicts = Vec::new();
+    let mut last = 0;
+    for (i, f) in frames.iter().enumerate() {
+        let n = i as u64 + 1;
+        last = f.ts_ns;
+        match Observation::decode(n, f.ts_ns, LinkType::Ethernet, &f.bytes, &decode) {
+            Some(obs) => verdicts.push(engine.ingest(&obs)),
+            None => engine.ingest_other(f.ts_ns),
+        }
+        findings.extend_from_slice(engine.findings());
+        engine.clear_findings();
+    }
+    engine.finish(last);
+    let full = engine.snapshot();
+    Outcome {
+        findings,
+        verdicts,
+        report: full.lint.clone().expect("the lint ran"),
+        full,
+    }
+}
+
+/// A capture of `fixtures/generated`.
+pub fn read_fixture(name: &str) -> Vec<Frame> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/generated")
+        .join(name);
+    let mut reader = Reader::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut frames = Vec::new();
+    while let Some(record) = reader.next_record() {
+        let record = record.expect("a readable record");
+        assert_eq!(u32::from(record.linktype), 1, "Ethernet");
+        frames.push(Frame {
+            ts_ns: record.ts_ns,
+            bytes: record.data.to_vec(),
+        });
+    }
+    frames
+}
+
+pub const A: [u8; 4] = [10, 9, 0, 1];
+pub const B: [u8; 4] = [10, 9, 0, 2];
+pub const A_CONN: u32 = 0x100;
+pub const B_CONN: u32 = 0x200;
+pub const A_INIT_PSN: u32 = 1000;
+pub const B_INIT_PSN: u32 = 7000;
+pub const MTU: u16 = 1024;
+pub const PAYLOAD: usize = 512;
+static BYTES: [u8; PAYLOAD] = [0x5A; PAYLOAD];
+
+pub fn ip(a: [u8; 4]) -> IpAddr {
+    IpAddr::from(a)
+}
+
+/// One packet of a scripted conversation.
+#[derive(Clone)]
+pub struct Pkt {
+    pub from_a: bool,
+    pub repr: Repr<'static>,
+    /// UDP source port; `None`: `udp_source_port(ev)`.
+    pub src_port: Option<u16>,
+    pub ecn: u8,
+    /// Numbered by `render` (path_seq + 1 per packet on its ev; CTRL 0).
+    pub auto_path_seq: bool,
+}
+
+impl Pkt {
+    pub fn new(from_a: bool, repr: Repr<'static>) -> Pkt {
+        Pkt {
+            from_a,
+            repr,
+            src_port: None,
+            ecn: ECN_ECT0,
+            auto_path_seq: true,
+        }
+    }
+}
+
+/// A base header with `body`, CRC on.
+pub fn header(from_a: bool, ev: u16, psn: u32, body: Body) -> Repr<'static> {
+    let (src_conn, dst_conn) = if from_a {
+        (A_CONN, B_CONN)
+    } else {
+        (B_CONN, A_CONN)
+    };
+    Repr {
+        flags: Flags::empty(),
+        tx_attempt: 0,
+        ev,
+        path_seq: 0,
+        dst_conn,
+        src_conn,
+        psn,
+        tx_ts: 0,
+        body,
+        tlvs: Vec::new(),
+        payload: &[],
+        crc: true,
+    }
+}
+
+pub fn ctrl(from_a: bool, op: CtrlOp) -> Pkt {
+    let init_psn = match op {
+        CtrlOp::Connect | CtrlOp::Accept if from_a => A_INIT_PSN,
+        CtrlOp::Connect | CtrlOp::Accept => B_INIT_PSN,
+        _ => 0,
+    };
+    let mut repr = header(
+        from_a,
+        0,
+        0,
+        Body::Ctrl(CtrlRepr {
+            op,
+            cc_algo: CcAlgo::DelayBased,
+            mtu: MTU,
+            init_psn,
+            features: Features::CRC | Features::PATH_SEQ,
+            ts_unit_ps: 1000,
+        }),
+    );
+    if op == CtrlOp::Connect {
+        repr.dst_conn = 0;
+    }
+    Pkt::new(from_a, repr)
+}
+
+/// Packet `index` of a WRITE of `packets` x [`PAYLOAD`] bytes.
+pub fn write(from_a: bool, ev: u16, psn: u32, msg_id: u32, index: u32, packets: u32) -> Pkt {
+    let mut flags = Flags::empty();
+    flags.set(Flags::SOM, index == 0);
+    flags.set(Flags::EOM, index + 1 == packets);
+    let repr = Repr {
+        flags,
+        payload: &BYTES,
+        ..header(
+            from_a,
+            ev,
+            psn,
+            Body::Data(DataRepr {
+                op: Op::Write {
+                    remote_va: 0x10_0000,
+                    rkey: 0x42,
+                },
+                payload_len: PAYLOAD as u16,
+                msg_id,
+                msg_offset: index * PAYLOAD as u32,
+                msg_len: packets * PAYLOAD as u32,
+            }),
+        )
+    };
+    Pkt::new(from_a, repr)
+}
+
+/// An ACK of `echo` (a DATA packet of the other side) with cumulative ack
+/// `cum`, on the ev `echo` came on. `tx_ts` is filled by [`render`].
+pub fn ack(echo: &Pkt, cum: u32) -> Pkt {
+    let body = Body::Ack(AckRepr {
+        feedback: FeedbackRepr {
+            flags: FbFlags::empty(),
+            echo_ev: echo.repr.ev,
+            echo_psn: echo.repr.psn,
+            echo_tx_ts: 0,
+            rx_ts: 0,
+            ce_count: 0,
+            rx_buf_level: 0,
+            fwd_hops: 0,
+            credit: u32::MAX,
+        },
+        sack_base: cum,
+        sack: SackBitmap::default(),
+    });
+    Pkt::new(!echo.from_a, header(!echo.from_a, echo.repr.ev, cum, body))
+}
+
+/// A clean conversation: A connects to B, WRITEs two packets on ev 0 and
+/// 1, B acks each, A closes. Frames: 1 CONNECT, 2 ACCEPT, 3 DATA 1000,
+/// 4 ACK, 5 DATA 1001, 6 ACK, 7 CLOSE, 8 CLOSE_ACK.
+pub fn conversation() -> Vec<Pkt> {
+    let d0 = write(true, 0, A_INIT_PSN, 1, 0, 2);
+    let d1 = write(true, 1, A_INIT_PSN + 1, 1, 1, 2);
+    vec![
+        ctrl(true, CtrlOp::Connect),
+        ctrl(false, CtrlOp::Accept),
+        d0.clone(),
+        ack(&d0, A_INIT_PSN + 1),
+        d1.clone(),
+        ack(&d1, A_INIT_PSN + 2),
+        ctrl(true, CtrlOp::Close),
+        ctrl(false, CtrlOp::CloseAck),
+    ]
+}
+
+/// Frame numbers of [`conversation`].
+pub const CONNECT: u64 = 1;
+pub const ACCEPT: u64 = 2;
+pub const DATA_0: u64 = 3;
+pub const ACK_0: u64 = 4;
+pub const DATA_1: u64 = 5;
+pub const CLOSE: u64 = 7;
+pub const CLOSE_ACK: u64 = 8;
+
+/// The packet of frame `frame` (1-based).
+pub fn at(pkts: &mut [Pkt], frame: u64) -> &mut Pkt {
+    &mut pkts[frame as usize - 1]
+}
+
+/// The frames of a conversation, both ends' packets as one capture, 10 us
+/// apart. Each packet's tx_ts is its capture time; an ACK echoes the
+/// tx_ts and ev of the latest packet of the other side with its echo_psn,
+/// and its rx_ts is the capture time of its own (the hold time is 0).
+pub fn render(pkts: &[Pkt]) -> Vec<Frame> {
+    const START_NS: u64 = 1_764_000_000_000_000_000;
+    let mut path_seq: std::collections::HashMap<(bool, u16), u16> = Default::default();
+    let mut sent: Vec<(bool, u32, u32)> = Vec::new();
+    let mut frames = Vec::new();
+    for (i, p) in pkts.iter().enumerate() {
+        let ts = START_NS + i as u64 * 10_000;
+        let mut repr = p.repr.clone();
+        repr.tx_ts = ts as u32;
+        if p.auto_path_seq && !matches!(repr.body, Body::Ctrl(_)) {
+            let seq = path_seq.entry((p.from_a, repr.ev)).or_insert(0);
+            *seq += 1;
+            repr.path_seq = *seq;
+        }
+        let echo = |fb: &mut FeedbackRepr| {
+            if let Some(&(_, _, tx_ts)) = sent
+                .iter()
+                .rev()
+                .find(|(from_a, psn, _)| *from_a != p.from_a && *psn == fb.echo_psn)
+            {
+                fb.echo_tx_ts = tx_ts;
+                fb.rx_ts = ts as u32;
+            }
+        };
+        match &mut repr.body {
+            Body::Ack(a) => echo(&mut a.feedback),
+            Body::Nack(n) => echo(&mut n.feedback),
+            Body::Data(_) => sent.push((p.from_a, repr.psn, repr.tx_ts)),
+            _ => {}
+        }
+        let (src, dst) = if p.from_a { (A, B) } else { (B, A) };
+        let port = p.src_port.unwrap_or(udp_source_port(repr.ev));
+        let bytes = UdpFrameBuilder::new(
+            SocketAddr::from((src, port)),
+            SocketAddr::from((dst, DEFAULT_PORT)),
+        )
+        .with_ecn(p.ecn)
+        .build(&repr.to_vec());
+        frames.push(Frame { ts_ns: ts, bytes });
+    }
+    frames
+}
+
+/// A case's capture: the conversation changed by `edit`, `expect` the
+/// frame that breaks the rule.
+pub fn edited(expect: u64, edit: impl FnOnce(&mut Vec<Pkt>)) -> Capture {
+    edited_many(&[expect], edit)
+}
+
+/// [`edited`] with several frames breaking the rule.
+pub fn edited_many(expect: &[u64], edit: impl FnOnce(&mut Vec<Pkt>)) -> Capture {
+    let mut pkts = conversation();
+    edit(&mut pkts);
+    Capture {
+        frames: render(&pkts),
+        expect: expect.to_vec(),
+    }
+}

@@ -1,0 +1,140 @@
+//! The conformance lint, tested both ways: each rule of the registry is
+//! broken by at least one capture and found on the right frame, and clean
+//! traffic gives no error-severity finding.
+//!
+//! The table of violating cases is split by family, one file each under
+//! `tests/lint/` (this test is `tests/lint/main.rs`); `cases.rs` holds the harness and a clean conversation to
+//! break. A family adds its file as a `mod` here and its cases to
+//! [`all_cases`].
+
+mod cases;
+mod connection;
+mod packet;
+
+use analyzer::lint::{self, Severity};
+use cases::{Case, run};
+
+/// Every family's cases.
+fn all_cases() -> Vec<Case> {
+    [packet::cases(), connection::cases()].concat()
+}
+
+#[test]
+fn every_case_breaks_its_rule_on_its_frame() {
+    let mut failures = Vec::new();
+    for case in all_cases() {
+        let rule = lint::RuleId::find(case.rule)
+            .unwrap_or_else(|| panic!("case '{}': no rule {}", case.what, case.rule));
+        let capture = (case.build)();
+        let out = run(&capture.frames, case.point);
+        let frames: Vec<u64> = out
+            .findings
+            .iter()
+            .filter(|f| f.rule == rule)
+            .map(|f| f.frame)
+            .collect();
+        let marked = capture.expect.iter().all(|&n| {
+            out.verdicts
+                .iter()
+                .find(|v| v.frame == n)
+                .is_some_and(|v| v.lint.contains(rule))
+        });
+        if frames != capture.expect || !marked {
+            failures.push(format!(
+                "{} ({}): expected findings on frames {:?}, got {frames:?}{}; all findings: {:?}",
+                case.rule,
+                case.what,
+                capture.expect,
+                if marked { "" } else { ", verdict not marked" },
+                out.findings
+                    .iter()
+                    .map(|f| (f.rule().id, f.frame))
+                    .collect::<Vec<_>>()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_rule_of_the_registry_has_a_violating_case() {
+    let cases = all_cases();
+    let missing: Vec<&str> = lint::rules()
+        .map(|(_, r)| r.id)
+        .filter(|id| !cases.iter().any(|c| c.rule == *id))
+        .collect();
+    assert!(missing.is_empty(), "rules without a case: {missing:?}");
+}
+
+#[test]
+fn the_clean_conversation_gives_no_finding_at_all() {
+    let frames = cases::render(&cases::conversation());
+    for point in [
+        lint::CapturePoint::Auto,
+        lint::CapturePoint::Host(cases::ip(cases::A)),
+        lint::CapturePoint::Host(cases::ip(cases::B)),
+        lint::CapturePoint::Unknown,
+    ] {
+        let out = run(&frames, point);
+        let found: Vec<_> = out
+            .findings
+            .iter()
+            .map(|f| (f.rule().id, f.frame, f.evidence()))
+            .collect();
+        assert!(found.is_empty(), "{point:?}: {found:?}");
+    }
+}
+
+#[test]
+fn the_generated_scenarios_give_no_error_finding() {
+    for name in ["multipath_loss_sender", "multipath_loss_receiver"] {
+        let frames = cases::read_fixture(&format!("{name}.pcap"));
+        let out = run(&frames, lint::CapturePoint::Auto);
+        let errors: Vec<_> = out
+            .findings
+            .iter()
+            .filter(|f| out.report.keeps(f) && f.rule().severity == Severity::Error)
+            .map(|f| (f.rule().id, f.frame, f.evidence()))
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        assert!(out.report.host.is_some(), "{name}: no host decided");
+    }
+}
+
+#[test]
+fn the_rule_table_of_docs_lint_md_is_the_registry() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/lint.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/lint.md");
+    let rows: Vec<Vec<String>> = doc
+        .lines()
+        .filter(|l| l.starts_with("| MR-") || l.starts_with("| RC-"))
+        .map(|l| {
+            l.replace("\\|", "\u{0}")
+                .trim_matches('|')
+                .split('|')
+                .map(|cell| cell.trim().replace('\u{0}', "|"))
+                .collect()
+        })
+        .collect();
+    let registry: Vec<Vec<String>> = lint::rules()
+        .map(|(_, r)| {
+            vec![
+                r.id.to_string(),
+                r.severity.as_str().to_string(),
+                r.vantage.as_str().to_string(),
+                r.spec_section.to_string(),
+                r.statement.to_string(),
+            ]
+        })
+        .collect();
+    for (row, rule) in rows.iter().zip(&registry) {
+        assert_eq!(row, rule, "docs/lint.md row for {}", rule[0]);
+    }
+    assert_eq!(
+        rows.len(),
+        registry.len(),
+        "docs/lint.md lists {} rules, the registry {}",
+        rows.len(),
+        registry.len()
+    );
+}
