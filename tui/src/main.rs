@@ -42,8 +42,11 @@ struct Cli {
     /// UDP destination port of RoCEv2.
     #[arg(long, default_value_t = 4791)]
     rocev2_port: u16,
-    /// Bytes captured per packet (headers are enough for the analysis).
-    #[arg(long, default_value_t = 256)]
+    /// Bytes captured per frame. Whole frames by default: IP fragments are
+    /// reassembled only from whole pieces. 256 holds every header the
+    /// analysis reads and lightens the capture at high rates; fragments it
+    /// cuts are counted as incomplete datagrams.
+    #[arg(long, default_value_t = 65535)]
     snaplen: i32,
     /// Kernel capture buffer, MiB.
     #[arg(long, default_value_t = 64)]

@@ -25,9 +25,15 @@ const BATCH: usize = 4096;
 const PCAP_TIMEOUT_MS: i32 = 10;
 
 /// The default BPF filter: MetaRoCE (either port) and RoCEv2 (destination
-/// port), also behind one 802.1Q tag.
+/// port), also behind one 802.1Q tag; and every IP fragment (an IPv4
+/// header with more-fragments or an offset, an IPv6 fragment header), since
+/// only the first piece of a datagram carries the UDP ports that the port
+/// tests look at.
 pub fn default_filter(metaroce_port: u16, rocev2_port: u16) -> String {
-    let f = format!("udp port {metaroce_port} or udp dst port {rocev2_port}");
+    let f = format!(
+        "udp port {metaroce_port} or udp dst port {rocev2_port} \
+         or ip[6:2] & 0x3fff != 0 or ip6[6] = 44"
+    );
     format!("{f} or (vlan and ({f}))")
 }
 
@@ -415,11 +421,9 @@ mod test {
     }
 
     #[test]
-    fn default_filter_covers_both_ports_and_vlan() {
+    fn default_filter_covers_both_ports_fragments_and_vlan() {
         let f = default_filter(4794, 4791);
-        assert_eq!(
-            f,
-            "udp port 4794 or udp dst port 4791 or (vlan and (udp port 4794 or udp dst port 4791))"
-        );
+        let one = "udp port 4794 or udp dst port 4791 or ip[6:2] & 0x3fff != 0 or ip6[6] = 44";
+        assert_eq!(f, format!("{one} or (vlan and ({one}))"));
     }
 }

@@ -1,118 +1,46 @@
 //! End to end on a real interface: two network namespaces of our own
-//! joined by a veth pair (addresses only inside them), `metaroce-top -i`
-//! on the veth end in one of them, driven in tmux.
+//! joined by a veth pair with a 1500-byte MTU (addresses only inside
+//! them), `metaroce-top -i` on the veth end in one of them, driven in tmux.
 //!
 //! - `reference_stack_with_loss`: the reference stack (`metaroce-stack`)
-//!   runs a WRITE workload across the veth with 2 % receive-side loss
-//!   (its impairment layer, so every transmission crosses the veth and is
-//!   captured); the screen shows the connection, its 4 paths and the
-//!   loss, and the JSON snapshot (`w`) agrees with the stack's own event
-//!   logs (DATA transmissions, retransmissions, ACKs, NACKs).
+//!   runs a WRITE workload across the veth at its default MTU (negotiated
+//!   from the 1500-byte link: nothing is fragmented) with 2 % receive-side
+//!   loss (its impairment layer, so every transmission crosses the veth
+//!   and is captured); the screen shows the connection, its 4 paths and
+//!   the loss, and the JSON snapshot (`w`) agrees with the stack's own
+//!   event logs (DATA transmissions, retransmissions, ACKs, NACKs).
+//! - `reference_stack_forced_to_fragment`: the same with the stack's
+//!   test-only switch (`--mtu 4096 --allow-fragmentation`: DF off, so the
+//!   kernel fragments every full DATA datagram): after reassembly the
+//!   screen shows the same connection and paths, the status line counts
+//!   the datagrams rebuilt and none incomplete, and the snapshot agrees
+//!   with the event logs as before.
 //! - `fixture_injected_onto_veth`: the multipath fixture's frames injected
 //!   on the veth (the `blast` example, libpcap); the counts match the
 //!   fixture's.
+//! - `kernel_drops_are_reported`: a stopped capture's kernel drops show.
 //!
-//! Needs root and `ip netns`; the tests fail (they do not skip) without them. Namespaces are
-//! deleted by a drop guard, also when an assertion fails.
+//! Needs root, tmux and `ip netns`; the tests fail (they do not skip)
+//! without them. Namespaces are deleted by a drop guard, also when an
+//! assertion fails.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+#[path = "../../reference-stack/tests/support/netns.rs"]
+mod netns;
+
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 mod common;
 
 use common::{BIN, Tmux, fixture, have_tmux, saved_json};
+use netns::{Veth, sh, workspace_bin};
 
-fn can_netns() -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout == b"0\n");
-    root && have_tmux()
-        && Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+fn require_tmux() {
     assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+        have_tmux(),
+        "this test needs tmux: run scripts/setup.sh (CI does)"
     );
-}
-
-/// Two namespaces and a veth pair; deleted on drop.
-struct Veth {
-    ns: [String; 2],
-    dev: [String; 2],
-}
-
-impl Veth {
-    fn new(tag: &str, subnet: &str) -> Veth {
-        let id = std::process::id() % 100_000;
-        let v = Veth {
-            ns: [format!("mrt{tag}-a-{id}"), format!("mrt{tag}-b-{id}")],
-            dev: [format!("mrt{tag}a{id}"), format!("mrt{tag}b{id}")],
-        };
-        for ns in &v.ns {
-            sh(&["ip", "netns", "add", ns]);
-        }
-        sh(&[
-            "ip", "link", "add", &v.dev[0], "type", "veth", "peer", "name", &v.dev[1],
-        ]);
-        for i in 0..2 {
-            let (ns, dev) = (&v.ns[i], &v.dev[i]);
-            sh(&["ip", "link", "set", dev, "netns", ns]);
-            sh(&[
-                "ip",
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{subnet}.{}/24", i + 1),
-                "dev",
-                dev,
-            ]);
-            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        v
-    }
-
-    fn exec(&self, i: usize) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns[i]]);
-        c
-    }
-}
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        for ns in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-/// A binary of another package of the workspace, built if missing.
-fn workspace_bin(package: &str, name: &str, example: bool) -> Option<PathBuf> {
-    let dir = Path::new(BIN).parent()?;
-    let path = if example {
-        dir.join("examples").join(name)
-    } else {
-        dir.join(name)
-    };
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let kind = if example { "--example" } else { "--bin" };
-        let _ = Command::new(cargo)
-            .args(["build", "-q", "-p", package, kind, name])
-            .status();
-    }
-    path.exists().then_some(path)
 }
 
 fn direction<'a>(v: &'a serde_json::Value, src: &str, data: bool) -> &'a serde_json::Value {
@@ -133,17 +61,29 @@ fn count(log: &Path, f: impl Fn(&serde_json::Value) -> bool) -> u64 {
         .count() as u64
 }
 
-#[test]
-fn reference_stack_with_loss() {
-    assert!(
-        can_netns(),
-        "this test needs root, tmux and `ip netns`: run it as root with scripts/setup.sh done (CI does)"
-    );
-    let stack = workspace_bin("reference-stack", "metaroce-stack", false)
-        .expect("metaroce-stack could not be built");
-    let net = Veth::new("s", "10.78.1");
+/// What one run of the stack under `metaroce-top` showed.
+struct StackRun {
+    /// The screen once the connection and its paths showed.
+    screen: String,
+    /// The snapshot saved with `w`.
+    snapshot: serde_json::Value,
+    /// The client's JSON report.
+    client: serde_json::Value,
+    /// The stack's event logs (JSON Lines).
+    client_log: std::path::PathBuf,
+    server_log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// A 20 x 400 kB WRITE workload over 4 paths from end 1 to the server on
+/// end 0, with 2 % loss at the server's receive side, watched by
+/// `metaroce-top -i` on end 1's veth; `stack_args` go to both sides.
+fn stack_under_top(tag: &str, net: &str, stack_args: &[&str]) -> StackRun {
+    require_tmux();
+    let stack = workspace_bin(BIN, "reference-stack", "metaroce-stack", false);
+    let v = Veth::new(tag, net);
     let dir = tempfile::tempdir().unwrap();
-    let (srv_log, cli_log) = (
+    let (server_log, client_log) = (
         dir.path().join("server.jsonl"),
         dir.path().join("client.jsonl"),
     );
@@ -151,58 +91,38 @@ fn reference_stack_with_loss() {
     std::fs::create_dir(&saves).unwrap();
 
     let t = Tmux::start(
-        "stack",
+        tag,
         &format!(
             "ip netns exec {} {BIN} -i {} --save-dir {}",
-            net.ns[1],
-            net.dev[1],
+            v.ns[1],
+            v.dev[1],
             saves.display()
         ),
     );
-    t.wait("the UI", |s| s.contains(&format!("live {}", net.dev[1])));
+    t.wait("the UI", |s| s.contains(&format!("live {}", v.dev[1])));
 
-    // 1 KiB payload MTU: every datagram fits the veth's 1500 bytes.
-    let server = net
+    let server = v
         .exec(0)
         .arg(&stack)
-        .args([
-            "server",
-            "--once",
-            "--json",
-            "--bind",
-            "10.78.1.1",
-            "--mtu",
-            "1024",
-        ])
+        .args(["server", "--once", "--json", "--bind", v.addr(0)])
+        .args(stack_args)
         .args(["--impair", "rx", "--loss", "2", "--seed", "7", "--events"])
-        .arg(&srv_log)
+        .arg(&server_log)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(400));
-    let client = net
+    let client = v
         .exec(1)
         .arg(&stack)
-        .args(["client", "--json", "--bind", "10.78.1.2", "--mtu", "1024"])
-        .args([
-            "--connect",
-            "10.78.1.1:4794",
-            "--paths",
-            "4",
-            "--op",
-            "write",
-        ])
-        .args([
-            "--size",
-            "400000",
-            "--messages",
-            "20",
-            "--timeout",
-            "20",
-            "--events",
-        ])
-        .arg(&cli_log)
+        .args(["client", "--json", "--bind", v.addr(1)])
+        .args(["--connect", &v.sockaddr(0, 4794)])
+        .args(["--paths", "4", "--op", "write"])
+        .args(["--size", "400000", "--messages", "20", "--timeout", "20"])
+        .args(stack_args)
+        .arg("--events")
+        .arg(&client_log)
         .output()
         .unwrap();
     let srv = server.wait_with_output().unwrap();
@@ -216,45 +136,85 @@ fn reference_stack_with_loss() {
         "server: {}",
         String::from_utf8_lossy(&srv.stderr)
     );
+    let client: serde_json::Value = serde_json::from_slice(&client.stdout).unwrap();
+    assert_eq!(client["messages"], 20, "{client}");
 
-    // The screen: the connection, 4 paths, retransmissions and loss.
-    let s = t.wait("the connection", |s| s.contains("▶10.78.1.2#"));
-    let row = s
-        .lines()
-        .find(|l| l.contains("▶10.78.1.2#"))
-        .unwrap()
-        .to_string();
+    // The connection, then its 4 paths (one row per ev; the stack picks
+    // its own ev numbers).
+    let conn = format!("▶{}#", v.addr(1));
+    t.wait("the connection", |s| s.contains(&conn));
+    let ev_rows = |s: &str| {
+        s.lines()
+            .filter(|l| {
+                l.strip_prefix('│')
+                    .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+            })
+            .count()
+    };
+    t.wait("4 paths", |s| ev_rows(s) == 4);
+    let screen = settled(&t);
+    let row = screen.lines().find(|l| l.contains(&conn)).unwrap();
     let cols: Vec<&str> = row.split_whitespace().collect();
-    let paths_col = cols[cols.len() - 2];
-    assert_eq!(paths_col, "4", "4 paths: {row}");
-    assert!(s.contains("Paths (ev) of 10.78.1.2#"), "{s}");
-    // One row per ev (the stack picks its own ev numbers).
-    let ev_rows = s
-        .lines()
-        .filter(|l| {
-            l.strip_prefix('│')
-                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
-        })
-        .count();
-    assert_eq!(ev_rows, 4, "{s}");
-    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(cols[cols.len() - 2], "4", "4 paths: {row}");
+    assert!(
+        screen.contains(&format!("Paths (ev) of {}#", v.addr(1))),
+        "{screen}"
+    );
     t.keys(&["w"]);
-    let v = saved_json(&saves);
+    let snapshot = saved_json(&saves);
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(Duration::from_secs(3)), "0");
-
     // Nothing dropped by the capture: the counts must agree exactly.
-    assert_eq!(v["stats"]["kernel_drops"], 0, "{}", v["stats"]);
-    let d = direction(&v, "10.78.1.2", true);
-    let tx = count(&cli_log, |e| e["event"] == "tx");
-    let retx = count(&cli_log, |e| {
+    assert_eq!(
+        snapshot["stats"]["kernel_drops"], 0,
+        "{}",
+        snapshot["stats"]
+    );
+    StackRun {
+        screen,
+        snapshot,
+        client,
+        client_log,
+        server_log,
+        _dir: dir,
+    }
+}
+
+/// The screen once the status line shows no traffic and its frame count
+/// stopped moving (the capture has caught up with a run that ended).
+fn settled(t: &Tmux) -> String {
+    let frames = |s: &str| {
+        s.split("frames ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_string)
+    };
+    let mut last = t.screen();
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = t.screen();
+        if now.contains(" 0 pkt/s") && frames(&now).is_some() && frames(&now) == frames(&last) {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the frame count never settled:\n{last}");
+}
+
+/// The snapshot's data direction agrees with the stack's event logs:
+/// every DATA transmission, retransmission, ACK and NACK, on 4 paths,
+/// and the loss the server's impairment caused is seen.
+fn snapshot_agrees_with_the_stack(r: &StackRun, client_addr: &str) {
+    let d = direction(&r.snapshot, client_addr, true);
+    let tx = count(&r.client_log, |e| e["event"] == "tx");
+    let retx = count(&r.client_log, |e| {
         e["event"] == "tx" && e["retransmission"] == true
     });
-    let lost_by_stack = count(&cli_log, |e| e["event"] == "loss");
-    let acks = count(&srv_log, |e| {
+    let lost_by_stack = count(&r.client_log, |e| e["event"] == "loss");
+    let acks = count(&r.server_log, |e| {
         e["event"] == "tx_control" && e["kind"] == "ACK"
     });
-    let nacks = count(&srv_log, |e| {
+    let nacks = count(&r.server_log, |e| {
         e["event"] == "tx_control" && e["kind"] == "NACK"
     });
     assert!(
@@ -265,6 +225,7 @@ fn reference_stack_with_loss() {
     assert_eq!(d["retransmissions"], retx, "retransmissions");
     assert_eq!(d["acks"], acks, "ACKs");
     assert_eq!(d["nacks"], nacks, "NACKs");
+    assert_eq!(d["messages_completed"], 20, "messages");
     assert_eq!(d["paths"].as_array().unwrap().len(), 4);
     // Loss as the engine infers it from a sender-side capture (spec 9).
     let lost: u64 = d["paths"]
@@ -276,20 +237,58 @@ fn reference_stack_with_loss() {
     assert!(lost > 0, "no loss seen: {d}");
     eprintln!(
         "stack: {tx} DATA tx, {retx} retx, {lost_by_stack} declared lost, {acks} ACK, {nacks} NACK; \
-         engine: loss {lost}, stalls {}",
-        d["stalls"].as_array().unwrap().len()
+         engine: loss {lost}, stalls {}; capture: {}",
+        d["stalls"].as_array().unwrap().len(),
+        r.snapshot["report"]["capture"]
     );
 }
 
 #[test]
-fn fixture_injected_onto_veth() {
-    assert!(
-        can_netns(),
-        "this test needs root, tmux and `ip netns`: run it as root with scripts/setup.sh done (CI does)"
+fn reference_stack_with_loss() {
+    let r = stack_under_top("mrts", "10.78.1", &[]);
+    // The default MTU fits the link: 1500 - IPv4 20 - UDP 8 - WRITE_IMM
+    // header 56 - CRC 4.
+    assert_eq!(r.client["mtu"], 1412, "{}", r.client);
+    let capture = &r.snapshot["report"]["capture"];
+    assert_eq!(capture["ip_fragments"], 0, "{capture}");
+    assert!(!r.screen.contains("IP frags"), "{}", r.screen);
+    snapshot_agrees_with_the_stack(&r, "10.78.1.2");
+}
+
+#[test]
+fn reference_stack_forced_to_fragment() {
+    let r = stack_under_top(
+        "mrtg",
+        "10.78.4",
+        &["--mtu", "4096", "--allow-fragmentation"],
     );
-    let blast =
-        workspace_bin("metaroce-tui", "blast", true).expect("the blast example could not be built");
-    let net = Veth::new("f", "10.78.2");
+    assert_eq!(r.client["mtu"], 4096, "{}", r.client);
+    let capture = &r.snapshot["report"]["capture"];
+    let rebuilt = capture["reassembled_datagrams"].as_u64().unwrap();
+    // Every DATA datagram crossed the link in fragments: 3 for a full one
+    // (4152 bytes), 2 for the last of a message (2776 bytes).
+    assert!(rebuilt > 1900, "{capture}");
+    let fragments = capture["ip_fragments"].as_u64().unwrap();
+    assert!(
+        (2 * rebuilt..=3 * rebuilt).contains(&fragments),
+        "{capture}"
+    );
+    assert_eq!(capture["incomplete_datagrams"], 0, "{capture}");
+    assert_eq!(capture["incomplete_fragments"], 0, "{capture}");
+    // The status line says so.
+    let status = format!(
+        "IP frags {}: {} rebuilt, 0 incomplete (0 frags)",
+        capture["ip_fragments"], rebuilt
+    );
+    assert!(r.screen.contains(&status), "{status}:\n{}", r.screen);
+    snapshot_agrees_with_the_stack(&r, "10.78.4.2");
+}
+
+#[test]
+fn fixture_injected_onto_veth() {
+    require_tmux();
+    let blast = workspace_bin(BIN, "metaroce-tui", "blast", true);
+    let net = Veth::new("mrtf", "10.78.2");
     let dir = tempfile::tempdir().unwrap();
     let t = Tmux::start(
         "inject",
@@ -335,13 +334,8 @@ fn fixture_injected_onto_veth() {
 
 #[test]
 fn kernel_drops_are_reported() {
-    assert!(
-        can_netns(),
-        "this test needs root, tmux and `ip netns`: run it as root with scripts/setup.sh done (CI does)"
-    );
-    let blast =
-        workspace_bin("metaroce-tui", "blast", true).expect("the blast example could not be built");
-    let net = Veth::new("d", "10.78.3");
+    let blast = workspace_bin(BIN, "metaroce-tui", "blast", true);
+    let net = Veth::new("mrtd", "10.78.3");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("drops.json");
     // A 1 MiB kernel buffer, and the capture stopped (SIGSTOP) for a
