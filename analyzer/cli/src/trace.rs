@@ -62,9 +62,9 @@ pub struct TraceOptions {
     /// retransmissions per path (ev).
     #[arg(long)]
     pub counters: bool,
-    /// HOST's clock is NS ahead of the others' (negative: behind): its
-    /// events are written NS earlier, instead of by the offset estimated
-    /// from the traffic. HOST is a capture's file stem (`host1` for
+    /// HOST's clock is NS ahead of the trace's clock (the first
+    /// capture's; negative: behind): its events are written NS earlier,
+    /// instead of by the offset estimated from the traffic. HOST is a capture's file stem (`host1` for
     /// `host1.pcap`); NS is nanoseconds or a duration (`-1.5ms`, `20us`).
     #[arg(long = "clock-offset", value_name = "HOST=NS", value_parser = parse_clock_offset)]
     pub clock_offset: Vec<(String, i64)>,
