@@ -444,7 +444,7 @@ fn run_plot(args: &PlotArgs) -> ExitCode {
 
 fn run_trace(args: &TraceArgs) -> ExitCode {
     use metaroce_analyze::trace::Tracer;
-    let mut tracer = match Tracer::new(&args.trace) {
+    let mut tracer = match Tracer::new(&args.trace, &args.analysis.captures) {
         Ok(tracer) => tracer,
         Err(err) => {
             eprintln!("metaroce-analyze: {err}");

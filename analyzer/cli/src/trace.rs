@@ -49,7 +49,7 @@ use analyzer::engine::{
 use proto_parse::metaroce::{CnpReason, NackCode};
 
 use crate::parse_duration;
-use crate::pipeline::{CaptureResult, Sink};
+use crate::pipeline::{CaptureResult, Sink, capture_stem};
 
 /// The options of `trace` (beside the captures and how to analyse them).
 #[derive(Debug, Clone, clap::Args)]
@@ -262,9 +262,22 @@ pub struct Tracer {
 }
 
 impl Tracer {
-    /// Reads and checks the profiler traces to merge (before the captures
-    /// are analysed: a bad file fails at once).
-    pub fn new(args: &TraceOptions) -> Result<Tracer, String> {
+    /// Checks `--clock-offset`'s hosts against the captures' names and
+    /// reads the profiler traces to merge: before the captures are
+    /// analysed, so that a typo or a bad file fails at once.
+    pub fn new(args: &TraceOptions, captures: &[PathBuf]) -> Result<Tracer, String> {
+        for (host, _) in &args.clock_offset {
+            // The names `pipeline::analyze` gives (a repeated stem gets
+            // the capture's position as a suffix).
+            let named = captures.iter().enumerate().any(|(i, path)| {
+                let stem = capture_stem(path);
+                *host == stem || *host == format!("{stem}-{}", i + 1)
+            });
+            if !named {
+                let stems: Vec<String> = captures.iter().map(|p| capture_stem(p)).collect();
+                return Err(no_capture_named(host, &stems));
+            }
+        }
         let profiler = if args.merge.is_empty() {
             None
         } else {
@@ -299,11 +312,8 @@ impl Tracer {
     fn clock_offsets(&self, results: &[CaptureResult]) -> Result<Vec<(i64, &'static str)>, String> {
         for (host, _) in &self.args.clock_offset {
             if !self.captures.iter().any(|c| &c.stem == host) {
-                let stems: Vec<&str> = self.captures.iter().map(|c| c.stem.as_str()).collect();
-                return Err(format!(
-                    "--clock-offset {host}=...: no capture named {host} (captures: {})",
-                    stems.join(", ")
-                ));
+                let stems: Vec<String> = self.captures.iter().map(|c| c.stem.clone()).collect();
+                return Err(no_capture_named(host, &stems));
             }
         }
         let between = results
@@ -390,6 +400,13 @@ impl Tracer {
             "captures": captures,
         })
     }
+}
+
+fn no_capture_named(host: &str, stems: &[String]) -> String {
+    format!(
+        "--clock-offset {host}=...: no capture named {host} (captures: {})",
+        stems.join(", ")
+    )
 }
 
 /// Each capture's clock minus the first capture's, from the engine's

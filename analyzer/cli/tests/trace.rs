@@ -492,18 +492,19 @@ fn clock_offset_shifts_one_capture_exactly() {
     // B's clock, uncorrected: 84 us plus the 1 ms it runs ahead.
     assert_eq!(first_retx.ts_ns.unwrap() - EPOCH_NS, us(84) + us(1000));
 
+    // A host no capture is named after: refused before the analysis, no
+    // output written.
+    let tmp = tempfile::tempdir().unwrap();
+    let out_path = tmp.path().join("t.json");
     let out = run(&[
         receiver().as_os_str(),
         "-o".as_ref(),
-        tempfile::tempdir()
-            .unwrap()
-            .path()
-            .join("t.json")
-            .as_os_str(),
+        out_path.as_os_str(),
         "--clock-offset".as_ref(),
         "nosuchhost=5".as_ref(),
     ]);
     assert_eq!(out.status.code(), Some(1));
+    assert!(!out_path.exists());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("nosuchhost") && err.contains("multipath_loss_receiver"),
