@@ -47,6 +47,7 @@ fn traffic(rounds: u32, flows: u32) -> Vec<Observation> {
                 last_tx = ts as u32;
                 let retx = (round + flow) % 25 == 0 && k == 1;
                 let mr = MrObs {
+                    checks: Default::default(),
                     ptype: PacketType::Data,
                     flags,
                     tx_attempt: 0,
@@ -79,6 +80,7 @@ fn traffic(rounds: u32, flows: u32) -> Vec<Observation> {
             frame += 1;
             ts += 25;
             let ack = MrObs {
+                checks: Default::default(),
                 ptype: PacketType::Ack,
                 flags: Flags::empty(),
                 tx_attempt: 0,

@@ -48,6 +48,7 @@ fn feed(engine: &mut Engine, rounds: std::ops::Range<u32>, frame: &mut u64, ts: 
                 *ts += 100;
                 last_tx = *ts as u32;
                 let mr = MrObs {
+                    checks: Default::default(),
                     ptype: PacketType::Data,
                     flags,
                     tx_attempt: 0,
@@ -72,6 +73,7 @@ fn feed(engine: &mut Engine, rounds: std::ops::Range<u32>, frame: &mut u64, ts: 
             *frame += 1;
             *ts += 100;
             let ack = MrObs {
+                checks: Default::default(),
                 ptype: PacketType::Ack,
                 flags: Flags::empty(),
                 tx_attempt: 0,
@@ -235,6 +237,7 @@ fn unechoed_transmissions_are_awaited_for_a_few_round_trips() {
         }
         let (psn, ev, tx_ts) = last;
         let ack = MrObs {
+            checks: Default::default(),
             ptype: PacketType::Ack,
             flags: Flags::empty(),
             tx_attempt: 0,

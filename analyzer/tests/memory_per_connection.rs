@@ -48,6 +48,7 @@ fn connection(engine: &mut Engine, conn: u32, frame: &mut u64, ts: &mut u64) {
         flags.set(Flags::EOM, off == 3 * 1024);
         let tx_ts = *ts as u32;
         let data = MrObs {
+            checks: Default::default(),
             ptype: PacketType::Data,
             flags,
             tx_attempt: 0,
@@ -71,6 +72,7 @@ fn connection(engine: &mut Engine, conn: u32, frame: &mut u64, ts: &mut u64) {
         *ts += 1_000;
         engine.ingest(&obs(*frame, *ts, a, b, data));
         let ack = MrObs {
+            checks: Default::default(),
             ptype: PacketType::Ack,
             flags: Flags::empty(),
             tx_attempt: 0,

@@ -21,6 +21,7 @@ fn data(psn: u32, ev: u16, seq: u16, tx_ts: u32) -> MrObs {
 
 fn ack(cum: u32, seq: u16, tx_ts: u32) -> MrObs {
     MrObs {
+        checks: Default::default(),
         ptype: PacketType::Ack,
         flags: Flags::empty(),
         tx_attempt: 0,

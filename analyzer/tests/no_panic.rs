@@ -137,6 +137,7 @@ fn observation() -> impl Strategy<Value = (u64, bool, u8, Observation)> {
                     })
                 } else {
                     ObsKind::MetaRoce(MrObs {
+                        checks: Default::default(),
                         ptype,
                         flags: Flags::from_bits_retain(flags),
                         tx_attempt: attempt,

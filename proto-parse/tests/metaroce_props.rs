@@ -261,7 +261,9 @@ proptest! {
             let _ = (packet.data().map(|d| (d.remote_va(), d.imm_data())), packet.ack().map(|a| a.sack_ranges()));
             let _ = (packet.nack().map(|n| n.nack_psn()), packet.cnp_reason(), packet.ctrl().map(|c| c.mtu()));
             let _ = packet.tlvs().count();
-            let _ = packet.warnings();
+            // One flag per warning.
+            let flags = packet.warning_flags();
+            prop_assert_eq!(flags.bits().count_ones() as usize, packet.warnings().len());
             if let Some(layout) = &lax.layout {
                 let _ = (packet.payload(layout), packet.crc_status(layout));
             }

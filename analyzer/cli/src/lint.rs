@@ -139,6 +139,8 @@ pub(crate) fn run(args: &LintArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     let mut analysis = args.analysis.options();
+    // MR-PKT-013 and 014 read the parser's warnings and the CRC check.
+    analysis.decode.verify_crc = true;
     analysis.engine.lint = true;
     analysis.engine.lint_point = args.vantage;
     let mut collector = Collector::default();

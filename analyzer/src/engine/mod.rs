@@ -66,7 +66,8 @@ pub use interval::IntervalSet;
 pub use merge::{BetweenPath, BetweenReport, CrossCapture, MergeConfig, MultiEngine};
 pub use metaroce::DirSize;
 pub use observation::{
-    CtrlObs, DataObs, FbKind, FeedbackObs, MrBody, MrObs, ObsKind, Observation, RoceObs,
+    CrcCheck, CtrlObs, DataObs, FbKind, FeedbackObs, MrBody, MrChecks, MrObs, ObsKind, Observation,
+    RoceObs,
 };
 pub use report::{
     BetweenCaptures, CaptureReport, DirectionReport, EngineReport, PathReport, Report,
@@ -78,7 +79,7 @@ pub(crate) use metaroce::Dir;
 use metaroce::{DirKey, PackedKey};
 
 use crate::lint::{CapturePoint, Finding, LintState};
-use rocev2::RoceTable;
+pub(crate) use rocev2::{Flow as RoceFlow, RoceTable};
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,8 +306,7 @@ impl Engine {
                 let cfg = self.cfg;
                 self.roce.ingest(obs, r, &cfg, v, &mut self.done);
                 if let Some(lint) = self.lint.as_deref_mut() {
-                    let flow = v.flow;
-                    lint.rocev2(obs, r, v, flow);
+                    lint.rocev2(obs, r, v, &self.roce);
                 }
             }
         }
@@ -577,7 +577,7 @@ impl Engine {
                 rocev2_unmatched_responses: self.roce.unmatched,
                 rocev2_not_rc: self.roce.not_rc,
             },
-            lint: lint.map(|l| l.report(&self.dirs)),
+            lint: lint.map(|l| l.report(&self.dirs, &self.roce)),
         }
     }
 }

@@ -7,7 +7,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use proto_parse::frame::{self, DecodeConfig, Ecn, Frame, LinkType, PortChoice, Transport};
 use proto_parse::metaroce::{
-    self, CnpReason, CtrlOp, DataOp, FbFlags, Flags, Layout, NackCode, Packet, PacketType,
+    self, CnpReason, CrcStatus, CtrlOp, DataOp, FbFlags, Flags, Layout, NackCode, Packet,
+    PacketType, WarningFlags,
 };
 use proto_parse::rocev2;
 
@@ -52,6 +53,45 @@ pub struct MrObs {
     pub psn: u32,
     pub tx_ts: u32,
     pub body: MrBody,
+    /// The parser's warnings and the CRC trailer's check: only when the
+    /// decode asked for them (`DecodeConfig::verify_crc`, which the lint
+    /// turns on); empty otherwise.
+    pub checks: MrChecks,
+}
+
+/// What only the conformance lint reads of a packet's bytes, made when the
+/// decode config's `verify_crc` is on (it costs a CRC32C over the packet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MrChecks {
+    pub warnings: WarningFlags,
+    pub crc: CrcCheck,
+}
+
+/// The CRC32C trailer's check (spec 7), without the values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CrcCheck {
+    /// Not asked for, or the capture does not hold the trailer.
+    #[default]
+    NotChecked,
+    /// No trailer (flags.CRC clear, or trimmed).
+    NotPresent,
+    Good,
+    Bad,
+}
+
+impl MrChecks {
+    /// Reads a packet whose layout was computed.
+    pub fn of<T: AsRef<[u8]>>(packet: &Packet<T>, layout: &Layout) -> MrChecks {
+        MrChecks {
+            warnings: packet.warning_flags(),
+            crc: match packet.crc_status(layout) {
+                CrcStatus::Good => CrcCheck::Good,
+                CrcStatus::Bad { .. } => CrcCheck::Bad,
+                CrcStatus::NotPresent => CrcCheck::NotPresent,
+                CrcStatus::NotChecked => CrcCheck::NotChecked,
+            },
+        }
+    }
 }
 
 /// The type-specific part of a MetaRoCE observation.
@@ -214,6 +254,7 @@ impl MrObs {
             PacketType::Experimental | PacketType::Unknown(_) => MrBody::Other,
         };
         MrObs {
+            checks: Default::default(),
             ptype,
             flags: packet.flags(),
             tx_attempt: packet.tx_attempt(),
@@ -230,6 +271,7 @@ impl MrObs {
     /// Base header only (for packets whose remainder is malformed).
     fn malformed<T: AsRef<[u8]>>(packet: &Packet<T>) -> MrObs {
         MrObs {
+            checks: Default::default(),
             ptype: packet.packet_type(),
             flags: packet.flags(),
             tx_attempt: packet.tx_attempt(),
@@ -313,7 +355,10 @@ impl Observation {
                     .then(|| packet.layout(udp.payload_wire_len).ok())
                     .flatten();
                 if let Some(layout) = layout {
-                    let mr = MrObs::from_packet(&packet, &layout);
+                    let mut mr = MrObs::from_packet(&packet, &layout);
+                    if cfg.verify_crc && !matches!(mr.body, MrBody::Malformed) {
+                        mr.checks = MrChecks::of(&packet, &layout);
+                    }
                     return Some(Observation {
                         frame: frame_no,
                         ts_ns,
@@ -331,8 +376,28 @@ impl Observation {
             }
         }
         frame::decode_with(link, data, cfg, |frame| {
-            Observation::from_frame(frame_no, ts_ns, frame)
+            Observation::from_frame_checked(frame_no, ts_ns, frame, cfg)
         })
+    }
+
+    /// [`Observation::from_frame`], with the MetaRoCE packet's
+    /// [`MrChecks`] when `cfg.verify_crc` asks for them.
+    pub fn from_frame_checked(
+        frame_no: u64,
+        ts_ns: u64,
+        frame: &Frame<'_>,
+        cfg: &DecodeConfig,
+    ) -> Option<Observation> {
+        let mut obs = Observation::from_frame(frame_no, ts_ns, frame)?;
+        if cfg.verify_crc
+            && let (ObsKind::MetaRoce(mr), Transport::MetaRoce(lax)) =
+                (&mut obs.kind, &frame.payload)
+            && let (Some(packet), Some(layout)) = (&lax.packet, &lax.layout)
+            && !obs.malformed
+        {
+            mr.checks = MrChecks::of(packet, layout);
+        }
+        Some(obs)
     }
 
     /// From a frame decoded by `proto_parse::frame::decode`. `None` when the
@@ -364,6 +429,7 @@ impl Observation {
                 // either way nothing to analyse.
                 (None, _) => (
                     ObsKind::MetaRoce(MrObs {
+                        checks: Default::default(),
                         ptype: PacketType::Unknown(0xFF),
                         flags: Flags::empty(),
                         tx_attempt: 0,
@@ -428,7 +494,9 @@ mod test {
     /// `Observation::decode` (with its fast path) gives what `from_frame`
     /// gives on the full `frame::decode`.
     fn assert_same(link: LinkType, data: &[u8], cfg: &DecodeConfig) {
-        let slow = frame::decode_with(link, data, cfg, |f| Observation::from_frame(7, 9, f));
+        let slow = frame::decode_with(link, data, cfg, |f| {
+            Observation::from_frame_checked(7, 9, f, cfg)
+        });
         assert_eq!(
             Observation::decode(7, 9, link, data, cfg),
             slow,

@@ -128,9 +128,9 @@ struct RCounters {
     becn: u64,
 }
 
-struct Flow {
+pub(crate) struct Flow {
     key: RoceKey,
-    first_frame: u64,
+    pub first_frame: u64,
     last_ts: u64,
     c: RCounters,
     /// NAKs by code, by [`nak_slot`].
@@ -221,6 +221,11 @@ fn extend(psn24: u32, reference: Option<u32>) -> u32 {
 }
 
 impl Flow {
+    /// The request flow's source and destination addresses.
+    pub fn addresses(&self) -> (std::net::IpAddr, std::net::IpAddr) {
+        (self.key.src, self.key.dst)
+    }
+
     fn new(key: RoceKey, frame: u64, ts: u64, cfg: &Config) -> Flow {
         Flow {
             key,
@@ -521,6 +526,11 @@ pub(crate) struct RoceTable {
 }
 
 impl RoceTable {
+    /// Flow `i`, if live (the lint's checks read it).
+    pub fn flow(&self, i: u32) -> Option<&Flow> {
+        self.flows.get(i as usize).and_then(Option::as_ref)
+    }
+
     pub fn live(&self) -> usize {
         self.index.len()
     }

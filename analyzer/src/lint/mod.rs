@@ -67,7 +67,7 @@ use std::net::IpAddr;
 pub use finding::{Conn, Finding};
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 
-use crate::engine::{Dir, MrObs, Observation, RoceObs, Verdict};
+use crate::engine::{Dir, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdict};
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
 /// place here and the rule's place in the family).
@@ -194,14 +194,25 @@ impl Spread {
 }
 
 impl HostGuess {
-    /// One packet: its addresses, capture time and tx_ts.
+    /// One MetaRoCE packet: its addresses, capture time and tx_ts.
     pub fn packet(&mut self, src: IpAddr, dst: IpAddr, ts_ns: u64, tx_ts: u32) {
+        self.addresses(src, dst);
+        if let Some(c) = self.candidates {
+            for (slot, spread) in c.iter().zip(self.spread.iter_mut()) {
+                if *slot == Some(src) {
+                    spread.add((ts_ns as u32).wrapping_sub(tx_ts));
+                }
+            }
+        }
+    }
+
+    /// A packet's addresses (RoCEv2 has no transmit timestamp: its
+    /// captures are decided only when one address is in every packet).
+    pub fn addresses(&mut self, src: IpAddr, dst: IpAddr) {
         let c = self.candidates.get_or_insert([Some(src), Some(dst)]);
-        for (slot, spread) in c.iter_mut().zip(self.spread.iter_mut()) {
-            match *slot {
-                Some(a) if a == src => spread.add((ts_ns as u32).wrapping_sub(tx_ts)),
-                Some(a) if a == dst => {}
-                _ => *slot = None,
+        for slot in c.iter_mut() {
+            if slot.is_some_and(|a| a != src && a != dst) {
+                *slot = None;
             }
         }
     }
@@ -309,6 +320,15 @@ pub(crate) struct DirLint {
     connection: connection::DirState,
 }
 
+/// The lint's state of one RoCEv2 flow of the engine.
+#[derive(Debug, Default)]
+pub(crate) struct FlowLint {
+    /// The flow's first frame: a flow slot the engine reused for another
+    /// flow has another, and its lint state starts again.
+    first_frame: u64,
+    counts: RuleCounts,
+}
+
 /// Where findings go: the engine's list and counts, the verdict's set.
 struct Recorder {
     findings: Vec<Finding>,
@@ -329,6 +349,9 @@ pub(crate) struct Ctx<'a> {
     pub own: Option<&'a Dir>,
     /// Feedback: the engine's state of the direction it acknowledges.
     pub peer: Option<&'a Dir>,
+    /// RoCEv2: the engine's state of the packet's flow (the request flow
+    /// a response answers).
+    pub roce: Option<&'a RoceFlow>,
     /// Which end of the packet's own direction the capture was taken at
     /// (`None`: `CapturePoint::Auto`, decided at the end).
     side: Option<Side>,
@@ -421,6 +444,8 @@ pub(crate) struct LintState {
     guess: HostGuess,
     /// By engine direction index (`Engine::dirs`).
     dirs: Vec<DirLint>,
+    /// By engine RoCEv2 flow index.
+    flows: Vec<FlowLint>,
     out: Recorder,
     connection: connection::State,
 }
@@ -431,6 +456,7 @@ impl LintState {
             point,
             guess: HostGuess::default(),
             dirs: Vec::new(),
+            flows: Vec::new(),
             out: Recorder {
                 findings: Vec::new(),
                 dropped: 0,
@@ -495,6 +521,7 @@ impl LintState {
             verdict: v,
             own: None,
             peer: None,
+            roce: None,
             side: self.side(obs.src, obs.dst),
             conn,
             marks: RuleSet::default(),
@@ -534,6 +561,7 @@ impl LintState {
             verdict: v,
             own: get(own),
             peer: peer.and_then(get),
+            roce: None,
             side,
             conn: Conn::MetaRoce {
                 src: obs.src,
@@ -550,16 +578,53 @@ impl LintState {
         v.lint = ctx.marks;
     }
 
-    /// One RoCEv2 packet the engine analysed (`flow`: its flow index).
-    /// No RoCEv2 family yet: the RC rules' checks go here.
-    pub fn rocev2(&mut self, obs: &Observation, r: &RoceObs, v: &mut Verdict, flow: Option<u32>) {
-        let _ = (obs, r, v, flow);
+    /// One RoCEv2 packet the engine analysed (its verdict's `flow` names
+    /// the flow). No RoCEv2 family yet: the RC rules' checks go here.
+    pub fn rocev2(&mut self, obs: &Observation, r: &RoceObs, v: &mut Verdict, roce: &RoceTable) {
+        if self.point == CapturePoint::Auto {
+            self.guess.addresses(obs.src, obs.dst);
+        }
+        let flow = v.flow.and_then(|i| roce.flow(i).map(|f| (i as usize, f)));
+        let side = self.side(obs.src, obs.dst);
+        let counts = match flow {
+            Some((i, f)) => {
+                if self.flows.len() <= i {
+                    self.flows.resize_with(i + 1, FlowLint::default);
+                }
+                let lint = &mut self.flows[i];
+                if lint.first_frame != f.first_frame {
+                    *lint = FlowLint {
+                        first_frame: f.first_frame,
+                        ..FlowLint::default()
+                    };
+                }
+                Some(&mut lint.counts)
+            }
+            None => None,
+        };
+        let ctx = Ctx {
+            obs,
+            verdict: v,
+            own: None,
+            peer: None,
+            roce: flow.map(|(_, f)| f),
+            side,
+            conn: Conn::RoceV2 {
+                src: obs.src,
+                dst: obs.dst,
+                dest_qp: r.dest_qp,
+            },
+            marks: RuleSet::default(),
+            counts,
+            out: &mut self.out,
+        };
+        v.lint = ctx.marks;
     }
 
     /// The report's `lint`: per-rule counts of the directions' findings
     /// whose rule applies at the capture point, and the findings on no
     /// direction.
-    pub fn report(&self, dirs: &[Option<Dir>]) -> LintReport {
+    pub fn report(&self, dirs: &[Option<Dir>], roce: &RoceTable) -> LintReport {
         let host = self.host();
         let mut counts = vec![0u64; rule_count()];
         let mut add = |c: &RuleCounts, side: Side| {
@@ -573,6 +638,14 @@ impl LintState {
         for (dir, lint) in dirs.iter().zip(&self.dirs) {
             if let Some(dir) = dir {
                 add(&lint.counts, Side::of(dir.key.src, dir.key.dst, host));
+            }
+        }
+        for (i, lint) in self.flows.iter().enumerate() {
+            if let Some(flow) = roce.flow(i as u32)
+                && flow.first_frame == lint.first_frame
+            {
+                let (src, dst) = flow.addresses();
+                add(&lint.counts, Side::of(src, dst, host));
             }
         }
         LintReport {

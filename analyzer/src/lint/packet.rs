@@ -3,12 +3,12 @@
 //! packets announced (`connection::Announced`).
 
 use proto_parse::frame::Ecn;
-use proto_parse::metaroce::{DataOp, Flags, udp_source_port};
+use proto_parse::metaroce::{DataOp, Flags, WarningFlags, udp_source_port};
 
 use super::connection::Announced;
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{FbKind, MrBody, MrObs};
+use crate::engine::{CrcCheck, FbKind, MrBody, MrObs};
 
 const fn rule(
     id: &'static str,
@@ -121,6 +121,24 @@ pub(super) const RULES: &[Rule] = &[
         "IP ECN codepoint {observed} (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE) where ECT(0) \
          or CE is expected.",
     ),
+    rule(
+        "MR-PKT-013",
+        Severity::Warning,
+        "2, 11.2, 11.7",
+        "Reserved fields are sent as zero, sack_words is 0 on every type but ACK, and the \
+         header has no padding without flags.EXT.",
+        "the parser warns {observed:x} (0x1 reserved flags, 0x2 the nibble after \
+         tx_attempt, 0x4 DATA byte 25, 0x8 reserved fb_flags, 0x10 NACK bytes 50-51, 0x20 \
+         CNP bytes 49-51, 0x40 sack_words off ACK, 0x100 header padding without EXT).",
+    ),
+    rule(
+        "MR-PKT-014",
+        Severity::Error,
+        "7",
+        "A packet with flags.CRC that was not trimmed carries the CRC32C of its header and \
+         payload.",
+        "the CRC32C trailer does not match the packet.",
+    ),
 ];
 
 const MALFORMED: RuleId = RuleId::of("MR-PKT-001");
@@ -135,6 +153,13 @@ const CTRL_ZEROS: RuleId = RuleId::of("MR-PKT-009");
 const PATH_SEQ_USED: RuleId = RuleId::of("MR-PKT-010");
 const SACK_BASE: RuleId = RuleId::of("MR-PKT-011");
 const ECN: RuleId = RuleId::of("MR-PKT-012");
+const PARSER_WARNINGS: RuleId = RuleId::of("MR-PKT-013");
+const CRC_GOOD: RuleId = RuleId::of("MR-PKT-014");
+
+/// The parser's warnings MR-PKT-013 reports (sack_base is MR-PKT-011's).
+const WARNINGS: WarningFlags = WarningFlags::RESERVED
+    .union(WarningFlags::SACK_WORDS_NOT_ACK)
+    .union(WarningFlags::HEADER_PADDING);
 
 /// Per-direction state of the packet rules (none yet: every rule here
 /// judges one packet against what CTRL announced).
@@ -159,6 +184,16 @@ pub(super) fn check_metaroce(
     let port = udp_source_port(mr.ev);
     if obs.src_port != port {
         ctx.report(SOURCE_PORT, Evidence::new(obs.src_port, port).ev(mr.ev));
+    }
+    let warnings = mr.checks.warnings & WARNINGS;
+    if !warnings.is_empty() {
+        ctx.report(
+            PARSER_WARNINGS,
+            Evidence::new(warnings.bits(), 0u8).ev(mr.ev),
+        );
+    }
+    if mr.checks.crc == CrcCheck::Bad {
+        ctx.report(CRC_GOOD, Evidence::default().ev(mr.ev));
     }
     let ecn = Ecn::from_bits(obs.ecn);
     if !matches!(ecn, Ecn::Ect0 | Ecn::Ce) {

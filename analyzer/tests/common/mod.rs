@@ -54,6 +54,7 @@ pub fn one_packet_send(
     tx_ts: u32,
 ) -> MrObs {
     MrObs {
+        checks: Default::default(),
         src_conn,
         dst_conn,
         psn,

@@ -21,7 +21,7 @@ use proto_parse::capture::Reader;
 use proto_parse::frame::{DecodeConfig, LinkType};
 use proto_parse::metaroce::{
     AckRepr, Body, CcAlgo, CtrlOp, CtrlRepr, DEFAULT_PORT, DataRepr, FbFlags, Features,
-    FeedbackRepr, Flags, Op, Repr, SackBitmap, udp_source_port,
+    FeedbackRepr, Flags, Op, Packet, Repr, SackBitmap, udp_source_port,
 };
 
 /// One violating case of the table.
@@ -130,6 +130,9 @@ pub struct Pkt {
     pub ecn: u8,
     /// Numbered by `render` (path_seq + 1 per packet on its ev; CTRL 0).
     pub auto_path_seq: bool,
+    /// Changes the emitted packet through proto-parse's setters (what
+    /// `Repr`, always canonical, cannot say: reserved bits, a stale CRC).
+    pub after_emit: Option<fn(&mut Packet<&mut [u8]>)>,
 }
 
 impl Pkt {
@@ -140,6 +143,7 @@ impl Pkt {
             src_port: None,
             ecn: ECN_ECT0,
             auto_path_seq: true,
+            after_emit: None,
         }
     }
 }
@@ -308,12 +312,16 @@ pub fn render(pkts: &[Pkt]) -> Vec<Frame> {
         }
         let (src, dst) = if p.from_a { (A, B) } else { (B, A) };
         let port = p.src_port.unwrap_or(udp_source_port(repr.ev));
+        let mut payload = repr.to_vec();
+        if let Some(edit) = p.after_emit {
+            edit(&mut Packet::new_unchecked(&mut payload[..]));
+        }
         let bytes = UdpFrameBuilder::new(
             SocketAddr::from((src, port)),
             SocketAddr::from((dst, DEFAULT_PORT)),
         )
         .with_ecn(p.ecn)
-        .build(&repr.to_vec());
+        .build(&payload);
         frames.push(Frame { ts_ns: ts, bytes });
     }
     frames

@@ -115,6 +115,33 @@ pub fn cases() -> Vec<Case> {
         case("MR-PKT-012", "DATA sent Not-ECT", || {
             edited(DATA_0, |p| at(p, DATA_0).ecn = ECN_NOT_ECT)
         }),
+        case(
+            "MR-PKT-013",
+            "a reserved flag bit set (CRC recomputed)",
+            || {
+                edited(ACK_0, |p| {
+                    at(p, ACK_0).after_emit = Some(|packet| {
+                        let flags = Flags::from_bits_retain(packet.flags().bits() | 0x01);
+                        packet.set_flags(flags);
+                        let len = packet.as_bytes().len();
+                        let layout = packet.layout(len).expect("a valid packet");
+                        packet.fill_crc(&layout);
+                    })
+                })
+            },
+        ),
+        case(
+            "MR-PKT-014",
+            "tx_ts changed after the CRC was computed",
+            || {
+                edited(DATA_1, |p| {
+                    at(p, DATA_1).after_emit = Some(|packet| {
+                        let tx_ts = packet.tx_ts();
+                        packet.set_tx_ts(tx_ts ^ 1);
+                    })
+                })
+            },
+        ),
     ]
 }
 

@@ -22,7 +22,8 @@ mod repr;
 mod tlv;
 
 pub use packet::{
-    Ack, CrcStatus, Ctrl, Data, Feedback, Lax, Layout, Nack, Packet, looks_like, parse_lax,
+    Ack, CrcStatus, Ctrl, Data, Feedback, Lax, Layout, Nack, Packet, WarningFlags, looks_like,
+    parse_lax,
 };
 pub use repr::{
     AckRepr, Body, CnpRepr, CtrlRepr, DataRepr, FeedbackRepr, NackRepr, Op, Repr, SackBitmap,

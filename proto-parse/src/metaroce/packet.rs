@@ -294,100 +294,168 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Legal but suspicious things: non-zero reserved bits, sack_words on a
-    /// type other than ACK, header padding without flags.EXT.
+    /// type other than ACK, header padding without flags.EXT, with where
+    /// each is.
     pub fn warnings(&self) -> Vec<Warning> {
-        let buf = self.buf();
+        let found = self.warning_flags();
         let mut warnings = Vec::new();
-        let mut warn = |layer, offset, message| {
-            warnings.push(Warning {
-                layer,
-                offset,
-                message,
-            });
-        };
-        if buf.len() < field::BASE_LEN {
-            return warnings;
-        }
-        if buf[field::FLAGS] & Flags::RESERVED != 0 {
-            warn(
+        let table = [
+            (
+                WarningFlags::RESERVED_FLAGS,
                 Layer::MetaRoceBase,
                 field::FLAGS,
                 "reserved flag bits are set",
-            );
-        }
-        if buf[field::TX_ATTEMPT] & 0x0F != 0 {
-            warn(
+            ),
+            (
+                WarningFlags::RESERVED_TX_ATTEMPT,
                 Layer::MetaRoceBase,
                 field::TX_ATTEMPT,
                 "reserved bits after tx_attempt are set",
-            );
-        }
-        if let Some(data) = self.data()
-            && data.reserved() != 0
-        {
-            warn(
+            ),
+            (
+                WarningFlags::RESERVED_DATA,
                 Layer::MetaRoceData,
                 field::DATA_RESERVED,
                 "reserved byte is not zero",
-            );
-        }
-        if let Some(feedback) = self.feedback() {
-            if feedback.flags().bits() & FbFlags::RESERVED != 0 {
-                warn(
-                    Layer::MetaRoceFeedback,
-                    field::FB_FLAGS,
-                    "reserved fb_flags bits are set",
-                );
-            }
-            if self.packet_type() != PacketType::Ack && feedback.sack_words() != 0 {
-                warn(
-                    Layer::MetaRoceFeedback,
-                    field::SACK_WORDS,
-                    "sack_words is not 0 on a type other than ACK",
-                );
-            }
-        }
-        if let Some(ack) = self.ack()
-            && ack.sack_words() > 0
-            && ack.sack_base() != self.psn()
-        {
-            warn(
+            ),
+            (
+                WarningFlags::RESERVED_FB_FLAGS,
+                Layer::MetaRoceFeedback,
+                field::FB_FLAGS,
+                "reserved fb_flags bits are set",
+            ),
+            (
+                WarningFlags::SACK_WORDS_NOT_ACK,
+                Layer::MetaRoceFeedback,
+                field::SACK_WORDS,
+                "sack_words is not 0 on a type other than ACK",
+            ),
+            (
+                WarningFlags::SACK_BASE,
                 Layer::MetaRoceAck,
                 field::SACK_BASE.start,
                 "sack_base differs from the cumulative ack",
-            );
-        }
-        if let Some(nack) = self.nack()
-            && nack.reserved() != 0
-        {
-            warn(
+            ),
+            (
+                WarningFlags::RESERVED_NACK,
                 Layer::MetaRoceNack,
                 field::NACK_RESERVED.start,
                 "reserved bytes are not zero",
-            );
-        }
-        if self.packet_type() == PacketType::Cnp
-            && buf.len() >= field::CNP_LEN
-            && buf[field::CNP_RESERVED].iter().any(|&b| b != 0)
-        {
-            warn(
+            ),
+            (
+                WarningFlags::RESERVED_CNP,
                 Layer::MetaRoceCnp,
                 field::CNP_RESERVED.start,
                 "reserved bytes are not zero",
-            );
+            ),
+        ];
+        for (flag, layer, offset, message) in table {
+            if found.contains(flag) {
+                warnings.push(Warning {
+                    layer,
+                    offset,
+                    message,
+                });
+            }
         }
-        if !self.flags().contains(Flags::EXT)
-            && let Ok(fixed) = fixed_len(buf, buf.len())
-            && self.header_len() > fixed
+        if found.contains(WarningFlags::HEADER_PADDING)
+            && let Ok(fixed) = fixed_len(self.buf(), self.buf().len())
         {
-            warn(
-                Layer::MetaRoceBase,
-                fixed,
-                "header padding after the fixed header without flags.EXT",
-            );
+            warnings.push(Warning {
+                layer: Layer::MetaRoceBase,
+                offset: fixed,
+                message: "header padding after the fixed header without flags.EXT",
+            });
         }
         warnings
     }
+
+    /// [`Packet::warnings`] as a set of flags, without allocating (for a
+    /// check on every packet: the analyzer's lint).
+    pub fn warning_flags(&self) -> WarningFlags {
+        let buf = self.buf();
+        let mut found = WarningFlags::empty();
+        if buf.len() < field::BASE_LEN {
+            return found;
+        }
+        found.set(
+            WarningFlags::RESERVED_FLAGS,
+            buf[field::FLAGS] & Flags::RESERVED != 0,
+        );
+        found.set(
+            WarningFlags::RESERVED_TX_ATTEMPT,
+            buf[field::TX_ATTEMPT] & 0x0F != 0,
+        );
+        if let Some(data) = self.data() {
+            found.set(WarningFlags::RESERVED_DATA, data.reserved() != 0);
+        }
+        if let Some(feedback) = self.feedback() {
+            found.set(
+                WarningFlags::RESERVED_FB_FLAGS,
+                feedback.flags().bits() & FbFlags::RESERVED != 0,
+            );
+            found.set(
+                WarningFlags::SACK_WORDS_NOT_ACK,
+                self.packet_type() != PacketType::Ack && feedback.sack_words() != 0,
+            );
+        }
+        if let Some(ack) = self.ack() {
+            found.set(
+                WarningFlags::SACK_BASE,
+                ack.sack_words() > 0 && ack.sack_base() != self.psn(),
+            );
+        }
+        if let Some(nack) = self.nack() {
+            found.set(WarningFlags::RESERVED_NACK, nack.reserved() != 0);
+        }
+        found.set(
+            WarningFlags::RESERVED_CNP,
+            self.packet_type() == PacketType::Cnp
+                && buf.len() >= field::CNP_LEN
+                && buf[field::CNP_RESERVED].iter().any(|&b| b != 0),
+        );
+        found.set(
+            WarningFlags::HEADER_PADDING,
+            !self.flags().contains(Flags::EXT)
+                && fixed_len(buf, buf.len()).is_ok_and(|fixed| self.header_len() > fixed),
+        );
+        found
+    }
+}
+
+bitflags::bitflags! {
+    /// What [`Packet::warning_flags`] found (spec-decisions 7).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct WarningFlags: u16 {
+        /// flags 0x03.
+        const RESERVED_FLAGS = 1 << 0;
+        /// The nibble after tx_attempt.
+        const RESERVED_TX_ATTEMPT = 1 << 1;
+        /// DATA byte 25.
+        const RESERVED_DATA = 1 << 2;
+        /// fb_flags 0x0F.
+        const RESERVED_FB_FLAGS = 1 << 3;
+        /// NACK bytes 50..52.
+        const RESERVED_NACK = 1 << 4;
+        /// CNP bytes 49..52.
+        const RESERVED_CNP = 1 << 5;
+        /// sack_words non-zero on a type other than ACK (11.7).
+        const SACK_WORDS_NOT_ACK = 1 << 6;
+        /// An ACK's sack_base differs from its cumulative ack (11.7).
+        const SACK_BASE = 1 << 7;
+        /// Header bytes beyond the fixed part without flags.EXT (11.2).
+        const HEADER_PADDING = 1 << 8;
+    }
+}
+
+impl WarningFlags {
+    /// Every non-zero reserved field.
+    pub const RESERVED: WarningFlags = WarningFlags::RESERVED_FLAGS
+        .union(WarningFlags::RESERVED_TX_ATTEMPT)
+        .union(WarningFlags::RESERVED_DATA)
+        .union(WarningFlags::RESERVED_FB_FLAGS)
+        .union(WarningFlags::RESERVED_NACK)
+        .union(WarningFlags::RESERVED_CNP);
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {

@@ -703,6 +703,18 @@ fn reserved_bits_are_warnings() {
     let packet = Packet::new_checked(&reserved[..]).unwrap();
     let offsets: Vec<_> = packet.warnings().iter().map(|w| w.offset).collect();
     assert_eq!(offsets, [1, 3]);
+    assert_eq!(
+        packet.warning_flags(),
+        WarningFlags::RESERVED_FLAGS | WarningFlags::RESERVED_TX_ATTEMPT
+    );
+    for fixture in all_fixtures() {
+        let packet = Packet::new_checked(fixture).unwrap();
+        assert_eq!(
+            packet.warning_flags(),
+            WarningFlags::empty(),
+            "{fixture:02x?}"
+        );
+    }
 }
 
 #[test]
