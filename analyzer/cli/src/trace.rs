@@ -343,8 +343,12 @@ impl Tracer {
 
     fn write_to(&mut self, out: &mut dyn Write, offsets: &[(i64, &'static str)]) -> io::Result<()> {
         let base_ns = self.profiler.as_ref().map_or(0, |p| p.base_ns.unwrap_or(0));
-        // Network pids above every numeric pid of the profiler's.
-        let first_pid = self.profiler.as_ref().map_or(1, |p| p.max_pid + 1);
+        // Network pids above every numeric pid of the profiler's (which
+        // are OS process ids and device numbers: far below 2^63).
+        let first_pid = self
+            .profiler
+            .as_ref()
+            .map_or(1, |p| p.max_pid.min(1 << 62) + 1);
         let metadata = self.metadata(offsets, base_ns, first_pid);
         out.write_all(b"{")?;
         match &self.profiler {

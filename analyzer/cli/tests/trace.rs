@@ -831,3 +831,19 @@ fn rocev2_captures_give_valid_traces() {
     }
     assert_eq!(flows_seen, 4);
 }
+
+/// `-o -` writes the same trace to standard output.
+#[test]
+fn output_to_stdout_is_the_same_trace() {
+    let in_file = trace(&[sender()], &["--counters"]);
+    let out = run(&[
+        sender().as_os_str(),
+        "--counters".as_ref(),
+        "-o".as_ref(),
+        "-".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let on_stdout = String::from_utf8(out.stdout).unwrap();
+    // The metadata names the output's captures by path, the same in both.
+    assert_eq!(on_stdout, in_file);
+}
