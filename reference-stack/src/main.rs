@@ -9,7 +9,7 @@
 //!   lossy.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -151,9 +151,10 @@ enum ImpairWhere {
 
 #[derive(Args, Clone, Debug)]
 struct Common {
-    /// Local IPv4 address (server default 127.0.0.1, client 127.0.0.2).
+    /// Local address, IPv4 or IPv6 (server default 127.0.0.1, client
+    /// 127.0.0.2; an IPv6 client gives its own).
     #[arg(long)]
-    bind: Option<Ipv4Addr>,
+    bind: Option<IpAddr>,
     /// Our MetaRoCE UDP port [server default: 4794; client default: the
     /// port of --connect].
     #[arg(long)]
@@ -313,9 +314,10 @@ struct ServerArgs {
 struct ClientArgs {
     #[command(flatten)]
     common: Common,
-    /// Server address (its MetaRoCE port).
+    /// Server address and MetaRoCE port (`10.0.0.1:4794`,
+    /// `[fd00::1]:4794`).
     #[arg(long)]
-    connect: SocketAddrV4,
+    connect: SocketAddr,
     /// Number of paths (evs 1..=N).
     #[arg(long, default_value_t = 8)]
     paths: u16,
@@ -376,8 +378,8 @@ struct PathMtu {
 
 /// The payload MTU of one side: `--mtu`, refused when its packets do not
 /// fit `path`, or else the largest that fits (at most 4096).
-fn payload_mtu_of(c: &Common, path: Option<&PathMtu>) -> anyhow::Result<u16> {
-    let fits = path.map(|p| payload_mtu(p.ip_mtu, !c.no_crc));
+fn payload_mtu_of(c: &Common, ip: IpAddr, path: Option<&PathMtu>) -> anyhow::Result<u16> {
+    let fits = path.map(|p| payload_mtu(p.ip_mtu, ip, !c.no_crc));
     match (c.mtu, path, fits) {
         (Some(mtu), Some(p), Some(fits)) if u32::from(mtu) > fits && !c.allow_fragmentation => {
             bail!(
@@ -399,7 +401,7 @@ fn payload_mtu_of(c: &Common, path: Option<&PathMtu>) -> anyhow::Result<u16> {
 }
 
 /// A server's path MTU: that of the interface holding its address.
-fn server_path_mtu(bind: Ipv4Addr) -> anyhow::Result<Option<PathMtu>> {
+fn server_path_mtu(bind: IpAddr) -> anyhow::Result<Option<PathMtu>> {
     let found = interface_mtu(bind).with_context(|| format!("reading the MTU of {bind}"))?;
     Ok(found.map(|(name, mtu)| PathMtu {
         ip_mtu: mtu,
@@ -408,7 +410,7 @@ fn server_path_mtu(bind: Ipv4Addr) -> anyhow::Result<Option<PathMtu>> {
 }
 
 /// A client's path MTU: that of the route to the server.
-fn client_path_mtu(bind: Ipv4Addr, server: SocketAddrV4) -> anyhow::Result<PathMtu> {
+fn client_path_mtu(bind: IpAddr, server: SocketAddr) -> anyhow::Result<PathMtu> {
     let mtu =
         route_mtu(bind, server).with_context(|| format!("no route from {bind} to {server}"))?;
     Ok(PathMtu {
@@ -471,7 +473,7 @@ impl Ports {
         }
     }
 
-    fn client(c: &Common, connect: SocketAddrV4) -> Ports {
+    fn client(c: &Common, connect: SocketAddr) -> Ports {
         Ports {
             ours: c.port.unwrap_or(connect.port()),
             peers: c.peer_port.unwrap_or(connect.port()),
@@ -479,10 +481,10 @@ impl Ports {
     }
 }
 
-fn driver_config(c: &Common, default_bind: Ipv4Addr, ports: Ports) -> DriverConfig {
+fn driver_config(c: &Common, bind: IpAddr, ports: Ports) -> DriverConfig {
     let imp = c.imp.impairment();
     DriverConfig {
-        bind: c.bind.unwrap_or(default_bind),
+        bind,
         port: ports.ours,
         peer_port: ports.peers,
         impair_tx: if c.imp.impair != ImpairWhere::Rx {
@@ -737,8 +739,8 @@ const SERVER_RECV_CAPACITY: u32 = 1 << 30;
 
 fn run_server(a: ServerArgs, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
     let c = &a.common;
-    let bind = c.bind.unwrap_or(Ipv4Addr::LOCALHOST);
-    let mtu = payload_mtu_of(c, server_path_mtu(bind)?.as_ref())?;
+    let bind = c.bind.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let mtu = payload_mtu_of(c, bind, server_path_mtu(bind)?.as_ref())?;
     let cfg = core_config(c, vec![1], c.events.is_some(), mtu);
     let mut ep = Endpoint::new(cfg, seed_of(c) ^ 0x5E, true);
     let rkey = ep.memory.register(MR_VA, a.mr_size);
@@ -844,7 +846,7 @@ fn server_closed(
     Ok(())
 }
 /// Why the handshake with `connect` failed, and what to check.
-fn handshake_failure(connect: SocketAddrV4, ports: Ports, error: Option<&str>) -> anyhow::Error {
+fn handshake_failure(connect: SocketAddr, ports: Ports, error: Option<&str>) -> anyhow::Error {
     match error {
         None | Some(HANDSHAKE_TIMED_OUT) => anyhow::anyhow!(
             "no ACCEPT from {connect}: the handshake timed out. Check that `metaroce-stack server` \
@@ -860,20 +862,37 @@ fn handshake_failure(connect: SocketAddrV4, ports: Ports, error: Option<&str>) -
     }
 }
 
+/// The client's address: `--bind`, of the family of the server's address;
+/// 127.0.0.2 by default for an IPv4 server (127.0.0.1 is the server's
+/// default). IPv6 loopback has one address, so an IPv6 client names its own.
+fn client_bind(bind: Option<IpAddr>, connect: SocketAddr) -> anyhow::Result<IpAddr> {
+    match bind {
+        Some(b) if b.is_ipv6() != connect.is_ipv6() => bail!(
+            "--bind {b} and --connect {connect} are of different IP versions: give an address \
+             of the server's version"
+        ),
+        Some(b) => Ok(b),
+        None if connect.is_ipv6() => bail!(
+            "--connect {connect} is IPv6: give --bind with this host's IPv6 address toward it"
+        ),
+        None => Ok(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))),
+    }
+}
+
 fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
     let c = &a.common;
     if a.paths == 0 {
         bail!("--paths must be at least 1");
     }
     let evs: Vec<u16> = (1..=a.paths).collect();
-    let bind = c.bind.unwrap_or(Ipv4Addr::new(127, 0, 0, 2));
-    let mtu = payload_mtu_of(c, Some(&client_path_mtu(bind, a.connect)?))?;
+    let bind = client_bind(c.bind, a.connect)?;
+    let mtu = payload_mtu_of(c, bind, Some(&client_path_mtu(bind, a.connect)?))?;
     let cfg = core_config(c, evs, c.events.is_some(), mtu);
     let ep = Endpoint::new(cfg, seed_of(c) ^ 0xC1, false);
     let ports = Ports::client(c, a.connect);
     let mut d = Driver::new(driver_config(c, bind, ports), ep)?;
     let now = d.now();
-    let h = d.endpoint.connect(now, SocketAddr::V4(a.connect));
+    let h = d.endpoint.connect(now, a.connect);
     let deadline = Instant::now() + Duration::from_secs_f64(a.timeout);
     handshake(&mut d, h, a.connect, ports, deadline)?;
     let traffic = client_workload(&mut d, h, a, deadline)?;
@@ -902,7 +921,7 @@ fn run_client(a: &ClientArgs) -> anyhow::Result<Report> {
 fn handshake(
     d: &mut Driver,
     h: ConnHandle,
-    connect: SocketAddrV4,
+    connect: SocketAddr,
     ports: Ports,
     deadline: Instant,
 ) -> anyhow::Result<()> {
@@ -1072,7 +1091,7 @@ fn bench_raw(b: &BenchArgs, port: u16) -> anyhow::Result<f64> {
     let stop = Arc::new(AtomicBool::new(false));
     let cfg = Config::default();
     let srv_cfg = DriverConfig {
-        bind: Ipv4Addr::new(127, 0, 0, 1),
+        bind: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
         port,
         ..DriverConfig::default()
     };
@@ -1096,7 +1115,7 @@ fn bench_raw(b: &BenchArgs, port: u16) -> anyhow::Result<f64> {
         Ok(total as f64 * 8.0 / t.max(1e-9) / 1e9)
     });
     let cli_cfg = DriverConfig {
-        bind: Ipv4Addr::new(127, 0, 0, 2),
+        bind: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
         port,
         ..DriverConfig::default()
     };
@@ -1115,7 +1134,7 @@ fn bench_raw(b: &BenchArgs, port: u16) -> anyhow::Result<f64> {
     // Same datagram size as a full WRITE packet: 52 B header, MTU, CRC.
     let dgram = vec![0xABu8; usize::from(b.mtu) + 56];
     let batch: Vec<&[u8]> = (0..64).map(|_| &dgram[..]).collect();
-    let remote = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), port);
+    let remote = SocketAddr::from(([127, 0, 0, 1], port));
     let start = Instant::now();
     while start.elapsed().as_secs_f64() < b.duration {
         cli.send_raw(remote, &evs, &batch)?;
@@ -1132,7 +1151,7 @@ fn bench_raw(b: &BenchArgs, port: u16) -> anyhow::Result<f64> {
 fn bench_case(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> anyhow::Result<Report> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut srv_common = bench_common(b, mode, 0.0, port);
-    srv_common.bind = Some(Ipv4Addr::new(127, 0, 0, 1));
+    srv_common.bind = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)));
     let sa = ServerArgs {
         common: srv_common,
         mr_size: 64 << 20,
@@ -1147,7 +1166,7 @@ fn bench_case(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> anyhow::Res
     std::thread::sleep(Duration::from_millis(50));
     let ca = ClientArgs {
         common: bench_common(b, mode, loss, port),
-        connect: SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), port),
+        connect: SocketAddr::from(([127, 0, 0, 1], port)),
         paths: b.paths,
         op: OpArg::Write,
         size: b.size,

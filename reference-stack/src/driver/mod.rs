@@ -2,7 +2,7 @@
 //! [`Endpoint`] (the quinn split: the core decides, the driver does the
 //! system calls).
 //!
-//! Sockets (IPv4): one receive socket bound to `bind:port` (the MetaRoCE
+//! Sockets (IPv4 or IPv6, the family of `bind`): one receive socket bound to `bind:port` (the MetaRoCE
 //! port, 4794 by default) and one transmit socket per ev bound to
 //! `bind:udp_source_port(ev)`, so every packet leaves with the source port
 //! the spec derives from its ev (ECMP hashes on it). Peers are addressed at
@@ -14,9 +14,9 @@
 //!
 //! Batching: up to `batch` datagrams per `recvmmsg`; transmits of one
 //! turn leave in the order the core produced them, each run of consecutive
-//! datagrams on one ev socket in one `sendmmsg` call. The TOS byte of
-//! received datagrams (`IP_RECVTOS`) gives the CE bit; transmit sockets
-//! mark ECT(0). The driver never sends to an address nobody asked for:
+//! datagrams on one ev socket in one `sendmmsg` call. The TOS byte
+//! (`IP_RECVTOS`) or traffic class (`IPV6_RECVTCLASS`) of received
+//! datagrams gives the CE bit; transmit sockets mark ECT(0). The driver never sends to an address nobody asked for:
 //! only to the peer given on the command line, or to the source of a
 //! CONNECT the server accepted.
 
@@ -26,7 +26,7 @@ mod sys;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -44,7 +44,8 @@ use crate::{Endpoint, RxMeta, Time};
 /// Driver settings.
 #[derive(Debug, Clone)]
 pub struct DriverConfig {
-    pub bind: Ipv4Addr,
+    /// Our address; its family (IPv4 or IPv6) is that of every socket.
+    pub bind: IpAddr,
     /// Our MetaRoCE (receive) port.
     pub port: u16,
     /// The port peers listen on.
@@ -67,7 +68,7 @@ pub struct DriverConfig {
 impl Default for DriverConfig {
     fn default() -> Self {
         DriverConfig {
-            bind: Ipv4Addr::LOCALHOST,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: DEFAULT_PORT,
             peer_port: DEFAULT_PORT,
             batch: 64,
@@ -110,7 +111,7 @@ const RX_BATCHES_PER_TURN: usize = 16;
 
 #[derive(Debug, Clone, Copy)]
 struct TxMeta {
-    remote: SocketAddrV4,
+    remote: SocketAddr,
     ev: u16,
 }
 
@@ -123,65 +124,73 @@ pub struct Driver {
     epoch_ns: u64,
     pub endpoint: Endpoint,
     imp_tx: Impairer<TxMeta>,
-    imp_rx: Impairer<SocketAddrV4>,
+    imp_rx: Impairer<SocketAddr>,
     pcap: Option<PcapSink>,
     events: Option<BufWriter<File>>,
     pub stats: DriverStats,
     rxb: sys::RecvBatch,
-    out: Vec<(u16, SocketAddrV4, Vec<u8>)>,
+    out: Vec<(u16, SocketAddr, Vec<u8>)>,
     buf: Vec<u8>,
-}
-
-fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
-    match a {
-        SocketAddr::V4(a) => Some(a),
-        SocketAddr::V6(_) => None,
-    }
 }
 
 /// `dont_fragment`: `None` keeps the kernel's default (the relay).
 fn bind_udp(
-    addr: SocketAddrV4,
+    addr: SocketAddr,
     nonblocking: bool,
     dont_fragment: Option<bool>,
 ) -> io::Result<UdpSocket> {
-    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     s.set_reuse_address(true)?;
-    s.bind(&SocketAddr::V4(addr).into())?;
+    if addr.is_ipv6() {
+        // This address only: no IPv4-mapped traffic on an IPv6 socket.
+        s.set_only_v6(true)?;
+    }
+    s.bind(&addr.into())?;
     s.set_nonblocking(nonblocking)?;
-    // ECT(0) on everything we send.
-    s.set_tos_v4(2)?;
+    // ECT(0) on everything we send; the ECN bits of what we receive.
+    if addr.is_ipv6() {
+        s.set_tclass_v6(2)?;
+        s.set_recv_tclass_v6(true)?;
+    } else {
+        s.set_tos_v4(2)?;
+        s.set_recv_tos_v4(true)?;
+    }
     let u: UdpSocket = s.into();
     sys::force_buffers(u.as_raw_fd(), 16 << 20);
     if let Some(on) = dont_fragment {
-        sys::set_dont_fragment(u.as_raw_fd(), on)?;
+        sys::set_dont_fragment(u.as_raw_fd(), addr.is_ipv6(), on)?;
     }
     Ok(u)
 }
 
-/// IPv4 and UDP header bytes in front of every MetaRoCE packet.
-const IPV4_UDP_OVERHEAD: u32 = 20 + 8;
+/// IP (IPv4 without options, or the fixed IPv6 header) and UDP header
+/// bytes in front of every MetaRoCE packet.
+fn ip_udp_overhead(ip: IpAddr) -> u32 {
+    let ip_header = if ip.is_ipv6() { 40 } else { 20 };
+    ip_header + 8
+}
 
 /// The default payload MTU when the path allows more: 4096, the largest
 /// RoCE MTU.
 pub const MAX_DEFAULT_MTU: u16 = 4096;
 
 /// The largest payload MTU (CTRL `mtu`) whose DATA packets fit an IP MTU
-/// of `ip_mtu`: the IPv4 and UDP headers, the largest DATA header
-/// (WRITE_IMM) and, with `crc`, the CRC32C trailer come off.
-pub fn payload_mtu(ip_mtu: u32, crc: bool) -> u32 {
+/// of `ip_mtu` over the IP version of `ip`: the IP and UDP headers, the
+/// largest DATA header (WRITE_IMM) and, with `crc`, the CRC32C trailer
+/// come off.
+pub fn payload_mtu(ip_mtu: u32, ip: IpAddr, crc: bool) -> u32 {
     let header = DataOp::WriteImm.header_len() + if crc { CRC_LEN } else { 0 };
-    ip_mtu.saturating_sub(IPV4_UDP_OVERHEAD + header as u32)
+    ip_mtu.saturating_sub(ip_udp_overhead(ip) + header as u32)
 }
 
 /// The MTU of the route from `local` to `peer` (see [`payload_mtu`]).
-pub fn route_mtu(local: Ipv4Addr, peer: SocketAddrV4) -> io::Result<u32> {
+pub fn route_mtu(local: IpAddr, peer: SocketAddr) -> io::Result<u32> {
     sys::route_mtu(local, peer)
 }
 
 /// The interface that holds `addr` and its MTU; `None` for an address no
-/// interface holds (0.0.0.0).
-pub fn interface_mtu(addr: Ipv4Addr) -> io::Result<Option<(String, u32)>> {
+/// interface holds (0.0.0.0, ::).
+pub fn interface_mtu(addr: IpAddr) -> io::Result<Option<(String, u32)>> {
     let Some(name) = sys::interface_of(addr)? else {
         return Ok(None);
     };
@@ -199,10 +208,9 @@ impl Driver {
     /// Binds the sockets. `endpoint` should have `Config::trace` set when
     /// an event log is wanted.
     pub fn new(cfg: DriverConfig, endpoint: Endpoint) -> anyhow::Result<Self> {
-        let local = SocketAddrV4::new(cfg.bind, cfg.port);
+        let local = SocketAddr::new(cfg.bind, cfg.port);
         let rx = bind_udp(local, true, Some(cfg.dont_fragment))
             .with_context(|| format!("binding the receive socket to {local}"))?;
-        sys::enable_recv_tos(rx.as_raw_fd())?;
         let pcap = match &cfg.pcap {
             Some(p) => {
                 Some(PcapSink::create(p).with_context(|| format!("creating {}", p.display()))?)
@@ -248,7 +256,7 @@ impl Driver {
 
     /// The local MetaRoCE address.
     pub fn local_addr(&self) -> SocketAddr {
-        SocketAddr::V4(SocketAddrV4::new(self.cfg.bind, self.cfg.port))
+        SocketAddr::new(self.cfg.bind, self.cfg.port)
     }
 
     fn tx_socket(&mut self, ev: u16) -> Option<&UdpSocket> {
@@ -256,12 +264,7 @@ impl Driver {
         self.tx
             .entry(ev)
             .or_insert_with(|| {
-                bind_udp(
-                    SocketAddrV4::new(bind, udp_source_port(ev)),
-                    false,
-                    Some(df),
-                )
-                .ok()
+                bind_udp(SocketAddr::new(bind, udp_source_port(ev)), false, Some(df)).ok()
             })
             .as_ref()
     }
@@ -273,7 +276,7 @@ impl Driver {
         let (received, drained) = self.receive()?;
         let now = self.now();
         while let Some(r) = self.imp_rx.pop_due(now) {
-            let remote = SocketAddr::V4(SocketAddrV4::new(*r.meta.ip(), self.cfg.peer_port));
+            let remote = SocketAddr::new(r.meta.ip(), self.cfg.peer_port);
             self.endpoint
                 .handle_datagram(now, remote, RxMeta { ce: r.ce }, &r.bytes);
         }
@@ -324,12 +327,12 @@ impl Driver {
         self.stats.rx_datagrams += 1;
         self.stats.rx_bytes += bytes.len() as u64;
         if let Some(p) = &mut self.pcap {
-            let dst = SocketAddr::V4(SocketAddrV4::new(self.cfg.bind, self.cfg.port));
+            let dst = SocketAddr::new(self.cfg.bind, self.cfg.port);
             let ecn = if ce { 3 } else { 2 };
-            p.record(self.epoch_ns + now, SocketAddr::V4(from), dst, ecn, bytes)?;
+            p.record(self.epoch_ns + now, from, dst, ecn, bytes)?;
         }
         if self.imp_rx.is_passthrough() {
-            let remote = SocketAddr::V4(SocketAddrV4::new(*from.ip(), self.cfg.peer_port));
+            let remote = SocketAddr::new(from.ip(), self.cfg.peer_port);
             self.endpoint
                 .handle_datagram(now, remote, RxMeta { ce }, bytes);
         } else {
@@ -352,17 +355,15 @@ impl Driver {
                 break;
             };
             sent += 1;
-            let Some(remote) = v4(t.remote) else { continue };
+            // Only a peer of our own family can be reached.
+            let remote = t.remote;
+            if remote.is_ipv6() != self.cfg.bind.is_ipv6() {
+                continue;
+            }
             let bytes = buf[..t.len].to_vec();
             if let Some(p) = &mut self.pcap {
-                let src = SocketAddr::V4(SocketAddrV4::new(self.cfg.bind, t.src_port));
-                p.record(
-                    self.epoch_ns + now,
-                    src,
-                    SocketAddr::V4(remote),
-                    t.ecn.bits(),
-                    &bytes,
-                )?;
+                let src = SocketAddr::new(self.cfg.bind, t.src_port);
+                p.record(self.epoch_ns + now, src, remote, t.ecn.bits(), &bytes)?;
             }
             if self.imp_tx.is_passthrough() {
                 self.out.push((t.ev, remote, bytes));
@@ -431,7 +432,7 @@ impl Driver {
                 .iter()
                 .position(|(e, _, _)| *e != ev)
                 .map_or(out.len(), |k| start + k);
-            let msgs: Vec<(SocketAddrV4, &[u8])> = out[start..end]
+            let msgs: Vec<(SocketAddr, &[u8])> = out[start..end]
                 .iter()
                 .map(|(_, a, b)| (*a, &b[..]))
                 .collect();
@@ -446,7 +447,7 @@ impl Driver {
     /// Raw baseline: one `sendmmsg` per ev socket (no order to keep).
     fn flush_out_grouped(&mut self) -> io::Result<()> {
         let out = std::mem::take(&mut self.out);
-        let mut by_ev: BTreeMap<u16, Vec<(SocketAddrV4, &[u8])>> = BTreeMap::new();
+        let mut by_ev: BTreeMap<u16, Vec<(SocketAddr, &[u8])>> = BTreeMap::new();
         for (ev, a, b) in &out {
             by_ev.entry(*ev).or_default().push((*a, &b[..]));
         }
@@ -458,7 +459,7 @@ impl Driver {
         Ok(())
     }
 
-    fn send_on(&mut self, ev: u16, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<()> {
+    fn send_on(&mut self, ev: u16, msgs: &[(SocketAddr, &[u8])]) -> io::Result<()> {
         let fd = match self.tx_socket(ev) {
             Some(s) => s.as_raw_fd(),
             None => {
@@ -490,7 +491,7 @@ impl Driver {
     /// same batching path: `payloads` round-robin over the ev sockets.
     pub fn send_raw(
         &mut self,
-        remote: SocketAddrV4,
+        remote: SocketAddr,
         evs: &[u16],
         payloads: &[&[u8]],
     ) -> io::Result<()> {

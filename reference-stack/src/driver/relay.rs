@@ -61,8 +61,8 @@ pub struct Relay {
 impl Relay {
     pub fn new(cfg: RelayConfig) -> io::Result<Self> {
         Ok(Relay {
-            a: bind_udp(SocketAddrV4::new(cfg.a_bind, cfg.port), true, None)?,
-            b: bind_udp(SocketAddrV4::new(cfg.b_bind, cfg.port), true, None)?,
+            a: bind_udp(SocketAddr::from((cfg.a_bind, cfg.port)), true, None)?,
+            b: bind_udp(SocketAddr::from((cfg.b_bind, cfg.port)), true, None)?,
             a_out: BTreeMap::new(),
             b_out: BTreeMap::new(),
             to_b: Impairer::new(cfg.impair.clone(), cfg.seed ^ 0xAB),
@@ -128,7 +128,7 @@ impl Relay {
                         (self.cfg.a_bind, self.cfg.a_peer, &mut self.a_out)
                     };
                     let sock = out.entry(r.meta.sport).or_insert_with(|| {
-                        bind_udp(SocketAddrV4::new(bind, r.meta.sport), false, None).ok()
+                        bind_udp(SocketAddr::from((bind, r.meta.sport)), false, None).ok()
                     });
                     let fallback = if r.meta.to_b { &self.b } else { &self.a };
                     let s = sock.as_ref().unwrap_or(fallback);

@@ -1,43 +1,60 @@
 //! The only `unsafe` of the crate: batched UDP system calls (`sendmmsg`,
-//! `recvmmsg` with the IP TOS control message for ECN), `ppoll`, and forced
-//! socket buffer sizes, through `libc`. IPv4 only. Each block says why it
-//! is sound.
+//! `recvmmsg` with the IPv4 TOS or IPv6 traffic class control message for
+//! ECN), `ppoll`, path MTU discovery and the route's MTU, the interface of
+//! an address, and forced socket buffer sizes, through `libc`. IPv4 and
+//! IPv6. Each block says why it is sound.
 #![allow(unsafe_code)]
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, RawFd};
+
+use socket2::SockAddr;
 
 /// Largest datagram received (jumbo frames included).
 pub const MAX_DATAGRAM: usize = 9216;
 const CTRL_LEN: usize = 64;
 
-fn to_sockaddr(a: &SocketAddrV4) -> libc::sockaddr_in {
-    // SAFETY: sockaddr_in is plain old data; all-zero is a valid value.
-    let mut s: libc::sockaddr_in = unsafe { zeroed() };
-    s.sin_family = libc::AF_INET as libc::sa_family_t;
-    s.sin_port = a.port().to_be();
-    s.sin_addr = libc::in_addr {
-        s_addr: u32::from_ne_bytes(a.ip().octets()),
-    };
-    s
-}
-
-fn from_sockaddr(s: &libc::sockaddr_in) -> SocketAddrV4 {
-    SocketAddrV4::new(
-        Ipv4Addr::from(s.sin_addr.s_addr.to_ne_bytes()),
-        u16::from_be(s.sin_port),
-    )
+/// The socket address at `sa`, if it is IPv4 or IPv6.
+///
+/// # Safety
+/// `sa` points to a valid socket address whose family field says its type
+/// (`sockaddr_in` for AF_INET, `sockaddr_in6` for AF_INET6), in memory
+/// large enough for that type.
+unsafe fn socket_addr(sa: *const libc::sockaddr) -> Option<SocketAddr> {
+    // SAFETY: by the caller's contract, the family is readable and names
+    // the type of the address.
+    match i32::from(unsafe { (*sa).sa_family }) {
+        libc::AF_INET => {
+            // SAFETY: the family says it is a sockaddr_in.
+            let a = unsafe { &*sa.cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says it is a sockaddr_in6.
+            let a = unsafe { &*sa.cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
 }
 
 /// Buffers for one `recvmmsg` call.
 pub struct RecvBatch {
     bufs: Vec<Vec<u8>>,
-    addrs: Vec<libc::sockaddr_in>,
+    addrs: Vec<libc::sockaddr_storage>,
     ctrl: Vec<[u8; CTRL_LEN]>,
     pub lens: Vec<usize>,
-    pub from: Vec<SocketAddrV4>,
+    pub from: Vec<SocketAddr>,
     pub ce: Vec<bool>,
 }
 
@@ -45,11 +62,11 @@ impl RecvBatch {
     pub fn new(n: usize) -> Self {
         RecvBatch {
             bufs: (0..n).map(|_| vec![0; MAX_DATAGRAM]).collect(),
-            // SAFETY: sockaddr_in is plain old data; all-zero is valid.
+            // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
             addrs: (0..n).map(|_| unsafe { zeroed() }).collect(),
             ctrl: vec![[0; CTRL_LEN]; n],
             lens: vec![0; n],
-            from: vec![SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0); n],
+            from: vec![SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)); n],
             ce: vec![false; n],
         }
     }
@@ -77,7 +94,7 @@ pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
         // SAFETY: mmsghdr is plain old data; all-zero is valid.
         let mut h: libc::mmsghdr = unsafe { zeroed() };
         h.msg_hdr.msg_name = (&raw mut b.addrs[i]).cast();
-        h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         h.msg_hdr.msg_iov = &raw mut iovs[i];
         h.msg_hdr.msg_iovlen = 1;
         h.msg_hdr.msg_control = b.ctrl[i].as_mut_ptr().cast();
@@ -108,17 +125,25 @@ pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
     for i in 0..got {
         let h = &mut hdrs[i];
         b.lens[i] = h.msg_len as usize;
-        b.from[i] = from_sockaddr(&b.addrs[i]);
+        // SAFETY: the kernel wrote the sender's address (a UDP socket's:
+        // sockaddr_in or sockaddr_in6, its family set) into the storage,
+        // which is large enough for either.
+        b.from[i] = unsafe { socket_addr((&raw const b.addrs[i]).cast()) }
+            .unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
         let mut ce = false;
         // SAFETY: the control buffer was filled by the kernel for this
         // message and `msg_controllen` says how much of it is valid; the
-        // CMSG_* helpers stay inside it.
+        // CMSG_* helpers stay inside it. IP_TOS carries one byte, the IPv6
+        // traffic class an int.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&raw const h.msg_hdr);
             while !c.is_null() {
-                if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
-                    let tos = *libc::CMSG_DATA(c);
-                    ce = tos & 3 == 3;
+                let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+                if level == libc::IPPROTO_IP && kind == libc::IP_TOS {
+                    ce = *libc::CMSG_DATA(c) & 3 == 3;
+                } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS {
+                    let tclass = libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned();
+                    ce = tclass & 3 == 3;
                 }
                 c = libc::CMSG_NXTHDR(&raw const h.msg_hdr, c);
             }
@@ -131,13 +156,13 @@ pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
 /// Sends every datagram of `msgs` (blocking socket), in `sendmmsg` calls of
 /// up to 64. Returns the number of system calls.
 #[allow(clippy::needless_range_loop)]
-pub fn send_batch(fd: RawFd, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<Sent> {
+pub fn send_batch(fd: RawFd, msgs: &[(SocketAddr, &[u8])]) -> io::Result<Sent> {
     let mut calls = 0;
     let mut too_big = 0;
     let mut done = 0;
     while done < msgs.len() {
         let chunk = &msgs[done..(done + 64).min(msgs.len())];
-        let mut addrs: Vec<libc::sockaddr_in> = chunk.iter().map(|(a, _)| to_sockaddr(a)).collect();
+        let addrs: Vec<SockAddr> = chunk.iter().map(|(a, _)| SockAddr::from(*a)).collect();
         let mut iovs: Vec<libc::iovec> = chunk
             .iter()
             .map(|(_, d)| libc::iovec {
@@ -149,8 +174,10 @@ pub fn send_batch(fd: RawFd, msgs: &[(SocketAddrV4, &[u8])]) -> io::Result<Sent>
         for i in 0..chunk.len() {
             // SAFETY: mmsghdr is plain old data; all-zero is valid.
             let mut h: libc::mmsghdr = unsafe { zeroed() };
-            h.msg_hdr.msg_name = (&raw mut addrs[i]).cast();
-            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            // The kernel only reads the address: the pointer is made
+            // mutable for the field's type.
+            h.msg_hdr.msg_name = addrs[i].as_ptr().cast_mut().cast();
+            h.msg_hdr.msg_namelen = addrs[i].len();
             h.msg_hdr.msg_iov = &raw mut iovs[i];
             h.msg_hdr.msg_iovlen = 1;
             hdrs.push(h);
@@ -253,29 +280,44 @@ fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Resul
 }
 
 /// Path MTU discovery: with `on`, datagrams leave with the don't-fragment
-/// bit and one larger than the path MTU fails (EMSGSIZE) instead of being
-/// fragmented; without, the kernel fragments it.
-pub fn set_dont_fragment(fd: RawFd, on: bool) -> io::Result<()> {
-    let mode = if on {
-        libc::IP_PMTUDISC_DO
+/// bit (IPv4) or may not be fragmented by this host (IPv6, whose routers
+/// never fragment), and one larger than the path MTU fails (EMSGSIZE)
+/// instead of being fragmented; without, the kernel fragments it.
+pub fn set_dont_fragment(fd: RawFd, ipv6: bool, on: bool) -> io::Result<()> {
+    if ipv6 {
+        let mode = if on {
+            libc::IPV6_PMTUDISC_DO
+        } else {
+            libc::IPV6_PMTUDISC_DONT
+        };
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, mode)?;
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_DONTFRAG, i32::from(on))
     } else {
-        libc::IP_PMTUDISC_DONT
-    };
-    setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, mode)
+        let mode = if on {
+            libc::IP_PMTUDISC_DO
+        } else {
+            libc::IP_PMTUDISC_DONT
+        };
+        setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, mode)
+    }
 }
 
 /// The MTU of the route from `local` to `peer` (the interface it leaves
 /// through, or a smaller path MTU the kernel learnt): a UDP socket
-/// connected to the peer, `IP_MTU`. Nothing is sent.
-pub fn route_mtu(local: Ipv4Addr, peer: SocketAddrV4) -> io::Result<u32> {
-    let s = std::net::UdpSocket::bind(SocketAddrV4::new(local, 0))?;
+/// connected to the peer, `IP_MTU` or `IPV6_MTU`. Nothing is sent.
+pub fn route_mtu(local: IpAddr, peer: SocketAddr) -> io::Result<u32> {
+    let s = std::net::UdpSocket::bind(SocketAddr::new(local, 0))?;
     s.connect(peer)?;
-    let mtu = getsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU)?;
+    let mtu = if peer.is_ipv6() {
+        getsockopt_int(s.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_MTU)?
+    } else {
+        getsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU)?
+    };
     Ok(mtu.max(0) as u32)
 }
 
-/// The name of the interface that holds the IPv4 address `addr`.
-pub fn interface_of(addr: Ipv4Addr) -> io::Result<Option<String>> {
+/// The name of the interface that holds the address `addr`.
+pub fn interface_of(addr: IpAddr) -> io::Result<Option<String>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a list head we free below.
     if unsafe { libc::getifaddrs(&raw mut list) } < 0 {
@@ -289,9 +331,7 @@ pub fn interface_of(addr: Ipv4Addr) -> io::Result<Option<String>> {
         // whose family says its type, and ifa_name to a C string.
         unsafe {
             let ifa = &*cur;
-            if !ifa.ifa_addr.is_null()
-                && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET
-                && from_sockaddr(&*ifa.ifa_addr.cast::<libc::sockaddr_in>()).ip() == &addr
+            if !ifa.ifa_addr.is_null() && socket_addr(ifa.ifa_addr).is_some_and(|a| a.ip() == addr)
             {
                 name = Some(
                     std::ffi::CStr::from_ptr(ifa.ifa_name)
@@ -306,11 +346,6 @@ pub fn interface_of(addr: Ipv4Addr) -> io::Result<Option<String>> {
     // SAFETY: frees the list getifaddrs returned, once.
     unsafe { libc::freeifaddrs(list) };
     Ok(name)
-}
-
-/// Asks for the TOS byte (ECN) of received datagrams.
-pub fn enable_recv_tos(fd: RawFd) -> io::Result<()> {
-    setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
 }
 
 /// Socket buffers beyond `rmem_max` (root only; falls back silently).
