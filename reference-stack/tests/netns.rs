@@ -1,10 +1,10 @@
 //! Across a real interface: network namespaces of our own joined by veth
-//! pairs (10.213.x addresses, only inside them).
+//! pairs (10.213.x and fd00:213:x:: addresses, only inside them).
 //!
 //! - Loss: random loss from nftables (`numgen random mod 100 < 3 drop`)
 //!   on both sides, and a relay namespace with the stack's impairment.
 //! - MTU (issue 23): on a 1500-byte link the stack sends nothing that the
-//!   kernel must fragment, and refuses a `--mtu` that
+//!   kernel must fragment, over IPv4 and IPv6, and refuses a `--mtu` that
 //!   does not fit; forced to fragment (a test-only switch), the analyzer
 //!   reassembles the wire capture into the same connection.
 //!
@@ -438,6 +438,14 @@ fn transfer_fits_a_1500_byte_link_without_fragments() {
     transfer_fits_without_fragments(&Veth::new("mrsm", "10.213.10"), 1412);
 }
 
+/// IPv6: DF is IPV6_DONTFRAG with IPV6_MTU_DISCOVER = IPV6_PMTUDISC_DO,
+/// the route's MTU is IPV6_MTU; no fragment header on the wire.
+#[test]
+fn ipv6_transfer_fits_a_1500_byte_link_without_fragments() {
+    // 1500 - IPv6 40 - UDP 8 - WRITE_IMM header 56 - CRC 4.
+    transfer_fits_without_fragments(&Veth::new("mrs6", "fd00:213:10::"), 1392);
+}
+
 /// An --mtu whose packets do not fit the path is refused at start, on both
 /// sides, with the size that would fit.
 fn mtu_above_the_path_is_refused(v: &Veth, fits: u16) {
@@ -470,6 +478,11 @@ fn mtu_above_the_path_is_refused_at_start() {
     mtu_above_the_path_is_refused(&Veth::new("mrsr", "10.213.11"), 1412);
 }
 
+#[test]
+fn ipv6_mtu_above_the_path_is_refused_at_start() {
+    mtu_above_the_path_is_refused(&Veth::new("mrsq", "fd00:213:11::"), 1392);
+}
+
 /// `metaroce-analyze report --json` of a capture.
 fn analyze(capture: &Path) -> serde_json::Value {
     let bin = workspace_bin(BIN, "metaroce-analyze", "metaroce-analyze", false);
@@ -493,20 +506,18 @@ fn analyze(capture: &Path) -> serde_json::Value {
 /// fragments, and the analyzer reassembles them into the same connection
 /// as its report of the client's own --pcap (the same datagrams, recorded
 /// whole as the sockets saw them), with nothing left incomplete.
-#[test]
-fn forced_fragmentation_is_reassembled_into_the_same_connection() {
-    let v = Veth::new("mrsf", "10.213.12");
+fn forced_fragmentation_is_reassembled(v: &Veth) {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("fragmented.pcap");
     let whole = dir.path().join("client.pcap");
     let forced = ["--mtu", "4096", "--allow-fragmentation"];
-    let (client, _, counts) = write_transfer(&v, &forced, &pcap, Some(&whole));
+    let (client, _, counts) = write_transfer(v, &forced, &pcap, Some(&whole));
     assert_eq!(client["mtu"], 4096, "{client}");
 
     let wire = read_capture(&pcap);
     assert_eq!(wire.frames, counts.captured, "{wire:?} {counts:?}");
-    // A 4152-byte DATA datagram leaves as three fragments; only the short
-    // last packet of a message fits whole.
+    // A full DATA datagram (4152 bytes over IPv4) leaves as three
+    // fragments; only the short last packet of a message fits whole.
     assert!(wire.fragments > 2000, "{wire:?}");
     assert!(wire.data_packets < wire.fragments / 10, "{wire:?}");
     assert!(wire.largest_ip_packet <= 1500, "{wire:?}");
@@ -590,4 +601,16 @@ fn forced_fragmentation_is_reassembled_into_the_same_connection() {
         data["data_packets"],
         data["retransmissions"]
     );
+}
+
+#[test]
+fn forced_fragmentation_is_reassembled_into_the_same_connection() {
+    forced_fragmentation_is_reassembled(&Veth::new("mrsf", "10.213.12"));
+}
+
+/// IPv6: without IPV6_DONTFRAG the sending host fragments (IPv6 routers
+/// never do), and the fragment headers reassemble as IPv4's fragments do.
+#[test]
+fn ipv6_forced_fragmentation_is_reassembled_into_the_same_connection() {
+    forced_fragmentation_is_reassembled(&Veth::new("mrsg", "fd00:213:12::"));
 }
