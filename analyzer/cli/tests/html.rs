@@ -484,8 +484,8 @@ fn ten_thousand_connections_stay_within_the_caps() {
         .map(|n| count(&html, n))
         .sum();
     let rows = count(&html, "<tr>");
-    assert!(svg_elements < 12_000, "{svg_elements} SVG elements");
-    assert!(rows < 1_500, "{rows} table rows");
+    assert!(svg_elements < 10_000, "{svg_elements} SVG elements");
+    assert!(rows < 1_000, "{rows} table rows");
     assert!(html.len() < 3 << 20, "{} bytes", html.len());
     let (_, listed) = table(&html, "directions");
     let more = format!(

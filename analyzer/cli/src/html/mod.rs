@@ -332,7 +332,9 @@ fn header(out: &mut String, page: &Page<'_>) {
 }
 
 /// The page's style: system fonts, tabular figures, tables that scroll
-/// sideways on a narrow screen, charts that shrink to fit.
+/// sideways on a narrow screen, charts that shrink to fit. Tables are laid
+/// out only when scrolled near (`content-visibility: auto`): a report over
+/// thousands of connections has hundreds of rows below the fold.
 const CSS: &str = r#"
 :root{--fg:#1b1f24;--dim:#5f6b7a;--line:#d6dbe1;--bad:#b4232a;--warn:#9a6700;--ok:#1a7f37;--bg2:#f5f7f9}
 *{box-sizing:border-box}
@@ -348,7 +350,7 @@ ul.captures{margin:4px 0 8px;padding-left:20px;color:var(--dim)}
 .summary.bad{border-color:var(--bad)}.summary.warn{border-color:var(--warn)}.summary.ok{border-color:var(--ok)}
 .summary .headline{font-size:18px;font-weight:600;margin:2px 0 6px}
 .summary ul{margin:0;padding-left:20px}
-.scroll{overflow-x:auto;margin:6px 0}
+.scroll{overflow-x:auto;margin:6px 0;content-visibility:auto;contain-intrinsic-size:auto 400px}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:13px}
 th,td{padding:3px 8px;border-bottom:1px solid var(--line);white-space:nowrap;text-align:right}
 th{background:var(--bg2);position:sticky;top:0;cursor:pointer;user-select:none}

@@ -10,15 +10,15 @@ use crate::text::{self, fmt_bps, fmt_bytes, fmt_ns, fmt_rate};
 use analyzer::engine::{PathReport, RoceFlowReport, StallReport, Summary};
 
 /// Most directions in the connection and latency tables.
-pub const MAX_DIRECTIONS: usize = 100;
+pub const MAX_DIRECTIONS: usize = 50;
 /// Most rows of the paths table.
-pub const MAX_PATHS: usize = 300;
+pub const MAX_PATHS: usize = 200;
 /// Most rows of the stall table.
-pub const MAX_STALLS: usize = 200;
+pub const MAX_STALLS: usize = 100;
 /// Most rows per capture pair in the between-captures tables.
-pub const MAX_BETWEEN: usize = 200;
+pub const MAX_BETWEEN: usize = 100;
 /// Most RoCEv2 flows.
-pub const MAX_ROCEV2: usize = 100;
+pub const MAX_ROCEV2: usize = 50;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Tone {
