@@ -667,10 +667,10 @@ fn pipelined_capture(path: &Path) {
     use proto_parse::metaroce::{
         AckRepr, Body, DataRepr, FeedbackRepr, Flags, Op, Repr, SackBitmap,
     };
+    static PAYLOAD: [u8; 64] = [0x5a; 64];
     let a = "10.0.0.1:49152".parse().unwrap();
     let b = "10.0.0.2:4794".parse().unwrap();
     let (to_b, to_a) = (UdpFrameBuilder::new(a, b), UdpFrameBuilder::new(b, a));
-    let payload = [0x5a; 64];
     let repr = |psn: u32, path_seq: u16, body: Body, flags: Flags, payload: &'static [u8]| Repr {
         flags,
         tx_attempt: 0,
@@ -685,7 +685,6 @@ fn pipelined_capture(path: &Path) {
         payload,
         crc: false,
     };
-    let payload: &'static [u8] = Box::leak(Box::new(payload));
     // (time us, frame)
     let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut data = |msg: u32, start_us: u64| {
@@ -701,7 +700,7 @@ fn pipelined_capture(path: &Path) {
                 msg_offset: i * 64,
                 msg_len: 128,
             });
-            let r = repr(psn, psn as u16 + 1, body, flags, payload);
+            let r = repr(psn, psn as u16 + 1, body, flags, &PAYLOAD);
             frames.push((start_us + u64::from(i), to_b.build(&r.to_vec())));
         }
     };
