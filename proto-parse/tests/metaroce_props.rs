@@ -265,6 +265,7 @@ proptest! {
             let flags = packet.warning_flags();
             prop_assert_eq!(flags.bits().count_ones() as usize, packet.warnings().len());
             if let Some(layout) = &lax.layout {
+                prop_assert_eq!(packet.warning_flags_in(layout), flags);
                 let _ = (packet.payload(layout), packet.crc_status(layout));
             }
         }

@@ -83,7 +83,7 @@ impl MrChecks {
     /// Reads a packet whose layout was computed.
     pub fn of<T: AsRef<[u8]>>(packet: &Packet<T>, layout: &Layout) -> MrChecks {
         MrChecks {
-            warnings: packet.warning_flags(),
+            warnings: packet.warning_flags_in(layout),
             crc: match packet.crc_status(layout) {
                 CrcStatus::Good => CrcCheck::Good,
                 CrcStatus::Bad { .. } => CrcCheck::Bad,

@@ -195,11 +195,15 @@ impl Spread {
 
 impl HostGuess {
     /// One MetaRoCE packet: its addresses, capture time and tx_ts.
-    pub fn packet(&mut self, src: IpAddr, dst: IpAddr, ts_ns: u64, tx_ts: u32) {
+    #[inline]
+    pub fn packet(&mut self, src: &IpAddr, dst: &IpAddr, ts_ns: u64, tx_ts: u32) {
+        if self.candidates == Some([None, None]) {
+            return;
+        }
         self.addresses(src, dst);
-        if let Some(c) = self.candidates {
+        if let Some(c) = &self.candidates {
             for (slot, spread) in c.iter().zip(self.spread.iter_mut()) {
-                if *slot == Some(src) {
+                if slot.as_ref() == Some(src) {
                     spread.add((ts_ns as u32).wrapping_sub(tx_ts));
                 }
             }
@@ -208,10 +212,11 @@ impl HostGuess {
 
     /// A packet's addresses (RoCEv2 has no transmit timestamp: its
     /// captures are decided only when one address is in every packet).
-    pub fn addresses(&mut self, src: IpAddr, dst: IpAddr) {
-        let c = self.candidates.get_or_insert([Some(src), Some(dst)]);
+    #[inline]
+    pub fn addresses(&mut self, src: &IpAddr, dst: &IpAddr) {
+        let c = self.candidates.get_or_insert([Some(*src), Some(*dst)]);
         for slot in c.iter_mut() {
-            if slot.is_some_and(|a| a != src && a != dst) {
+            if slot.is_some_and(|a| a != *src && a != *dst) {
                 *slot = None;
             }
         }
@@ -544,7 +549,7 @@ impl LintState {
         peer: Option<u32>,
     ) {
         if self.point == CapturePoint::Auto {
-            self.guess.packet(obs.src, obs.dst, obs.ts_ns, mr.tx_ts);
+            self.guess.packet(&obs.src, &obs.dst, obs.ts_ns, mr.tx_ts);
         }
         let side = self.side(obs.src, obs.dst);
         let get = |i: u32| dirs.get(i as usize).and_then(Option::as_ref);
@@ -582,7 +587,7 @@ impl LintState {
     /// the flow). No RoCEv2 family yet: the RC rules' checks go here.
     pub fn rocev2(&mut self, obs: &Observation, r: &RoceObs, v: &mut Verdict, roce: &RoceTable) {
         if self.point == CapturePoint::Auto {
-            self.guess.addresses(obs.src, obs.dst);
+            self.guess.addresses(&obs.src, &obs.dst);
         }
         let flow = v.flow.and_then(|i| roce.flow(i).map(|f| (i as usize, f)));
         let side = self.side(obs.src, obs.dst);
@@ -746,16 +751,16 @@ mod test {
         // arrive 10 to 30 us after theirs (B's clock 1 ms ahead).
         for (i, delay) in [10_000u64, 30_000, 12_000].into_iter().enumerate() {
             let t = 5_000_000 + i as u64 * 100_000;
-            g.packet(a, b, t + 100, t as u32);
+            g.packet(&a, &b, t + 100, t as u32);
             if i < 2 {
                 assert_eq!(g.host(), None, "fewer than 2 packets of B");
             }
-            g.packet(b, a, t + delay, (t + 1_000_000) as u32);
+            g.packet(&b, &a, t + delay, (t + 1_000_000) as u32);
         }
         assert_eq!(g.host(), Some(a));
-        g.packet(c, a, 9_000_000, 0);
+        g.packet(&c, &a, 9_000_000, 0);
         assert_eq!(g.host(), Some(a), "A is in every packet");
-        g.packet(b, c, 9_100_000, 0);
+        g.packet(&b, &c, 9_100_000, 0);
         assert_eq!(g.host(), None);
     }
 }

@@ -370,54 +370,70 @@ impl<T: AsRef<[u8]>> Packet<T> {
         warnings
     }
 
-    /// [`Packet::warnings`] as a set of flags, without allocating (for a
-    /// check on every packet: the analyzer's lint).
+    /// [`Packet::warnings`] as a set of flags, without allocating.
     pub fn warning_flags(&self) -> WarningFlags {
+        let buf = self.buf();
+        self.warning_flags_fixed(fixed_len(buf, buf.len()).ok())
+    }
+
+    /// [`Packet::warning_flags`] of a packet whose layout was computed
+    /// (its fixed header length is known): for a check on every packet,
+    /// the analyzer's lint.
+    pub fn warning_flags_in(&self, layout: &Layout) -> WarningFlags {
+        self.warning_flags_fixed(Some(layout.fixed_len))
+    }
+
+    /// The warnings, given the fixed header length (`None`: the header is
+    /// malformed there). The type is looked at once; each field is read
+    /// only when the packet holds it, as its view would.
+    fn warning_flags_fixed(&self, fixed: Option<usize>) -> WarningFlags {
         let buf = self.buf();
         let mut found = WarningFlags::empty();
         if buf.len() < field::BASE_LEN {
             return found;
         }
-        found.set(
-            WarningFlags::RESERVED_FLAGS,
-            buf[field::FLAGS] & Flags::RESERVED != 0,
-        );
+        let flags = buf[field::FLAGS];
+        found.set(WarningFlags::RESERVED_FLAGS, flags & Flags::RESERVED != 0);
         found.set(
             WarningFlags::RESERVED_TX_ATTEMPT,
             buf[field::TX_ATTEMPT] & 0x0F != 0,
         );
-        if let Some(data) = self.data() {
-            found.set(WarningFlags::RESERVED_DATA, data.reserved() != 0);
-        }
-        if let Some(feedback) = self.feedback() {
+        let ptype = self.packet_type();
+        if ptype == PacketType::Data {
+            if let Some(data) = self.data() {
+                found.set(WarningFlags::RESERVED_DATA, data.reserved() != 0);
+            }
+        } else if ptype.has_feedback() && buf.len() >= field::FEEDBACK_LEN {
             found.set(
                 WarningFlags::RESERVED_FB_FLAGS,
-                feedback.flags().bits() & FbFlags::RESERVED != 0,
+                buf[field::FB_FLAGS] & FbFlags::RESERVED != 0,
             );
-            found.set(
-                WarningFlags::SACK_WORDS_NOT_ACK,
-                self.packet_type() != PacketType::Ack && feedback.sack_words() != 0,
-            );
+            let words = buf[field::SACK_WORDS];
+            match ptype {
+                PacketType::Ack => found.set(
+                    WarningFlags::SACK_BASE,
+                    words > 0
+                        && words <= field::MAX_SACK_WORDS
+                        && buf.len() >= field::SACK_BITMAP(words).end
+                        && be32(buf, field::SACK_BASE) != self.psn(),
+                ),
+                _ => found.set(WarningFlags::SACK_WORDS_NOT_ACK, words != 0),
+            }
+            match ptype {
+                PacketType::Nack if buf.len() >= field::NACK_LEN => found.set(
+                    WarningFlags::RESERVED_NACK,
+                    be16(buf, field::NACK_RESERVED) != 0,
+                ),
+                PacketType::Cnp if buf.len() >= field::CNP_LEN => found.set(
+                    WarningFlags::RESERVED_CNP,
+                    buf[field::CNP_RESERVED].iter().any(|&b| b != 0),
+                ),
+                _ => {}
+            }
         }
-        if let Some(ack) = self.ack() {
-            found.set(
-                WarningFlags::SACK_BASE,
-                ack.sack_words() > 0 && ack.sack_base() != self.psn(),
-            );
-        }
-        if let Some(nack) = self.nack() {
-            found.set(WarningFlags::RESERVED_NACK, nack.reserved() != 0);
-        }
-        found.set(
-            WarningFlags::RESERVED_CNP,
-            self.packet_type() == PacketType::Cnp
-                && buf.len() >= field::CNP_LEN
-                && buf[field::CNP_RESERVED].iter().any(|&b| b != 0),
-        );
         found.set(
             WarningFlags::HEADER_PADDING,
-            !self.flags().contains(Flags::EXT)
-                && fixed_len(buf, buf.len()).is_ok_and(|fixed| self.header_len() > fixed),
+            flags & Flags::EXT.bits() == 0 && fixed.is_some_and(|f| self.header_len() > f),
         );
         found
     }

@@ -709,6 +709,8 @@ fn reserved_bits_are_warnings() {
     );
     for fixture in all_fixtures() {
         let packet = Packet::new_checked(fixture).unwrap();
+        let layout = packet.layout(fixture.len()).unwrap();
+        assert_eq!(packet.warning_flags_in(&layout), WarningFlags::empty());
         assert_eq!(
             packet.warning_flags(),
             WarningFlags::empty(),
