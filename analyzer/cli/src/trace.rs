@@ -736,7 +736,9 @@ fn write_capture(
         "process_sort_index",
         pid,
         None,
-        json!({ "sort_index": pid }),
+        // Below a profiler's processes (Kineto sorts its GPUs from
+        // 5,000,000 on), in the order of the captures.
+        json!({ "sort_index": (1u64 << 30) + pid }),
     )?;
     // Tracks sorted by connection name, each connection's message tracks
     // right below it.
