@@ -5,7 +5,8 @@
 # nftables and iproute2 (network-namespace tests), debootstrap (Debian roots
 # with Wireshark 4.4/4.6 for the plugin), the Wireshark GUI with Xvfb,
 # xdotool and imagemagick (the plugin's GUI test), Chromium (the HTML
-# report's browser test), valgrind (the benchmarks' instruction counts),
+# report's browser test), valgrind and linux-perf (the benchmarks'
+# instruction counts and CPU time),
 # Java 17 and a Python
 # virtual environment with PySpark and pytest pinned (cluster/: the Spark
 # post-mortem job), and the Rust components.
@@ -15,7 +16,7 @@ set -euo pipefail
 packages=(tshark libwireshark-dev wireshark-dev libpcap-dev clang libclang-dev
           pkg-config tcpdump tmux nftables iproute2 util-linux debootstrap
           wireshark-qt xvfb xdotool imagemagick chromium openjdk-17-jre-headless python3-venv
-          valgrind)
+          valgrind linux-perf)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
