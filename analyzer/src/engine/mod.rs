@@ -80,6 +80,7 @@ use metaroce::{DirKey, PackedKey};
 
 use crate::lint::{CapturePoint, Finding, LintState};
 pub(crate) use rocev2::{Flow as RoceFlow, RoceTable};
+pub(crate) use rocev2::{OpKind as RoceOp, Role as RoceRole, role as roce_role, sext24};
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +119,10 @@ pub struct Config {
     /// Where the capture was taken, for the lint's rules that only a
     /// sender-side or receiver-side capture can judge. Default `Auto`.
     pub lint_point: CapturePoint,
+    /// The lint's RC-CNP-001: the least time between two RoCEv2 CNPs of
+    /// one flow (DCQCN's notification point sends at most one per 50 us
+    /// by default); 0 switches the rule off. Default 50,000 ns.
+    pub lint_cnp_interval_ns: u64,
 }
 
 impl Default for Config {
@@ -132,6 +137,7 @@ impl Default for Config {
             acked_grace: 128,
             lint: false,
             lint_point: CapturePoint::Auto,
+            lint_cnp_interval_ns: 50_000,
         }
     }
 }
@@ -223,7 +229,9 @@ impl Engine {
             evicted_dirs: 0,
             roce: RoceTable::default(),
             done: Vec::new(),
-            lint: cfg.lint.then(|| Box::new(LintState::new(cfg.lint_point))),
+            lint: cfg
+                .lint
+                .then(|| Box::new(LintState::new(cfg.lint_point, cfg.lint_cnp_interval_ns))),
         }
     }
 

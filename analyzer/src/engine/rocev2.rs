@@ -52,7 +52,7 @@ struct RSlot {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OpKind {
+pub(crate) enum OpKind {
     Send,
     Write,
     Read,
@@ -154,7 +154,7 @@ pub(crate) struct Flow {
 
 /// Opcode roles of the RC service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(crate) enum Role {
     Request {
         op: OpKind,
         first: bool,
@@ -170,7 +170,7 @@ enum Role {
     NotRc,
 }
 
-fn role(op: Opcode) -> Role {
+pub(crate) fn role(op: Opcode) -> Role {
     use Opcode::*;
     let req = |op, first, last| Role::Request { op, first, last };
     match op {
@@ -205,7 +205,7 @@ fn nak_slot(code: NakCode) -> usize {
 }
 
 /// Sign-extends a 24-bit difference.
-fn sext24(d: u32) -> i32 {
+pub(crate) fn sext24(d: u32) -> i32 {
     ((d << 8) as i32) >> 8
 }
 

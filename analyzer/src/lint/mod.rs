@@ -60,6 +60,7 @@
 mod connection;
 mod finding;
 mod packet;
+mod rocev2;
 mod rule;
 
 use std::net::IpAddr;
@@ -71,7 +72,7 @@ use crate::engine::{Dir, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdi
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
 /// place here and the rule's place in the family).
-pub(crate) const FAMILIES: &[&[Rule]] = &[packet::RULES, connection::RULES];
+pub(crate) const FAMILIES: &[&[Rule]] = &[packet::RULES, connection::RULES, rocev2::RULES];
 
 /// Every rule of the registry, with its id.
 pub fn rules() -> impl Iterator<Item = (RuleId, &'static Rule)> {
@@ -332,6 +333,7 @@ pub(crate) struct FlowLint {
     /// flow has another, and its lint state starts again.
     first_frame: u64,
     counts: RuleCounts,
+    rocev2: rocev2::FlowState,
 }
 
 /// Where findings go: the engine's list and counts, the verdict's set.
@@ -453,10 +455,12 @@ pub(crate) struct LintState {
     flows: Vec<FlowLint>,
     out: Recorder,
     connection: connection::State,
+    rocev2: rocev2::State,
 }
 
 impl LintState {
-    pub fn new(point: CapturePoint) -> LintState {
+    /// `cnp_interval_ns`: `Config::lint_cnp_interval_ns` (RC-CNP-001).
+    pub fn new(point: CapturePoint, cnp_interval_ns: u64) -> LintState {
         LintState {
             point,
             guess: HostGuess::default(),
@@ -468,6 +472,7 @@ impl LintState {
                 undirected: RuleCounts::default(),
             },
             connection: connection::State::default(),
+            rocev2: rocev2::State::new(cnp_interval_ns),
         }
     }
 
@@ -584,7 +589,7 @@ impl LintState {
     }
 
     /// One RoCEv2 packet the engine analysed (its verdict's `flow` names
-    /// the flow). No RoCEv2 family yet: the RC rules' checks go here.
+    /// the flow): the RC rules (`rocev2`).
     pub fn rocev2(&mut self, obs: &Observation, r: &RoceObs, v: &mut Verdict, roce: &RoceTable) {
         if self.point == CapturePoint::Auto {
             self.guess.addresses(&obs.src, &obs.dst);
@@ -603,11 +608,12 @@ impl LintState {
                         ..FlowLint::default()
                     };
                 }
-                Some(&mut lint.counts)
+                Some((&mut lint.counts, &mut lint.rocev2))
             }
             None => None,
         };
-        let ctx = Ctx {
+        let (counts, state) = counts.unzip();
+        let mut ctx = Ctx {
             obs,
             verdict: v,
             own: None,
@@ -623,6 +629,7 @@ impl LintState {
             counts,
             out: &mut self.out,
         };
+        rocev2::check_rocev2(&mut ctx, r, state, &mut self.rocev2);
         v.lint = ctx.marks;
     }
 

@@ -10,13 +10,14 @@
 mod cases;
 mod connection;
 mod packet;
+mod rocev2;
 
 use analyzer::lint::{self, Severity};
 use cases::{Case, run};
 
 /// Every family's cases.
 fn all_cases() -> Vec<Case> {
-    [packet::cases(), connection::cases()].concat()
+    [packet::cases(), connection::cases(), rocev2::cases()].concat()
 }
 
 #[test]
