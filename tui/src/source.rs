@@ -26,9 +26,10 @@ const PCAP_TIMEOUT_MS: i32 = 10;
 
 /// The default BPF filter: MetaRoCE (either port) and RoCEv2 (destination
 /// port), also behind one 802.1Q tag; and every IP fragment (an IPv4
-/// header with more-fragments or an offset, an IPv6 fragment header), since
-/// only the first piece of a datagram carries the UDP ports that the port
-/// tests look at.
+/// header with more-fragments or an offset, an IPv6 fragment header right
+/// after the fixed header, where senders put it unless other extension
+/// headers come first), since only the first piece of a datagram carries
+/// the UDP ports that the port tests look at.
 pub fn default_filter(metaroce_port: u16, rocev2_port: u16) -> String {
     let f = format!(
         "udp port {metaroce_port} or udp dst port {rocev2_port} \
