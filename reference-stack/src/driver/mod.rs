@@ -549,3 +549,32 @@ impl Driver {
         SocketAddr::new(ip, self.cfg.peer_port)
     }
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// Every socket the driver binds sends with the don't-fragment setting
+    /// it was asked for, IPv4 and IPv6 alike (read back from the kernel).
+    #[test]
+    fn sockets_keep_their_dont_fragment_setting_in_both_families() {
+        for addr in ["127.0.0.1:0", "[::1]:0"] {
+            let addr: SocketAddr = addr.parse().unwrap();
+            for on in [true, false] {
+                let s = bind_udp(addr, true, Some(on)).unwrap();
+                let df = sys::dont_fragment(s.as_raw_fd(), addr.is_ipv6()).unwrap();
+                assert_eq!(df, on, "{addr}");
+            }
+        }
+    }
+
+    #[test]
+    fn payload_mtu_takes_off_the_ip_header_of_its_family() {
+        let (v4, v6): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "fd00::1".parse().unwrap());
+        // IP, UDP 8, WRITE_IMM header 56, CRC 4.
+        assert_eq!(payload_mtu(1500, v4, true), 1500 - 20 - 8 - 56 - 4);
+        assert_eq!(payload_mtu(1500, v6, true), 1500 - 40 - 8 - 56 - 4);
+        assert_eq!(payload_mtu(1500, v6, false), 1500 - 40 - 8 - 56);
+        assert_eq!(payload_mtu(64, v6, true), 0);
+    }
+}

@@ -302,6 +302,18 @@ pub fn set_dont_fragment(fd: RawFd, ipv6: bool, on: bool) -> io::Result<()> {
     }
 }
 
+/// Whether the socket sends with don't-fragment as [`set_dont_fragment`]
+/// sets it (read back from the kernel).
+#[cfg(test)]
+pub fn dont_fragment(fd: RawFd, ipv6: bool) -> io::Result<bool> {
+    Ok(if ipv6 {
+        getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER)? == libc::IPV6_PMTUDISC_DO
+            && getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_DONTFRAG)? == 1
+    } else {
+        getsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)? == libc::IP_PMTUDISC_DO
+    })
+}
+
 /// The MTU of the route from `local` to `peer` (the interface it leaves
 /// through, or a smaller path MTU the kernel learnt): a UDP socket
 /// connected to the peer, `IP_MTU` or `IPV6_MTU`. Nothing is sent.
