@@ -36,7 +36,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::pipeline::Sink;
-use crate::series::{Caps, Collector, DirKey, Points, Samples, dir_name, quantile};
+use crate::series::{BINS, Binned, Caps, Collector, DirKey, Points, Samples, dir_name, quantile};
 use crate::text::fmt_ns;
 use analyzer::engine::{MsgDone, Observation, Report, Verdict};
 
@@ -214,30 +214,14 @@ fn histogram<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let mut v = s.values.clone();
-    v.sort_unstable();
-    let mut lo = v.first().copied().unwrap_or(0);
-    let mut hi = quantile(&v, 0.999).max(lo + 1);
-    // Equal (or nearly equal) samples: show a readable range around them.
-    let span = (lo / 5).max(1000);
-    if hi - lo < span {
-        let mid = lo + (hi - lo) / 2;
-        lo = mid.saturating_sub(span / 2);
-        hi = lo + span;
-    }
-    const BINS: usize = 40;
-    let width = (hi - lo) as f64 / BINS as f64;
-    let mut counts = [0u64; BINS];
-    for &x in &v {
-        let b = ((x.saturating_sub(lo) as f64 / width) as usize).min(BINS - 1);
-        counts[b] += 1;
-    }
-    let ymax = counts.iter().copied().max().unwrap_or(1).max(1);
+    let b = Binned::new(&s.values);
+    let (v, lo, width, counts) = (&b.sorted, b.lo, b.width, &b.counts);
+    let ymax = b.peak();
     let caption = format!(
         "{title}  (n={}, p50 {}, p99 {}, max {})",
         s.seen,
-        fmt_ns(quantile(&v, 0.5)),
-        fmt_ns(quantile(&v, 0.99)),
+        fmt_ns(quantile(v, 0.5)),
+        fmt_ns(quantile(v, 0.99)),
         fmt_ns(v.last().copied().unwrap_or(0)),
     );
     let us = |ns: f64| ns / 1000.0;

@@ -250,6 +250,58 @@ impl Sink for Collector {
     }
 }
 
+/// Samples binned for a histogram chart: [`BINS`] linear bins from the
+/// smallest sample to the p99.9 (larger samples go into the last bin),
+/// widened to a readable range around (nearly) equal samples.
+pub struct Binned {
+    /// The samples, sorted.
+    pub sorted: Vec<u64>,
+    /// The first bin's lower edge and every bin's width, in ns.
+    pub lo: u64,
+    pub width: f64,
+    pub counts: [u64; BINS],
+}
+
+/// Bins of a [`Binned`] histogram.
+pub const BINS: usize = 40;
+
+impl Binned {
+    pub fn new(values: &[u64]) -> Binned {
+        let mut sorted = values.to_vec();
+        sorted.sort_unstable();
+        let mut lo = sorted.first().copied().unwrap_or(0);
+        let mut hi = quantile(&sorted, 0.999).max(lo + 1);
+        let span = (lo / 5).max(1000);
+        if hi - lo < span {
+            let mid = lo + (hi - lo) / 2;
+            lo = mid.saturating_sub(span / 2);
+            hi = lo + span;
+        }
+        let width = (hi - lo) as f64 / BINS as f64;
+        let mut counts = [0u64; BINS];
+        for &x in &sorted {
+            let b = ((x.saturating_sub(lo) as f64 / width) as usize).min(BINS - 1);
+            counts[b] += 1;
+        }
+        Binned {
+            sorted,
+            lo,
+            width,
+            counts,
+        }
+    }
+
+    /// The upper edge of the last bin.
+    pub fn hi(&self) -> f64 {
+        self.lo as f64 + self.width * BINS as f64
+    }
+
+    /// The largest bin's count (at least 1).
+    pub fn peak(&self) -> u64 {
+        self.counts.iter().copied().max().unwrap_or(1).max(1)
+    }
+}
+
 /// The value at quantile `q` (0 to 1) of sorted samples (nearest rank).
 pub fn quantile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
@@ -288,6 +340,18 @@ mod tests {
         assert!(p.pts.len() < 100, "{}", p.pts.len());
         assert_eq!(p.pts.iter().filter(|q| q.retransmission).count(), 10);
         assert!(p.stride > 1);
+    }
+
+    #[test]
+    fn bins_span_min_to_p999_and_widen_around_equal_samples() {
+        let b = Binned::new(&[5_000; 10]);
+        assert_eq!(b.counts.iter().sum::<u64>(), 10);
+        assert!(b.lo < 5_000 && b.hi() > 5_000.0);
+        let values: Vec<u64> = (0..10_000).collect();
+        let b = Binned::new(&values);
+        assert_eq!(b.lo, 0);
+        assert_eq!(b.counts.iter().sum::<u64>(), 10_000);
+        assert!((b.hi() - 9_989.0).abs() < 1.0, "{}", b.hi());
     }
 
     #[test]

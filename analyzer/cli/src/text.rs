@@ -406,30 +406,10 @@ fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         "lost = rx lost (path_seq gaps, seen by a receiver-side capture) + tx lost (transmissions retransmitted before any ack, seen by a sender-side capture); rates per path below"
             .dimmed()
     );
-    let mut details = Vec::new();
     for (name, d) in dirs {
-        let mut parts = Vec::new();
-        if !d.nacks_by_code.is_empty() {
-            parts.push(format!("NACKs: {}", counts(&d.nacks_by_code)));
+        if let Some(details) = direction_details(d) {
+            let _ = writeln!(out, "  {name}: {details}");
         }
-        if !d.cnps_by_reason.is_empty() {
-            parts.push(format!("CNPs: {}", counts(&d.cnps_by_reason)));
-        }
-        if d.probes + d.probe_replies > 0 {
-            parts.push(format!("probes {} / replies {}", d.probes, d.probe_replies));
-        }
-        if d.window_overflow > 0 {
-            parts.push(format!("window overflow {}", d.window_overflow));
-        }
-        if d.messages_evicted > 0 {
-            parts.push(format!("messages evicted {}", d.messages_evicted));
-        }
-        if !parts.is_empty() {
-            details.push(format!("  {name}: {}", parts.join("; ")));
-        }
-    }
-    for line in details {
-        let _ = writeln!(out, "{line}");
     }
 
     heading(
@@ -462,6 +442,28 @@ fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         }
     }
     t.render(out);
+}
+
+/// What a direction's row leaves out: "NACKs: GAP 1, TRIMMED 1; CNPs: ECN
+/// 1; probes 1 / replies 1", or `None` when there is nothing.
+pub fn direction_details(d: &DirectionReport) -> Option<String> {
+    let mut parts = Vec::new();
+    if !d.nacks_by_code.is_empty() {
+        parts.push(format!("NACKs: {}", counts(&d.nacks_by_code)));
+    }
+    if !d.cnps_by_reason.is_empty() {
+        parts.push(format!("CNPs: {}", counts(&d.cnps_by_reason)));
+    }
+    if d.probes + d.probe_replies > 0 {
+        parts.push(format!("probes {} / replies {}", d.probes, d.probe_replies));
+    }
+    if d.window_overflow > 0 {
+        parts.push(format!("window overflow {}", d.window_overflow));
+    }
+    if d.messages_evicted > 0 {
+        parts.push(format!("messages evicted {}", d.messages_evicted));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
@@ -808,26 +810,46 @@ fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
     }
     t.render(out);
     for (name, f) in &flows {
-        let mut parts = Vec::new();
-        if !f.naks_by_code.is_empty() {
-            parts.push(format!("NAKs: {}", counts(&f.naks_by_code)));
-        }
-        if f.outstanding_psns > 0 {
-            parts.push(format!(
-                "{} PSNs unacknowledged at the end",
-                f.outstanding_psns
-            ));
-        }
-        if f.fecn + f.becn > 0 {
-            parts.push(format!("FECN {} / BECN {}", f.fecn, f.becn));
-        }
-        if !parts.is_empty() {
-            let _ = writeln!(out, "  {name}: {}", parts.join("; "));
+        if let Some(details) = flow_details(f) {
+            let _ = writeln!(out, "  {name}: {details}");
         }
     }
 }
 
+/// What a RoCEv2 flow's row leaves out: NAKs by code, PSNs unacknowledged,
+/// FECN/BECN; `None` when there is nothing.
+pub fn flow_details(f: &analyzer::engine::RoceFlowReport) -> Option<String> {
+    let mut parts = Vec::new();
+    if !f.naks_by_code.is_empty() {
+        parts.push(format!("NAKs: {}", counts(&f.naks_by_code)));
+    }
+    if f.outstanding_psns > 0 {
+        parts.push(format!(
+            "{} PSNs unacknowledged at the end",
+            f.outstanding_psns
+        ));
+    }
+    if f.fecn + f.becn > 0 {
+        parts.push(format!("FECN {} / BECN {}", f.fecn, f.becn));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 fn render_notes(out: &mut String, results: &[CaptureResult], merged: &Report) {
+    let notes = notes(results, merged);
+    if notes.is_empty() {
+        return;
+    }
+    heading(out, "Notes");
+    for n in notes {
+        let _ = writeln!(out, "  {}", n.yellow());
+    }
+}
+
+/// The report's notes: what was counted but not analysed, what is missing,
+/// and how several captures' times compare (a read error's line starts
+/// with two spaces, under the line it belongs to).
+pub fn notes(results: &[CaptureResult], merged: &Report) -> Vec<String> {
     let e = &merged.engine;
     let mut notes = Vec::new();
     let malformed = merged.capture.malformed;
@@ -871,13 +893,7 @@ fn render_notes(out: &mut String, results: &[CaptureResult], merged: &Report) {
                 .to_string(),
         );
     }
-    if notes.is_empty() {
-        return;
-    }
-    heading(out, "Notes");
-    for n in notes {
-        let _ = writeln!(out, "  {}", n.yellow());
-    }
+    notes
 }
 
 /// Writes `text` to `out`.

@@ -103,10 +103,12 @@ fn heatmap(out: &mut String, rows: &[&Dir<'_>], evs: &[u16], m: Measure) {
     let max_loss = paths().map(path_loss_rate).fold(0.0, f64::max);
     let rtts: Vec<u64> = paths()
         .filter(|p| p.ack_rtt_ns.count > 0)
-        .map(|p| p.ack_rtt_ns.p99.max(1))
+        .map(|p| p.ack_rtt_ns.p99)
         .collect();
-    let rtt_lo = rtts.iter().copied().min().unwrap_or(1) as f64;
-    let rtt_hi = rtts.iter().copied().max().unwrap_or(1) as f64;
+    let rtt_min = rtts.iter().copied().min().unwrap_or(0);
+    let rtt_max = rtts.iter().copied().max().unwrap_or(0);
+    // The log scale starts at 1 ns (a p99 of 0 is the lightest).
+    let (rtt_lo, rtt_hi) = (rtt_min.max(1) as f64, rtt_max.max(1) as f64);
     let show_text = cell_w >= 30.0;
     for (i, ev) in evs.iter().enumerate() {
         svg.text(
@@ -200,8 +202,8 @@ fn heatmap(out: &mut String, rows: &[&Dir<'_>], evs: &[u16], m: Measure) {
         ),
         Measure::RttP99 => format!(
             "light: {}, darkest blue: {} (log scale)",
-            fmt_ns(rtt_lo as u64),
-            fmt_ns(rtt_hi as u64)
+            fmt_ns(rtt_min),
+            fmt_ns(rtt_max)
         ),
     };
     out.push_str(&format!(r#"<p class="note">{}</p></div>"#, esc(&scale)));

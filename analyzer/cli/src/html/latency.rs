@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::svg::{PathData, Svg, decades, ticks};
 use super::{Dir, Page, more_line, thousands};
-use crate::series::{Samples, quantile};
+use crate::series::{BINS, Binned, Samples, quantile};
 use crate::text::fmt_ns;
 use analyzer::engine::{DirectionReport, Summary};
 
@@ -172,29 +172,13 @@ fn ladder(
 }
 
 fn histogram(out: &mut String, title: &str, s: &Samples, color: &str) {
-    const BINS: usize = 40;
     const W: f64 = 520.0;
     const H: f64 = 150.0;
     const LEFT: f64 = 46.0;
     const TOP: f64 = 24.0;
-    let mut v = s.values.clone();
-    v.sort_unstable();
-    let mut lo = v.first().copied().unwrap_or(0);
-    let mut hi = quantile(&v, 0.999).max(lo + 1);
-    // Equal (or nearly equal) samples: a readable range around them.
-    let span = (lo / 5).max(1000);
-    if hi - lo < span {
-        let mid = lo + (hi - lo) / 2;
-        lo = mid.saturating_sub(span / 2);
-        hi = lo + span;
-    }
-    let width = (hi - lo) as f64 / BINS as f64;
-    let mut counts = [0u64; BINS];
-    for &x in &v {
-        let b = ((x.saturating_sub(lo) as f64 / width) as usize).min(BINS - 1);
-        counts[b] += 1;
-    }
-    let ymax = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let b = Binned::new(&s.values);
+    let (v, lo) = (&b.sorted, b.lo as f64);
+    let ymax = b.peak() as f64;
     let mut svg = Svg::new(LEFT + W + 16.0, TOP + H + 36.0, title);
     svg.text(
         0.0,
@@ -209,8 +193,8 @@ fn histogram(out: &mut String, title: &str, s: &Samples, color: &str) {
             } else {
                 String::new()
             },
-            fmt_ns(quantile(&v, 0.5)),
-            fmt_ns(quantile(&v, 0.99)),
+            fmt_ns(quantile(v, 0.5)),
+            fmt_ns(quantile(v, 0.99)),
             fmt_ns(v.last().copied().unwrap_or(0))
         ),
     );
@@ -220,13 +204,13 @@ fn histogram(out: &mut String, title: &str, s: &Samples, color: &str) {
         let y = base - H * t / ymax;
         svg.text(LEFT - 4.0, y + 4.0, "end", "s", &format!("{t}"));
     }
-    for t in ticks(lo as f64, lo as f64 + width * BINS as f64, 5) {
-        let x = LEFT + W * (t - lo as f64) / (width * BINS as f64);
+    for t in ticks(lo, b.hi(), 5) {
+        let x = LEFT + W * (t - lo) / (b.hi() - lo);
         svg.text(x, base + 14.0, "middle", "s", &fmt_ns(t as u64));
     }
     let bw = W / BINS as f64;
     let mut bars = PathData::default();
-    for (i, &c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+    for (i, &c) in b.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
         let h = (H * c as f64 / ymax).max(1.0);
         bars.rect(LEFT + bw * i as f64 + 0.5, base - h, bw - 1.0, h);
     }

@@ -169,6 +169,37 @@ fn findings(page: &Page<'_>) -> (Vec<String>, Level) {
         lines.push(line);
     }
 
+    // RoCEv2 request flows: retransmissions and NAKs.
+    let flows = &page.merged.rocev2;
+    let roce_retx: u64 = flows.iter().map(|f| f.retransmissions).sum();
+    let roce_naks: u64 = flows.iter().map(|f| f.naks + f.rnr_naks).sum();
+    if roce_retx + roce_naks > 0 {
+        level = level.max(Level::Warn);
+        let worst = flows
+            .iter()
+            .max_by_key(|f| (f.retransmissions + f.naks + f.rnr_naks, f.data_packets));
+        let mut line = format!(
+            "RoCEv2: {} retransmissions ({} after a timeout) and {} NAKs ({} RNR) of {} request packets",
+            thousands(roce_retx),
+            thousands(flows.iter().map(|f| f.timeout_retransmissions).sum()),
+            thousands(roce_naks),
+            thousands(flows.iter().map(|f| f.rnr_naks).sum()),
+            thousands(flows.iter().map(|f| f.data_packets).sum()),
+        );
+        if let Some(f) = worst {
+            let _ = write!(
+                line,
+                "; most on {} -> {} qp 0x{:06x} ({} retx, {} NAKs)",
+                f.src,
+                f.dst,
+                f.dest_qp,
+                f.retransmissions,
+                f.naks + f.rnr_naks
+            );
+        }
+        lines.push(line);
+    }
+
     // Tail latency: the path with the highest ACK-RTT p99.
     let slowest = page
         .dirs
@@ -223,7 +254,7 @@ fn findings(page: &Page<'_>) -> (Vec<String>, Level) {
         let what = if page.dirs.is_empty() && page.merged.rocev2.is_empty() {
             "no MetaRoCE DATA or RoCEv2 requests in the captures"
         } else {
-            "no stalls, no loss, no retransmissions"
+            "no stalls, no loss, no retransmissions, no NAKs"
         };
         lines.insert(0, what.to_string());
     }

@@ -261,30 +261,8 @@ fn directions(out: &mut String, page: &Page<'_>, listed: &[&Dir<'_>]) {
     );
     let mut details = String::new();
     for dir in listed {
-        let d = dir.report;
-        let mut parts = Vec::new();
-        if !d.nacks_by_code.is_empty() {
-            parts.push(format!("NACKs: {}", text::counts(&d.nacks_by_code)));
-        }
-        if !d.cnps_by_reason.is_empty() {
-            parts.push(format!("CNPs: {}", text::counts(&d.cnps_by_reason)));
-        }
-        if d.probes + d.probe_replies > 0 {
-            parts.push(format!("probes {} / replies {}", d.probes, d.probe_replies));
-        }
-        if d.window_overflow > 0 {
-            parts.push(format!("window overflow {}", d.window_overflow));
-        }
-        if d.messages_evicted > 0 {
-            parts.push(format!("messages evicted {}", d.messages_evicted));
-        }
-        if !parts.is_empty() {
-            let _ = write!(
-                details,
-                "<li>{}: {}</li>",
-                esc(&dir.label),
-                esc(&parts.join("; "))
-            );
+        if let Some(d) = text::direction_details(dir.report) {
+            let _ = write!(details, "<li>{}: {}</li>", esc(&dir.label), esc(&d));
         }
     }
     if !details.is_empty() {
@@ -787,26 +765,8 @@ fn rocev2(out: &mut String, page: &Page<'_>) {
     }
     let mut details = String::new();
     for (name, f) in &flows {
-        let mut parts = Vec::new();
-        if !f.naks_by_code.is_empty() {
-            parts.push(format!("NAKs: {}", text::counts(&f.naks_by_code)));
-        }
-        if f.outstanding_psns > 0 {
-            parts.push(format!(
-                "{} PSNs unacknowledged at the end",
-                f.outstanding_psns
-            ));
-        }
-        if f.fecn + f.becn > 0 {
-            parts.push(format!("FECN {} / BECN {}", f.fecn, f.becn));
-        }
-        if !parts.is_empty() {
-            let _ = write!(
-                details,
-                "<li>{}: {}</li>",
-                esc(name),
-                esc(&parts.join("; "))
-            );
+        if let Some(d) = text::flow_details(f) {
+            let _ = write!(details, "<li>{}: {}</li>", esc(name), esc(&d));
         }
     }
     if !details.is_empty() {
@@ -815,57 +775,14 @@ fn rocev2(out: &mut String, page: &Page<'_>) {
 }
 
 fn notes(out: &mut String, page: &Page<'_>) {
-    let merged = page.merged;
-    let e = &merged.engine;
-    let mut notes = Vec::new();
-    let malformed = merged.capture.malformed;
-    let corrupt: u64 = page.results.iter().map(|r| r.read.corrupt_records).sum();
-    if malformed > 0 {
-        notes.push(format!(
-            "{malformed} malformed MetaRoCE/RoCEv2 packets were counted and not analysed"
-        ));
-    }
-    if corrupt > 0 {
-        notes.push(format!(
-            "{corrupt} corrupt capture records were skipped (the reader resynchronised)"
-        ));
-        for r in page.results {
-            for err in r.read.errors.iter().take(5) {
-                notes.push(format!("{}: {err}", r.path.display()));
-            }
-        }
-    }
-    if e.evicted_directions + e.evicted_rocev2_flows > 0 {
-        notes.push(format!(
-            "{} directions and {} RoCEv2 flows were evicted at the flow cap ({}): their counts are missing",
-            e.evicted_directions, e.evicted_rocev2_flows, e.max_flows
-        ));
-    }
-    if e.rocev2_unmatched_responses > 0 {
-        notes.push(format!(
-            "{} RoCEv2 responses matched no request flow",
-            e.rocev2_unmatched_responses
-        ));
-    }
-    if e.rocev2_not_rc > 0 {
-        notes.push(format!(
-            "{} RoCEv2 packets of other services (UD, UC, ...) were counted, not analysed",
-            e.rocev2_not_rc
-        ));
-    }
-    if page.results.len() > 1 {
-        notes.push(
-            "several captures: each is analysed on its own clock (times above are each capture's own); a direction captured at both ends is listed once per capture"
-                .to_string(),
-        );
-    }
+    let notes = text::notes(page.results, page.merged);
     if notes.is_empty() {
         return;
     }
     section(out, "t-notes", "Notes");
     out.push_str(r#"<ul class="note">"#);
     for n in notes {
-        let _ = write!(out, "<li>{}</li>", esc(&n));
+        let _ = write!(out, "<li>{}</li>", esc(n.trim_start()));
     }
     out.push_str("</ul>");
 }
