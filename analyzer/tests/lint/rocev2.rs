@@ -7,11 +7,9 @@
 //! QP 0x22) the responder. The ICRC is left zero: no rule reads it.
 
 use std::net::SocketAddr;
-use std::path::Path;
 
 use analyzer::lint::CapturePoint;
 use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
-use proto_parse::capture::Reader;
 use proto_parse::rocev2::{self, Opcode, aeth, bth, reth};
 
 use super::cases::*;
@@ -602,20 +600,7 @@ fn the_cnp_interval_is_configurable() {
 
 /// A capture of `fixtures/real` (Ethernet).
 fn read_real(name: &str) -> Vec<Frame> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/real")
-        .join(name);
-    let mut reader = Reader::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut frames = Vec::new();
-    while let Some(record) = reader.next_record() {
-        let record = record.expect("a readable record");
-        assert_eq!(u32::from(record.linktype), 1, "Ethernet");
-        frames.push(Frame {
-            ts_ns: record.ts_ns,
-            bytes: record.data.to_vec(),
-        });
-    }
-    frames
+    read_fixture(&format!("../real/{name}"))
 }
 
 /// The real captures' findings, pinned (rule, frame) per capture point:
