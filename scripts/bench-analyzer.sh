@@ -29,6 +29,13 @@
 # WIRESHARK_PLUGIN_DIR, so it then runs as uid 65534 through setpriv).
 # Wall times depend on what else runs on the machine: the CPU seconds
 # (user + sys) are printed beside them.
+#
+# BEFORE=REV sets another version's plain build beside the current one
+# (built by scripts/build-rev.sh; BEFORE_REVERT=COMMIT: REV with COMMIT's
+# change undone): each round runs the two back to back, in alternating
+# order, and the bench prints the median and the range of their per-round
+# ratios, and both builds' instructions per packet (`report`'s, and the
+# one-thread analysis' when that version has the `walk` example).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 small=${1:-1000000}
@@ -47,6 +54,10 @@ thread_stats=target/release/examples/thread-stats
 pgo=$(scripts/build-pgo.sh --no-default-features)
 pgo_walk=$(dirname "$pgo")/examples/walk
 rounds=${ROUNDS:-3}
+before=
+if [ -n "${BEFORE:-}" ]; then
+    before="$(scripts/build-rev.sh "$BEFORE" ${BEFORE_REVERT:+--revert "$BEFORE_REVERT"})/metaroce-analyze"
+fi
 # The issue's own floor, without this project's code (mmap + pcap-parser +
 # etherparse; the issue measured it at about 23 M packets/s): it tells how
 # fast this host is compared with the one the issue's figures come from.
@@ -100,16 +111,25 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 # The programs compared, run in turn on "$1", $rounds times: the four runs
 # of a round see the same phase of this noisy host, so the ratios are taken
 # within each round (then their median). One line per round:
-#   analyzer(wall cpu rss) PGO(...) bare-walk(...) reference-walk(...)
-# Each round also runs the analysis once more, untimed, to record how its
-# two threads shared the work (the `thread-stats` example).
+#   analyzer(wall cpu rss) PGO(...) bare-walk(...) reference-walk(...) [BEFORE(...)]
+# With BEFORE, the analyzer and the other version run back to back, the
+# other one first in every second round. Each round also runs the analysis
+# once more, untimed, to record how its two threads shared the work (the
+# `thread-stats` example).
 rounds_on() {
-    local i
+    local i now old=
     for ((i = 0; i < rounds; i++)); do
-        echo "$(measure "$bin" report --json --no-progress "$1")" \
+        if [ -n "$before" ] && ((i % 2)); then
+            old=$(measure "$before" report --json --no-progress "$1")
+        fi
+        now=$(measure "$bin" report --json --no-progress "$1")
+        if [ -n "$before" ] && ! ((i % 2)); then
+            old=$(measure "$before" report --json --no-progress "$1")
+        fi
+        echo "$now" \
             "$(measure "$pgo" report --json --no-progress "$1")" \
             "$(measure "$walk" "$1")" \
-            "$(measure "$reference" "$1")"
+            "$(measure "$reference" "$1")" $old
         "$thread_stats" "$1" >>"$threads_log"
     done
 }
@@ -126,6 +146,12 @@ program_stats() {
 # The median over the rounds in $1 of column $2 divided by column $3.
 ratio() {
     awk -v a="$2" -v b="$3" '{ print $a / $b }' <<<"$1" | median
+}
+
+# "min-max" over the rounds in $1 of column $2 divided by column $3.
+ratio_range() {
+    awk -v a="$2" -v b="$3" '{ print $a / $b }' <<<"$1" | sort -g | awk '
+        NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f-%.3f", lo, hi }'
 }
 
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
@@ -152,6 +178,13 @@ for n in "$small" "$large"; do
         echo "the PGO build's report differs from the plain build's on $f" >&2
         exit 1
     fi
+    if [ -n "$before" ]; then
+        if cmp -s <("$bin" report --json --no-progress "$f") <("$before" report --json --no-progress "$f"); then
+            echo "  BEFORE's report is identical to this build's on $f"
+        else
+            echo "  BEFORE's report differs from this build's on $f"
+        fi
+    fi
     runs=$(rounds_on "$f")
     read -r aw ac ar <<<"$(program_stats "$runs" 1)"
     read -r pw pc pr <<<"$(program_stats "$runs" 2)"
@@ -165,6 +198,11 @@ for n in "$small" "$large"; do
         -v pw="$(ratio "$runs" 4 7)" -v pr="$(ratio "$runs" 4 10)" -v r="$rw" 'BEGIN {
         printf "  ratios (wall, medians of the per-round ratios): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time (PGO build: %.2fx and %.2fx); the reference walks at %.0f%% of the 23 M/s the issue measured\n", aw, ar, pw, pr, 100 * n / r / 23e6 }'
     rss+=("$n $ar")
+    if [ -n "$before" ]; then
+        read -r bw bc br <<<"$(program_stats "$runs" 5)"
+        row "report --json, BEFORE=$BEFORE${BEFORE_REVERT:+ less $BEFORE_REVERT}" "$n" "$bw" "$bc" "$br"
+        echo "  this build's time / BEFORE's, per-round ratios over $rounds rounds: wall x$(ratio "$runs" 1 13) (range $(ratio_range "$runs" 1 13)), CPU x$(ratio "$runs" 2 14) (range $(ratio_range "$runs" 2 14)), peak RSS x$(ratio "$runs" 3 15)"
+    fi
     # Which thread set the wall time, round by round: the one that did not
     # wait for the other (the host's phases move it; docs/performance.md).
     # From the untimed run of each round, in the same phase of the host.
@@ -204,6 +242,17 @@ if command -v valgrind >/dev/null; then
     pi=$(instr "$pgo_walk" "$f" --engine)
     awk -v n="$small" -v a="$ai" -v e="$ei" -v w="$wi" -v p="$pi" 'BEGIN {
         printf "instructions per packet (%d packets): report %.0f, one-thread analysis %.0f (PGO build %.0f), bare walk %.0f (report x%.2f)\n", n, a / n, e / n, p / n, w / n, a / w }'
+    if [ -n "$before" ]; then
+        bi=$(instr "$before" report --json --no-progress "$f")
+        awk -v n="$small" -v a="$ai" -v b="$bi" 'BEGIN {
+            printf "instructions per packet of report, BEFORE: %.0f (this build x%.3f of it)\n", b / n, a / b }'
+        before_walk="$(dirname "$before")/walk"
+        if [ -x "$before_walk" ]; then
+            bei=$(instr "$before_walk" "$f" --engine)
+            awk -v n="$small" -v e="$ei" -v b="$bei" 'BEGIN {
+                printf "instructions per packet of the one-thread analysis (exact), BEFORE: %.0f (this build x%.3f of it)\n", b / n, e / b }'
+        fi
+    fi
 else
     echo "instructions per packet: skipped (valgrind is not installed: apt-get install valgrind)"
 fi
