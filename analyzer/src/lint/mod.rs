@@ -60,19 +60,27 @@
 mod connection;
 mod finding;
 mod packet;
+mod receiver;
 mod rocev2;
 mod rule;
+mod sender;
 
 use std::net::IpAddr;
 
 pub use finding::{Conn, Finding};
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 
-use crate::engine::{Dir, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdict};
+use crate::engine::{Dir, MrBody, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdict};
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
 /// place here and the rule's place in the family).
-pub(crate) const FAMILIES: &[&[Rule]] = &[packet::RULES, connection::RULES, rocev2::RULES];
+pub(crate) const FAMILIES: &[&[Rule]] = &[
+    packet::RULES,
+    connection::RULES,
+    sender::RULES,
+    receiver::RULES,
+    rocev2::RULES,
+];
 
 /// Every rule of the registry, with its id.
 pub fn rules() -> impl Iterator<Item = (RuleId, &'static Rule)> {
@@ -324,6 +332,8 @@ pub(crate) struct DirLint {
     counts: RuleCounts,
     packet: packet::DirState,
     connection: connection::DirState,
+    sender: sender::DirState,
+    receiver: receiver::DirState,
 }
 
 /// The lint's state of one RoCEv2 flow of the engine.
@@ -565,6 +575,8 @@ impl LintState {
             counts,
             packet,
             connection,
+            sender,
+            receiver,
         } = lint;
         let mut ctx = Ctx {
             obs,
@@ -585,7 +597,44 @@ impl LintState {
         };
         let announced = self.connection.on_packet(&mut ctx, mr, connection);
         packet::check_metaroce(&mut ctx, mr, packet, announced);
-        v.lint = ctx.marks;
+        if !matches!(mr.body, MrBody::Ctrl(_)) {
+            sender::check_packet(&mut ctx, mr, sender);
+        }
+        if let MrBody::Data(d) = &mr.body {
+            sender::check_data(&mut ctx, mr, d, sender);
+            receiver::check_data(&mut ctx, mr, d, receiver);
+        }
+        let mut marks = ctx.marks;
+        // A feedback is also judged as part of the direction it
+        // acknowledges: that direction's context (its side of the capture,
+        // its connection in the findings, its counts and state).
+        let peer_side = self.side(obs.dst, obs.src);
+        if let MrBody::Feedback(fb) = &mr.body
+            && let Some(p) = peer.filter(|&p| p != own)
+            && let Some(lint) = self.dirs.get_mut(p as usize)
+        {
+            let mut ctx = Ctx {
+                obs,
+                verdict: v,
+                own: get(p),
+                peer: get(own),
+                roce: None,
+                side: peer_side,
+                conn: Conn::MetaRoce {
+                    src: obs.dst,
+                    dst: obs.src,
+                    src_conn: mr.dst_conn,
+                    dst_conn: mr.src_conn,
+                },
+                marks,
+                counts: Some(&mut lint.counts),
+                out: &mut self.out,
+            };
+            sender::check_feedback(&mut ctx, mr, fb, &mut lint.sender);
+            receiver::check_feedback(&mut ctx, mr, fb, &mut lint.receiver);
+            marks = ctx.marks;
+        }
+        v.lint = marks;
     }
 
     /// One RoCEv2 packet the engine analysed (its verdict's `flow` names

@@ -10,14 +10,23 @@
 mod cases;
 mod connection;
 mod packet;
+mod receiver;
 mod rocev2;
+mod sender;
 
 use analyzer::lint::{self, Severity};
 use cases::{Case, run};
 
 /// Every family's cases.
 fn all_cases() -> Vec<Case> {
-    [packet::cases(), connection::cases(), rocev2::cases()].concat()
+    [
+        packet::cases(),
+        connection::cases(),
+        sender::cases(),
+        receiver::cases(),
+        rocev2::cases(),
+    ]
+    .concat()
 }
 
 #[test]

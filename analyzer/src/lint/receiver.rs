@@ -1,0 +1,488 @@
+//! Receiver rules: what the feedback a receiver sends about a direction
+//! must say (spec sections 4, 9 and 11): the cumulative ack, SACK, the
+//! echo fields, DUP, ce_count, AR and NACK GAP.
+//!
+//! Feedback checks get the [`Ctx`] of the direction the feedback
+//! acknowledges (the DATA direction): the vantage and the finding's
+//! connection are that direction's. Most rules are judged at a capture on
+//! the receiver's host (`Vantage::Receiver`): there, feedback is captured
+//! in the order it was sent and DATA as it arrived; at the sender, feedback
+//! travelling on several paths is reordered and lost DATA is still
+//! captured. The echo fields are judged at the sender, where every
+//! transmission is captured. Rules that need every arrival of a PSN judge
+//! only directions whose connection start (CONNECT/ACCEPT) was captured.
+//!
+//! "Received" means an intact (untrimmed) arrival captured at the
+//! receiver; "acknowledged", that the receiver's own earlier feedback
+//! carried a cumulative ack past the PSN or its SACK bit (the engine's
+//! state).
+
+use proto_parse::metaroce::{FbFlags, Flags, NackCode, psn_diff, psn_lt};
+
+use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
+use super::{Ctx, Evidence};
+use crate::engine::{DataObs, FbKind, FeedbackObs, MrObs};
+
+const fn rule(
+    id: &'static str,
+    severity: Severity,
+    vantage: Vantage,
+    spec_section: &'static str,
+    statement: &'static str,
+    evidence: &'static str,
+) -> Rule {
+    Rule {
+        id,
+        statement,
+        spec_section,
+        severity,
+        vantage,
+        protocol: Protocol::MetaRoce,
+        evidence,
+    }
+}
+
+pub(super) const RULES: &[Rule] = &[
+    rule(
+        "MR-RCV-001",
+        Severity::Error,
+        Vantage::Receiver,
+        "2, 4",
+        "The cumulative ack a receiver sends never moves backwards.",
+        "cumulative ack {observed} after the feedback of frame {related} carried {expected}.",
+    ),
+    rule(
+        "MR-RCV-002",
+        Severity::Error,
+        Vantage::Either,
+        "4",
+        "An ACK's SACK bits name only PSNs above its own cumulative ack (sack_base >= the \
+         cumulative ack, and the next expected PSN is not received).",
+        "SACK bit for PSN {observed} in an ACK whose cumulative ack is {expected}.",
+    ),
+    rule(
+        "MR-RCV-003",
+        Severity::Error,
+        Vantage::Receiver,
+        "4",
+        "A SACK bit is set only for a PSN the receiver received.",
+        "SACK bit for PSN {observed}, which had not arrived intact (cumulative ack \
+         {expected}).",
+    ),
+    rule(
+        "MR-RCV-004",
+        Severity::Error,
+        Vantage::Sender,
+        "4, 9",
+        "A feedback's echo fields name a real transmission: echo_psn, echo_tx_ts and echo_ev \
+         of one DATA packet the sender sent (NACK GAP and PROBE_REPLY excepted).",
+        "echo_psn {observed} with echo_tx_ts {expected:x} and echo_ev {ev}: no transmission \
+         captured at the sender carries them.",
+    ),
+    rule(
+        "MR-RCV-005",
+        Severity::Error,
+        Vantage::Receiver,
+        "4, 11.6",
+        "DUP is set only on feedback about a PSN that had already been received.",
+        "DUP on the feedback echoing PSN {observed}, whose first arrival it echoes \
+         (frame {related}).",
+    ),
+    rule(
+        "MR-RCV-006",
+        Severity::Error,
+        Vantage::Receiver,
+        "4, 11.6",
+        "The ACK of a PSN that arrived again after the receiver had acknowledged it carries \
+         DUP.",
+        "no DUP on the ACK echoing PSN {observed}, which arrived again (frame {related}) \
+         after the receiver had acknowledged it.",
+    ),
+    rule(
+        "MR-RCV-007",
+        Severity::Error,
+        Vantage::Receiver,
+        "4, 11.6",
+        "ce_count never decreases (mod 2^16) from one feedback to the next about a direction.",
+        "ce_count {observed} after the feedback of frame {related} carried {expected}.",
+    ),
+    rule(
+        "MR-RCV-008",
+        Severity::Warning,
+        Vantage::Receiver,
+        "2",
+        "A DATA packet with AR (ack requested now) is acknowledged within the ack delay (1 \
+         ms): a feedback echoes it or a later arrival.",
+        "{observed} us after the AR packet of frame {related}, no feedback had echoed it \
+         (ack delay {expected} us).",
+    ),
+    rule(
+        "MR-RCV-009",
+        Severity::Warning,
+        Vantage::Either,
+        "4",
+        "A NACK GAP names a PSN at or above its own cumulative ack.",
+        "NACK GAP for PSN {observed} in a feedback whose cumulative ack is {expected}.",
+    ),
+    rule(
+        "MR-RCV-010",
+        Severity::Error,
+        Vantage::Receiver,
+        "4, 9",
+        "A NACK GAP is sent only for a hole: a higher PSN has arrived.",
+        "NACK GAP for PSN {observed} while the highest PSN received was {expected}.",
+    ),
+    rule(
+        "MR-RCV-011",
+        Severity::Warning,
+        Vantage::Receiver,
+        "4, 9",
+        "A NACK GAP waits for the reorder window: the PSN it names does not then arrive from \
+         its first transmission.",
+        "PSN {observed} arrived from its first transmission after the NACK GAP of frame \
+         {related} named it: it was reordered, not lost.",
+    ),
+];
+
+const CUM_MONOTONIC: RuleId = RuleId::of("MR-RCV-001");
+const SACK_ABOVE_CUM: RuleId = RuleId::of("MR-RCV-002");
+const SACK_RECEIVED: RuleId = RuleId::of("MR-RCV-003");
+const ECHO_REAL: RuleId = RuleId::of("MR-RCV-004");
+const DUP_ONLY_DUPLICATE: RuleId = RuleId::of("MR-RCV-005");
+const DUP_ON_DUPLICATE: RuleId = RuleId::of("MR-RCV-006");
+const CE_COUNT: RuleId = RuleId::of("MR-RCV-007");
+const AR_HONOURED: RuleId = RuleId::of("MR-RCV-008");
+const GAP_ABOVE_CUM: RuleId = RuleId::of("MR-RCV-009");
+const GAP_HOLE: RuleId = RuleId::of("MR-RCV-010");
+const GAP_REORDER: RuleId = RuleId::of("MR-RCV-011");
+
+/// MR-RCV-008: the ack delay an AR packet may wait.
+const AR_DELAY_NS: u64 = 1_000_000;
+/// PSNs whose arrival is remembered (MR-RCV-003, 010): a ring of bits.
+const RECEIVED_BITS: u32 = 1024;
+/// Duplicate arrivals awaiting their ACK (MR-RCV-006), and NACK GAPs
+/// whose PSN may still arrive (MR-RCV-011).
+const RING: usize = 4;
+
+/// Per-direction state of the receiver rules.
+#[derive(Debug, Default)]
+pub(super) struct DirState {
+    received: Received,
+    /// Frame of the feedback that last advanced the cumulative ack.
+    cum_frame: u64,
+    /// The latest feedback's ce_count and frame.
+    ce_count: Option<(u16, u64)>,
+    /// The oldest AR packet not yet acknowledged: frame and time.
+    ar: Option<(u64, u64)>,
+    /// Arrivals of PSNs already acknowledged: frame and PSN.
+    duplicates: [Option<(u64, u32)>; RING],
+    /// NACK GAPs sent: PSN and frame.
+    gaps: [Option<(u32, u64)>; RING],
+}
+
+/// The PSNs that arrived intact, as bits of a ring covering
+/// `RECEIVED_BITS` PSNs from `base` (a multiple of 64).
+#[derive(Debug, Default)]
+struct Received {
+    words: [u64; (RECEIVED_BITS / 64) as usize],
+    base: Option<u32>,
+    highest: Option<u32>,
+}
+
+impl Received {
+    fn bit(psn: u32) -> (usize, u64) {
+        let word = (psn / 64) as usize % (RECEIVED_BITS / 64) as usize;
+        (word, 1 << (psn % 64))
+    }
+
+    fn insert(&mut self, psn: u32) {
+        if self.highest.is_none_or(|h| psn_lt(h, psn)) {
+            self.highest = Some(psn);
+        }
+        // Room below the first PSN for packets reordered before it.
+        let base = *self
+            .base
+            .get_or_insert((psn & !63).wrapping_sub(RECEIVED_BITS / 2));
+        let d = psn_diff(base, psn);
+        if d < 0 {
+            return;
+        }
+        if d as u32 >= RECEIVED_BITS {
+            let new_base = (psn & !63).wrapping_sub(RECEIVED_BITS - 64);
+            if (psn_diff(base, new_base) as u32) >= RECEIVED_BITS {
+                self.words = Default::default();
+            } else {
+                let mut b = base;
+                while b != new_base {
+                    self.words[Self::bit(b).0] = 0;
+                    b = b.wrapping_add(64);
+                }
+            }
+            self.base = Some(new_base);
+        }
+        let (w, m) = Self::bit(psn);
+        self.words[w] |= m;
+    }
+
+    /// Whether `psn` arrived; `None` when it lies below what is kept.
+    fn contains(&self, psn: u32) -> Option<bool> {
+        let base = self.base?;
+        let d = psn_diff(base, psn);
+        if d < 0 {
+            return None;
+        }
+        if d as u32 >= RECEIVED_BITS {
+            return Some(false);
+        }
+        let (w, m) = Self::bit(psn);
+        Some(self.words[w] & m != 0)
+    }
+}
+
+/// A DATA packet of the direction (the context is its own).
+pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
+    if !ctx.judges(Vantage::Receiver) {
+        return;
+    }
+    let obs = ctx.obs;
+    let psn = mr.psn;
+    let v = ctx.verdict;
+    check_ar_deadline(ctx, state);
+    if mr.flags.contains(Flags::AR) && state.ar.is_none() {
+        state.ar = Some((obs.frame, obs.ts_ns));
+    }
+    // MR-RCV-011: the first transmission of a NACKed PSN arrives.
+    if v.retransmission.is_none() && mr.tx_attempt == 0 {
+        for slot in &mut state.gaps {
+            if let Some((gap, frame)) = *slot
+                && gap == psn
+            {
+                *slot = None;
+                ctx.report(GAP_REORDER, Evidence::new(psn, 0u32).related(Some(frame)));
+            }
+        }
+    }
+    if d.trimmed {
+        return;
+    }
+    // MR-RCV-006: an arrival of a PSN already acknowledged.
+    if v.retransmission.is_some() && ctx.own.is_some_and(|dir| dir.acked(psn)) {
+        state.duplicates.rotate_left(1);
+        state.duplicates[RING - 1] = Some((obs.frame, psn));
+    }
+    state.received.insert(psn);
+}
+
+/// MR-RCV-008 at a packet of the connection: an AR packet past its delay.
+fn check_ar_deadline(ctx: &mut Ctx<'_>, state: &mut DirState) {
+    if let Some((frame, ts)) = state.ar {
+        let now = ctx.obs.ts_ns;
+        if now > ts.saturating_add(AR_DELAY_NS) {
+            state.ar = None;
+            ctx.report(
+                AR_HONOURED,
+                Evidence::new((now - ts) / 1000, AR_DELAY_NS / 1000).related(Some(frame)),
+            );
+        }
+    }
+}
+
+/// A feedback about the direction (the context is the direction's).
+pub(super) fn check_feedback(
+    ctx: &mut Ctx<'_>,
+    mr: &MrObs,
+    fb: &FeedbackObs,
+    state: &mut DirState,
+) {
+    let cum = mr.psn;
+    let frame = ctx.obs.frame;
+    let v = ctx.verdict;
+
+    // MR-RCV-002 and 009: the packet against itself.
+    if let FbKind::Ack {
+        sack_base,
+        sack_words,
+        sack,
+    } = fb.kind
+        && let Some(lowest) = lowest_sacked(sack_base, sack_words, &sack)
+        && !psn_lt(cum, lowest)
+    {
+        ctx.report(SACK_ABOVE_CUM, Evidence::new(lowest, cum));
+    }
+    if let FbKind::Nack {
+        code: NackCode::Gap,
+        nack_psn,
+        ..
+    } = fb.kind
+        && psn_lt(nack_psn, cum)
+    {
+        ctx.report(GAP_ABOVE_CUM, Evidence::new(nack_psn, cum));
+    }
+
+    if ctx.judges(Vantage::Sender) && !matches!(fb.kind, FbKind::ProbeReply) {
+        check_echo(ctx, fb);
+    }
+    if !ctx.judges(Vantage::Receiver) {
+        return;
+    }
+    let Some(dir) = ctx.own else { return };
+    let complete = dir.start_seen;
+
+    // MR-RCV-001: the engine keeps the highest cumulative ack.
+    if v.cum_ack_advance.is_some() {
+        state.cum_frame = frame;
+    } else if let Some(highest) = dir.cum_ack()
+        && psn_lt(cum, highest)
+    {
+        ctx.report(
+            CUM_MONOTONIC,
+            Evidence::new(cum, highest).related(Some(state.cum_frame)),
+        );
+    }
+
+    // MR-RCV-007.
+    if let Some((last, last_frame)) = state.ce_count
+        && (fb.ce_count.wrapping_sub(last) as i16) < 0
+    {
+        ctx.report(
+            CE_COUNT,
+            Evidence::new(fb.ce_count, last).related(Some(last_frame)),
+        );
+    }
+    state.ce_count = Some((fb.ce_count, frame));
+
+    // MR-RCV-008: the AR packet is acknowledged by a feedback echoing it
+    // or a later arrival.
+    check_ar_deadline(ctx, state);
+    if let Some((ar_frame, _)) = state.ar
+        && v.acked_frame.is_some_and(|f| f >= ar_frame)
+    {
+        state.ar = None;
+    }
+
+    // MR-RCV-003: SACK bits for PSNs that arrived.
+    if complete
+        && let FbKind::Ack {
+            sack_base,
+            sack_words,
+            sack,
+        } = fb.kind
+    {
+        for psn in sacked(sack_base, sack_words, &sack) {
+            if state.received.contains(psn) == Some(false) {
+                ctx.report(SACK_RECEIVED, Evidence::new(psn, cum));
+                break;
+            }
+        }
+    }
+
+    // MR-RCV-005 and 006: DUP on duplicates, and only on them.
+    if let Some(echoed) = v.acked_frame {
+        let dup = fb.flags.contains(FbFlags::DUP);
+        if dup
+            && complete
+            && dir
+                .transmissions(fb.echo_psn)
+                .is_some_and(|t| t.first_frame == echoed)
+        {
+            ctx.report(
+                DUP_ONLY_DUPLICATE,
+                Evidence::new(fb.echo_psn, 0u32).related(Some(echoed)),
+            );
+        }
+        // An ACK (a CNP may leave first, before the duplicate is known).
+        if matches!(fb.kind, FbKind::Ack { .. })
+            && let Some(slot) = state
+                .duplicates
+                .iter_mut()
+                .find(|s| s.is_some_and(|(f, _)| f == echoed))
+        {
+            *slot = None;
+            if !dup {
+                ctx.report(
+                    DUP_ON_DUPLICATE,
+                    Evidence::new(fb.echo_psn, 0u32).related(Some(echoed)),
+                );
+            }
+        }
+    }
+
+    // MR-RCV-010 and 011: NACK GAP.
+    if let FbKind::Nack {
+        code: NackCode::Gap,
+        nack_psn,
+        ..
+    } = fb.kind
+    {
+        let highest = state.received.highest;
+        if complete && highest.is_none_or(|h| !psn_lt(nack_psn, h)) {
+            ctx.report(
+                GAP_HOLE,
+                Evidence::new(nack_psn, highest.map_or(0, u64::from)),
+            );
+        }
+        if !state.gaps.iter().flatten().any(|&(p, _)| p == nack_psn) {
+            state.gaps.rotate_left(1);
+            state.gaps[RING - 1] = Some((nack_psn, frame));
+        }
+    }
+    for slot in &mut state.gaps {
+        if slot.is_some_and(|(p, _)| psn_lt(p, cum)) {
+            *slot = None;
+        }
+    }
+}
+
+/// MR-RCV-004, at the sender: the echoed transmission was captured.
+fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs) {
+    if matches!(
+        fb.kind,
+        FbKind::Nack {
+            code: NackCode::Gap,
+            ..
+        }
+    ) {
+        // A NACK GAP may name the missing PSN, which never arrived.
+        return;
+    }
+    let Some(dir) = ctx.own else { return };
+    let psn = fb.echo_psn;
+    let real = match dir.transmissions(psn) {
+        // The window keeps the first and the latest transmission.
+        Some(t) if t.count <= 2 => [t.first, t.last]
+            .into_iter()
+            .any(|(tx_ts, ev)| tx_ts == fb.echo_tx_ts && ev == fb.echo_ev),
+        Some(_) => true,
+        // Never sent: beyond the highest PSN, or a hole the window holds
+        // with every transmission captured.
+        None => {
+            let beyond = dir.highest_psn().is_some_and(|h| psn_lt(h, psn));
+            !(beyond || dir.start_seen && dir.tracks(psn))
+        }
+    };
+    if !real {
+        ctx.report(ECHO_REAL, Evidence::new(psn, fb.echo_tx_ts).ev(fb.echo_ev));
+    }
+}
+
+/// The PSNs of a SACK bitmap's set bits, lowest first.
+fn sacked(base: u32, words: u8, sack: &[u64; 4]) -> impl Iterator<Item = u32> + '_ {
+    sack.iter()
+        .take(usize::from(words))
+        .enumerate()
+        .flat_map(move |(w, &word)| {
+            let mut bits = word;
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let i = bits.leading_zeros();
+                bits &= !(1u64 << (63 - i));
+                Some(base.wrapping_add(w as u32 * 64 + i))
+            })
+        })
+}
+
+fn lowest_sacked(base: u32, words: u8, sack: &[u64; 4]) -> Option<u32> {
+    sacked(base, words, sack).next()
+}

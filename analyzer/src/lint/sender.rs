@@ -1,0 +1,533 @@
+//! Sender rules: what the host that sends a direction's DATA must do (spec
+//! sections 2, 3, 4, 9 and 11): PSNs, tx_attempt and path_seq as it
+//! numbers them, which PSNs it may send again, how it answers NACKs, credit
+//! and congestion feedback.
+//!
+//! Every rule here is judged at a capture on the sender's host
+//! (`Vantage::Sender`): there, what was captured is what was sent, in the
+//! order it was sent, and feedback is captured when it reached the sender.
+//! Checks on feedback get the [`Ctx`] of the direction the feedback
+//! acknowledges (the DATA direction), so the vantage and the finding's
+//! connection are that direction's.
+//!
+//! The state is per DATA direction and small: a few counters, the NACKs
+//! awaiting an answer, one congestion measurement, and (only once a
+//! feedback limited the credit) a ring of byte offsets of the latest PSNs.
+
+use proto_parse::metaroce::{FbFlags, NackCode, psn_lt};
+
+use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
+use super::{Ctx, Evidence};
+use crate::engine::{DataObs, FbKind, FeedbackObs, MrObs, RetxKind};
+
+const fn rule(
+    id: &'static str,
+    severity: Severity,
+    spec_section: &'static str,
+    statement: &'static str,
+    evidence: &'static str,
+) -> Rule {
+    Rule {
+        id,
+        statement,
+        spec_section,
+        severity,
+        vantage: Vantage::Sender,
+        protocol: Protocol::MetaRoce,
+        evidence,
+    }
+}
+
+pub(super) const RULES: &[Rule] = &[
+    rule(
+        "MR-SND-001",
+        Severity::Error,
+        "2, 9",
+        "First transmissions carry contiguous PSNs: each new PSN is the one after the highest \
+         already sent.",
+        "first transmission of PSN {observed} where the next PSN is {expected}: the PSNs \
+         between were skipped.",
+    ),
+    rule(
+        "MR-SND-002",
+        Severity::Error,
+        "2, 3",
+        "tx_attempt counts the PSN's earlier transmissions: 0 on the first, n on the n-th \
+         retransmission (saturating at 15).",
+        "tx_attempt {observed} where {expected} earlier transmissions of the PSN were \
+         captured (the first in frame {related}).",
+    ),
+    rule(
+        "MR-SND-003",
+        Severity::Error,
+        "2, 11.5",
+        "path_seq grows by one with every non-CTRL packet a direction sends on an ev \
+         (skipping 0 when it wraps).",
+        "path_seq {observed} on ev {ev} where the next value is {expected}.",
+    ),
+    rule(
+        "MR-SND-004",
+        Severity::Warning,
+        "9, 11.10",
+        "A PSN is retransmitted only while no feedback has acknowledged it (cumulatively or \
+         by SACK); otherwise the retransmission is spurious.",
+        "retransmission of PSN {observed}, which the feedback of frame {related} had \
+         already acknowledged (cumulatively or by SACK).",
+    ),
+    rule(
+        "MR-SND-005",
+        Severity::Warning,
+        "4",
+        "A NACK GAP or TRIMMED is answered: the named PSN is retransmitted (or acknowledged) \
+         within 8 RTTs of the NACK, and at least 2 ms.",
+        "DATA {observed} us after the NACK of frame {related}, whose PSN {expected} was \
+         neither retransmitted nor acknowledged since.",
+    ),
+    rule(
+        "MR-SND-006",
+        Severity::Error,
+        "4",
+        "No new DATA goes past the credit the receiver advertised: its last byte lies at \
+         most credit bytes beyond the cumulative ack of a feedback.",
+        "the packet ends {observed} bytes beyond the cumulative ack of frame {related}, \
+         whose credit was {expected} bytes (no feedback allowed more).",
+    ),
+    rule(
+        "MR-SND-007",
+        Severity::Warning,
+        "1, 4",
+        "After a CNP or an ECE, the sender's DATA rate over the next window (4 RTTs, at least \
+         100 us, from one RTT after it) is lower than before it.",
+        "{observed} bit/s sent in the window after the congestion signal of frame {related}, \
+         where {expected} bit/s were sent before it.",
+    ),
+];
+
+const CONTIGUOUS: RuleId = RuleId::of("MR-SND-001");
+const TX_ATTEMPT: RuleId = RuleId::of("MR-SND-002");
+const PATH_SEQ: RuleId = RuleId::of("MR-SND-003");
+const SPURIOUS: RuleId = RuleId::of("MR-SND-004");
+const NACK_ANSWERED: RuleId = RuleId::of("MR-SND-005");
+const CREDIT: RuleId = RuleId::of("MR-SND-006");
+const CONGESTION: RuleId = RuleId::of("MR-SND-007");
+
+/// MR-SND-005: a NACK is answered within this many RTTs...
+const NACK_RTTS: u64 = 8;
+/// ...and no sooner than this.
+const NACK_MIN_NS: u64 = 2_000_000;
+/// NACKs awaiting an answer, per direction; more are not judged.
+const NACKS: usize = 4;
+
+/// MR-SND-007: the window the rate is measured over after a congestion
+/// signal: this many RTTs...
+const RATE_WINDOW_RTTS: u64 = 4;
+/// ...and at least this long; it starts one RTT (at least this) after the
+/// signal.
+const RATE_WINDOW_MIN_NS: u64 = 100_000;
+const REACTION_MIN_NS: u64 = 10_000;
+
+/// MR-SND-006: byte offsets kept for the latest PSNs sent.
+const OFFSETS: usize = 64;
+
+/// MR-SND-003: evs whose path_seq is followed, per direction.
+const MAX_PATHS: usize = 64;
+
+/// MR-SND-004: the latest feedback packets that acknowledged something,
+/// kept to name the one that acknowledged a PSN sent again.
+const ACKS: usize = 4;
+
+/// Per-direction state of the sender rules.
+#[derive(Debug, Default)]
+pub(super) struct DirState {
+    /// The PSN after the highest first transmission (MR-SND-001).
+    next_psn: Option<u32>,
+    /// Payload bytes of every DATA transmission (MR-SND-007).
+    bytes_sent: u64,
+    /// The largest RTT sample of the direction.
+    max_rtt_ns: u64,
+    /// NACK GAP/TRIMMED awaiting a retransmission.
+    nacks: [Option<PendingNack>; NACKS],
+    rate: Rate,
+    credit: Option<Box<Credit>>,
+    /// The latest feedback packets, oldest first (MR-SND-004).
+    acks: [Option<Ack>; ACKS],
+    /// The latest path_seq per ev (MR-SND-003), for at most `MAX_PATHS`
+    /// evs: a short list, searched in order.
+    path_seq: Vec<(u16, u16)>,
+}
+
+/// What one feedback acknowledged: PSNs below `cum`, and those of its SACK
+/// bitmap.
+#[derive(Debug, Clone, Copy)]
+struct Ack {
+    frame: u64,
+    cum: u32,
+    sack_base: u32,
+    sack: [u64; 4],
+}
+
+impl Ack {
+    fn covers(&self, psn: u32) -> bool {
+        if psn_lt(psn, self.cum) {
+            return true;
+        }
+        let i = psn.wrapping_sub(self.sack_base) as usize;
+        i < 256 && self.sack[i / 64] & (1 << (63 - i % 64)) != 0
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PendingNack {
+    psn: u32,
+    frame: u64,
+    ts: u64,
+}
+
+/// The DATA rate before and after a congestion signal (MR-SND-007).
+#[derive(Debug, Default)]
+struct Rate {
+    /// Times and bytes sent before the DATA packet at that time, the
+    /// latest refreshed once per window; the rate before a signal is
+    /// measured from the older one (one to two windows back).
+    checkpoints: [Option<(u64, u64)>; 2],
+    measuring: Option<Measure>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Measure {
+    signal_frame: u64,
+    /// Bits per second before the signal.
+    before_bps: u64,
+    start_ts: u64,
+    end_ts: u64,
+    /// Bytes sent before the first DATA of the window.
+    start_bytes: Option<u64>,
+}
+
+/// The credit a receiver granted (MR-SND-006), made at its first finite
+/// credit.
+#[derive(Debug)]
+struct Credit {
+    /// Bytes of first transmissions so far (stream offset of `next_psn`).
+    sent: u64,
+    /// Stream offset of the start of PSN `p`, at `p % OFFSETS`, for the
+    /// latest `OFFSETS` PSNs below `next_psn`.
+    offsets: [u64; OFFSETS],
+    /// PSNs with an offset recorded below `next_psn` (at most `OFFSETS`).
+    known: u32,
+    /// The largest stream offset a feedback allowed, its frame and
+    /// credit; `None` while the latest feedback was not credit-limited.
+    allowed: Option<(u64, u64, u32)>,
+}
+
+impl Credit {
+    /// An upper bound of the stream offset where PSN `psn` starts
+    /// (exact while it is among the latest `OFFSETS`).
+    fn start_of(&self, psn: u32, next: u32) -> u64 {
+        let back = next.wrapping_sub(psn);
+        if back == 0 || back > u32::MAX / 2 {
+            // At or beyond the next PSN: nothing sent from there.
+            return self.sent;
+        }
+        let back = back.min(self.known);
+        if back == 0 {
+            return self.sent;
+        }
+        self.offsets[(next.wrapping_sub(back) as usize) % OFFSETS]
+    }
+}
+
+impl DirState {
+    fn nack_bound(&self) -> u64 {
+        (self.max_rtt_ns * NACK_RTTS).max(NACK_MIN_NS)
+    }
+
+    fn reaction_delay(&self) -> u64 {
+        self.max_rtt_ns.max(REACTION_MIN_NS)
+    }
+
+    fn rate_window(&self) -> u64 {
+        (self.max_rtt_ns * RATE_WINDOW_RTTS).max(RATE_WINDOW_MIN_NS)
+    }
+}
+
+/// A DATA packet of the direction.
+pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
+    if !ctx.judges(Vantage::Sender) {
+        return;
+    }
+    let v = ctx.verdict;
+    let psn = mr.psn;
+    let ts = ctx.obs.ts_ns;
+    let first = mr.tx_attempt == 0 && v.retransmission.is_none();
+    let bytes = u64::from(d.payload_len);
+
+    // MR-SND-001 and the stream offsets of MR-SND-006.
+    match state.next_psn {
+        Some(next) if first && psn != next && !psn_lt(psn, next) => {
+            ctx.report(CONTIGUOUS, Evidence::new(psn, next).ev(mr.ev));
+        }
+        _ => {}
+    }
+    if first || state.next_psn.is_some() {
+        let next = state.next_psn.unwrap_or(psn);
+        if !psn_lt(psn, next) {
+            if let Some(credit) = state.credit.as_deref_mut() {
+                on_new_psns(ctx, credit, next, psn, bytes);
+            }
+            state.next_psn = Some(psn.wrapping_add(1));
+        }
+    }
+
+    check_tx_attempt(ctx, mr);
+
+    // MR-SND-004: a retransmission of an acknowledged PSN.
+    if let Some(r) = v.retransmission
+        && r.kind == RetxKind::Spurious
+        && ctx.own.is_some_and(|dir| dir.acked(psn))
+    {
+        let by = state.acks.iter().flatten().find(|a| a.covers(psn));
+        ctx.report(
+            SPURIOUS,
+            Evidence::new(psn, 0u32)
+                .ev(mr.ev)
+                .related(by.map(|a| a.frame)),
+        );
+    }
+
+    // MR-SND-005: NACKs answered.
+    if state.nacks.iter().any(Option::is_some) {
+        let bound = state.nack_bound();
+        for slot in &mut state.nacks {
+            let Some(n) = *slot else { continue };
+            let acked = ctx.own.is_some_and(|dir| dir.acked(n.psn));
+            if acked || (n.psn == psn && v.retransmission.is_some()) {
+                *slot = None;
+            } else if ts > n.ts.saturating_add(bound) {
+                *slot = None;
+                let us = (ts - n.ts) / 1000;
+                ctx.report(
+                    NACK_ANSWERED,
+                    Evidence::new(us, n.psn).related(Some(n.frame)),
+                );
+            }
+        }
+    }
+
+    // MR-SND-007: the rate after a congestion signal.
+    let before = state.bytes_sent;
+    state.bytes_sent += bytes;
+    let window = state.rate_window();
+    let [older, latest] = &mut state.rate.checkpoints;
+    match latest {
+        Some((at, _)) if ts.saturating_sub(*at) < window => {}
+        _ => *older = latest.replace((ts, before)),
+    }
+    if let Some(m) = &mut state.rate.measuring {
+        if ts >= m.start_ts && m.start_bytes.is_none() && ts < m.end_ts {
+            m.start_bytes = Some(before);
+        }
+        if ts >= m.end_ts {
+            let m = *m;
+            state.rate.measuring = None;
+            let sent = before - m.start_bytes.unwrap_or(before);
+            let after_bps = bits_per_second(sent, m.end_ts - m.start_ts);
+            if after_bps >= m.before_bps {
+                ctx.report(
+                    CONGESTION,
+                    Evidence::new(after_bps, m.before_bps).related(Some(m.signal_frame)),
+                );
+            }
+        }
+    }
+}
+
+fn bits_per_second(bytes: u64, ns: u64) -> u64 {
+    if ns == 0 {
+        return 0;
+    }
+    (u128::from(bytes) * 8 * 1_000_000_000 / u128::from(ns)).min(u128::from(u64::MAX)) as u64
+}
+
+/// First transmissions from `next` to `psn` (the PSNs between were
+/// skipped): their stream offsets, and whether the last byte of `psn` lies
+/// within the credit granted.
+fn on_new_psns(ctx: &mut Ctx<'_>, credit: &mut Credit, next: u32, psn: u32, bytes: u64) {
+    // Skipped PSNs start where this one does; past the ring, only this one
+    // is recorded.
+    let mut p = if psn.wrapping_sub(next) as usize >= OFFSETS {
+        credit.known = 0;
+        psn
+    } else {
+        next
+    };
+    loop {
+        credit.offsets[(p as usize) % OFFSETS] = credit.sent;
+        credit.known = (credit.known + 1).min(OFFSETS as u32);
+        if p == psn {
+            break;
+        }
+        p = p.wrapping_add(1);
+    }
+    credit.sent += bytes;
+    if let Some((allowed, frame, granted)) = credit.allowed
+        && credit.sent > allowed
+    {
+        ctx.report(
+            CREDIT,
+            Evidence::new(credit.sent - allowed + u64::from(granted), granted).related(Some(frame)),
+        );
+    }
+}
+
+/// MR-SND-002.
+fn check_tx_attempt(ctx: &mut Ctx<'_>, mr: &MrObs) {
+    let Some(dir) = ctx.own else { return };
+    let Some(txs) = dir.transmissions(mr.psn) else {
+        // Not in the window: below the cumulative ack, so sent (and
+        // received) before.
+        if mr.tx_attempt == 0 && ctx.verdict.retransmission.is_some() {
+            let below = dir.cum_ack().is_some_and(|c| psn_lt(mr.psn, c));
+            if below {
+                ctx.report(TX_ATTEMPT, Evidence::new(0u8, 1u8).ev(mr.ev));
+            }
+        }
+        return;
+    };
+    // `count` includes this packet.
+    let earlier = txs.count.saturating_sub(1).min(15);
+    let complete = dir.start_seen;
+    let wrong = if complete && txs.count < u8::MAX {
+        mr.tx_attempt != earlier
+    } else {
+        mr.tx_attempt < earlier
+    };
+    if wrong {
+        let related = (earlier > 0).then_some(txs.first_frame);
+        ctx.report(
+            TX_ATTEMPT,
+            Evidence::new(mr.tx_attempt, earlier)
+                .ev(mr.ev)
+                .related(related),
+        );
+    }
+}
+
+/// MR-SND-003 on any packet of the direction (the context is the
+/// packet's own): path_seq against the previous one on its ev.
+pub(super) fn check_packet(ctx: &mut Ctx<'_>, mr: &MrObs, state: &mut DirState) {
+    let seq = mr.path_seq;
+    if seq == 0 || !ctx.judges(Vantage::Sender) {
+        return;
+    }
+    let paths = &mut state.path_seq;
+    match paths.iter().position(|&(ev, _)| ev == mr.ev) {
+        Some(i) => {
+            let expected = next_seq(paths[i].1);
+            paths[i].1 = seq;
+            if seq != expected {
+                ctx.report(PATH_SEQ, Evidence::new(seq, expected).ev(mr.ev));
+            }
+        }
+        None if paths.len() < MAX_PATHS => paths.push((mr.ev, seq)),
+        None => {}
+    }
+}
+
+fn next_seq(seq: u16) -> u16 {
+    if seq == u16::MAX { 1 } else { seq + 1 }
+}
+
+/// A feedback about the direction (the context is the direction's).
+pub(super) fn check_feedback(
+    ctx: &mut Ctx<'_>,
+    mr: &MrObs,
+    fb: &FeedbackObs,
+    state: &mut DirState,
+) {
+    if !ctx.judges(Vantage::Sender) {
+        return;
+    }
+    let v = ctx.verdict;
+    let ts = ctx.obs.ts_ns;
+    if let Some(rtt) = v.ack_rtt_ns {
+        state.max_rtt_ns = state.max_rtt_ns.max(rtt);
+    }
+    let (sack_base, sack) = match fb.kind {
+        FbKind::Ack {
+            sack_base,
+            sack_words,
+            sack,
+        } => {
+            let mut kept = [0; 4];
+            let n = usize::from(sack_words).min(4);
+            kept[..n].copy_from_slice(&sack[..n]);
+            (sack_base, kept)
+        }
+        _ => (mr.psn, [0; 4]),
+    };
+    state.acks.rotate_left(1);
+    state.acks[ACKS - 1] = Some(Ack {
+        frame: ctx.obs.frame,
+        cum: mr.psn,
+        sack_base,
+        sack,
+    });
+
+    // MR-SND-005: a NACK to answer.
+    if let FbKind::Nack {
+        code: NackCode::Gap | NackCode::Trimmed,
+        nack_psn,
+        ..
+    } = fb.kind
+        && !ctx.own.is_some_and(|dir| dir.acked(nack_psn))
+        && !state.nacks.iter().flatten().any(|n| n.psn == nack_psn)
+        && let Some(slot) = state.nacks.iter_mut().find(|s| s.is_none())
+    {
+        *slot = Some(PendingNack {
+            psn: nack_psn,
+            frame: ctx.obs.frame,
+            ts,
+        });
+    }
+
+    // MR-SND-006: the credit granted.
+    if fb.credit == u32::MAX {
+        if let Some(c) = state.credit.as_deref_mut() {
+            c.allowed = None;
+        }
+    } else if let Some(next) = state.next_psn {
+        let c = state.credit.get_or_insert_with(|| {
+            Box::new(Credit {
+                sent: 0,
+                offsets: [0; OFFSETS],
+                known: 0,
+                allowed: None,
+            })
+        });
+        let end = c.start_of(mr.psn, next) + u64::from(fb.credit);
+        if c.allowed.is_none_or(|(a, _, _)| end > a) {
+            c.allowed = Some((end, ctx.obs.frame, fb.credit));
+        }
+    }
+
+    // MR-SND-007: a congestion signal starts a measurement.
+    let signal = matches!(fb.kind, FbKind::Cnp(_)) || fb.flags.contains(FbFlags::ECE);
+    if signal && state.rate.measuring.is_none() {
+        let [older, latest] = state.rate.checkpoints;
+        let before_bps = match older.or(latest) {
+            Some((at, bytes)) if ts > at => bits_per_second(state.bytes_sent - bytes, ts - at),
+            _ => 0,
+        };
+        if before_bps > 0 {
+            let start_ts = ts + state.reaction_delay();
+            state.rate.measuring = Some(Measure {
+                signal_frame: ctx.obs.frame,
+                before_bps,
+                start_ts,
+                end_ts: start_ts + state.rate_window(),
+                start_bytes: None,
+            });
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! Violating cases of the receiver rules (`lint/receiver.rs`), judged at a
+//! capture on host B, which receives A's DATA (MR-RCV-004: on A, where
+//! every transmission is captured); and what the rules say about clean
+//! captures.
+
+use analyzer::lint::{CapturePoint, Severity};
+use proto_parse::metaroce::{Body, FbFlags, Flags, NackCode, SackBitmap};
+
+use super::cases::*;
+use super::sender::{again, delayed, fb_mut, nack, with_handshake};
+
+fn at(host: [u8; 4], rule: &'static str, what: &'static str, build: fn() -> Capture) -> Case {
+    Case {
+        rule,
+        what,
+        build,
+        point: CapturePoint::Host(ip(host)),
+    }
+}
+
+fn case(rule: &'static str, what: &'static str, build: fn() -> Capture) -> Case {
+    at(B, rule, what, build)
+}
+
+const P0: u32 = A_INIT_PSN;
+
+fn sack(p: &mut Pkt, base: u32, psns: &[u32]) {
+    if let Body::Ack(a) = &mut p.repr.body {
+        a.sack_base = base;
+        a.sack = SackBitmap::from_psns(base, psns.iter().copied());
+    }
+}
+
+pub fn cases() -> Vec<Case> {
+    vec![
+        case("MR-RCV-001", "cumulative ack 1001, then 1000", || {
+            let d0 = write(true, 0, P0, 1, 0, 2);
+            let d1 = write(true, 1, P0 + 1, 1, 1, 2);
+            Capture {
+                frames: render(&with_handshake(vec![
+                    d0.clone(),
+                    ack(&d0, P0 + 1),
+                    d1.clone(),
+                    ack(&d1, P0),
+                ])),
+                expect: vec![6],
+            }
+        }),
+        case(
+            "MR-RCV-002",
+            "a SACK bit for the cumulative ack itself",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 2);
+                let d1 = write(true, 1, P0 + 1, 1, 1, 2);
+                let mut a = ack(&d0, P0 + 1);
+                sack(&mut a, P0 + 1, &[P0 + 1]);
+                Capture {
+                    frames: render(&with_handshake(vec![
+                        d0.clone(),
+                        d1.clone(),
+                        a,
+                        ack(&d1, P0 + 2),
+                    ])),
+                    expect: vec![5],
+                }
+            },
+        ),
+        case("MR-RCV-003", "a SACK bit for PSN 1003, never sent", || {
+            let d0 = write(true, 0, P0, 1, 0, 2);
+            let d1 = write(true, 1, P0 + 1, 1, 1, 2);
+            let mut a = ack(&d0, P0 + 1);
+            sack(&mut a, P0 + 1, &[P0 + 3]);
+            Capture {
+                frames: render(&with_handshake(vec![
+                    d0.clone(),
+                    a,
+                    d1.clone(),
+                    ack(&d1, P0 + 2),
+                ])),
+                expect: vec![4],
+            }
+        }),
+        at(
+            A,
+            "MR-RCV-004",
+            "an ACK echoing ev 5, where the DATA went on ev 0",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 1);
+                let mut a = ack(&d0, P0 + 1);
+                fb_mut(&mut a).echo_ev = 5;
+                Capture {
+                    frames: render(&with_handshake(vec![d0.clone(), a])),
+                    expect: vec![4],
+                }
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "an ACK echoing PSN 1007, never sent",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 1);
+                let mut a = ack(&d0, P0 + 1);
+                fb_mut(&mut a).echo_psn = P0 + 7;
+                Capture {
+                    frames: render(&with_handshake(vec![d0.clone(), a])),
+                    expect: vec![4],
+                }
+            },
+        ),
+        case("MR-RCV-005", "DUP on the first arrival", || {
+            let d0 = write(true, 0, P0, 1, 0, 1);
+            let mut a = ack(&d0, P0 + 1);
+            fb_mut(&mut a).flags = FbFlags::DUP;
+            Capture {
+                frames: render(&with_handshake(vec![d0.clone(), a])),
+                expect: vec![4],
+            }
+        }),
+        case(
+            "MR-RCV-006",
+            "no DUP on the ACK of a PSN already acknowledged",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 1);
+                let r0 = again(&d0, 1, 1);
+                Capture {
+                    frames: render(&with_handshake(vec![
+                        d0.clone(),
+                        ack(&d0, P0 + 1),
+                        r0.clone(),
+                        ack(&r0, P0 + 1),
+                    ])),
+                    expect: vec![6],
+                }
+            },
+        ),
+        case("MR-RCV-007", "ce_count 3, then 2", || {
+            let d0 = write(true, 0, P0, 1, 0, 2);
+            let d1 = write(true, 1, P0 + 1, 1, 1, 2);
+            let mut a0 = ack(&d0, P0 + 1);
+            fb_mut(&mut a0).ce_count = 3;
+            let mut a1 = ack(&d1, P0 + 2);
+            fb_mut(&mut a1).ce_count = 2;
+            Capture {
+                frames: render(&with_handshake(vec![d0.clone(), a0, d1.clone(), a1])),
+                expect: vec![6],
+            }
+        }),
+        case(
+            "MR-RCV-008",
+            "an AR packet not acknowledged 2 ms later",
+            || {
+                let mut d0 = write(true, 0, P0, 1, 0, 2);
+                d0.repr.flags.insert(Flags::AR);
+                let d1 = write(true, 1, P0 + 1, 1, 1, 2);
+                let pkts = with_handshake(vec![d0.clone(), d1.clone(), ack(&d1, P0 + 2)]);
+                Capture {
+                    frames: delayed(&pkts, 4, 2_000_000),
+                    expect: vec![4],
+                }
+            },
+        ),
+        case(
+            "MR-RCV-009",
+            "a NACK GAP for PSN 1000 below its cumulative ack 1001",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 1);
+                Capture {
+                    frames: render(&with_handshake(vec![
+                        d0.clone(),
+                        nack(&d0, P0 + 1, NackCode::Gap, P0),
+                        ack(&d0, P0 + 1),
+                    ])),
+                    expect: vec![4],
+                }
+            },
+        ),
+        case(
+            "MR-RCV-010",
+            "a NACK GAP for PSN 1001 when 1000 is the highest received",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 2);
+                let d1 = write(true, 1, P0 + 1, 1, 1, 2);
+                Capture {
+                    frames: render(&with_handshake(vec![
+                        d0.clone(),
+                        ack(&d0, P0 + 1),
+                        nack(&d0, P0 + 1, NackCode::Gap, P0 + 1),
+                        d1.clone(),
+                        ack(&d1, P0 + 2),
+                    ])),
+                    expect: vec![5],
+                }
+            },
+        ),
+        case(
+            "MR-RCV-011",
+            "PSN 1001 arrives from its first transmission after a NACK GAP",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 3);
+                let d1 = write(true, 1, P0 + 1, 1, 1, 3);
+                let d2 = write(true, 2, P0 + 2, 1, 2, 3);
+                let mut a2 = ack(&d2, P0 + 1);
+                sack(&mut a2, P0 + 1, &[P0 + 2]);
+                Capture {
+                    frames: render(&with_handshake(vec![
+                        d0.clone(),
+                        d2.clone(),
+                        a2,
+                        nack(&d2, P0 + 1, NackCode::Gap, P0 + 1),
+                        d1.clone(),
+                        ack(&d1, P0 + 3),
+                    ])),
+                    expect: vec![7],
+                }
+            },
+        ),
+    ]
+}
+
+/// Receiver rules judged at the receiver are not judged at the sender
+/// (feedback reordered on its way, DATA lost after the capture).
+#[test]
+fn receiver_rules_are_judged_only_where_they_are_sound() {
+    for case in cases() {
+        let rule = analyzer::lint::RuleId::find(case.rule).unwrap().rule();
+        let other = match rule.vantage {
+            analyzer::lint::Vantage::Receiver => A,
+            analyzer::lint::Vantage::Sender => B,
+            _ => continue,
+        };
+        let capture = (case.build)();
+        let out = run(&capture.frames, CapturePoint::Host(ip(other)));
+        let found: Vec<_> = out
+            .findings
+            .iter()
+            .filter(|f| f.rule().id == case.rule)
+            .map(|f| f.frame)
+            .collect();
+        assert!(found.is_empty(), "{}: {found:?}", case.what);
+    }
+}
+
+/// A finding about a feedback packet names the direction it acknowledges
+/// (A's DATA), whose receiver side the rule is judged from.
+#[test]
+fn a_feedback_finding_is_about_the_acknowledged_direction() {
+    let capture = (cases()[0].build)();
+    let out = run(&capture.frames, CapturePoint::Auto);
+    let f = out
+        .findings
+        .iter()
+        .find(|f| f.rule().id == "MR-RCV-001")
+        .expect("a finding");
+    assert_eq!((f.conn.src(), f.conn.dst()), (ip(A), ip(B)));
+    assert_eq!(f.related_frame, Some(4));
+    assert_eq!(
+        f.evidence(),
+        "cumulative ack 1000 after the feedback of frame 4 carried 1001."
+    );
+}
+
+/// The receiver-side capture of the generator's scenario breaks no
+/// receiver rule, and the sender-side one only where it is not judged.
+#[test]
+fn the_multipath_captures_break_no_receiver_rule() {
+    for name in ["multipath_loss_receiver", "multipath_loss_sender"] {
+        let frames = read_fixture(&format!("{name}.pcap"));
+        let out = run(&frames, CapturePoint::Auto);
+        let found: Vec<_> = out
+            .findings
+            .iter()
+            .filter(|f| out.report.keeps(f) && f.rule().id.starts_with("MR-RCV"))
+            .map(|f| (f.rule().id, f.frame, f.evidence()))
+            .collect();
+        assert!(found.is_empty(), "{name}: {found:?}");
+    }
+}
+
+/// The other generated captures give no error-severity finding at any
+/// capture point.
+#[test]
+fn the_other_generated_captures_give_no_error_finding() {
+    for name in ["all_types", "ip_fragments", "ip_fragments_unfragmented"] {
+        let frames = read_fixture(&format!("{name}.pcap"));
+        for point in [CapturePoint::Auto, CapturePoint::Unknown] {
+            let out = run(&frames, point);
+            let errors: Vec<_> = out
+                .findings
+                .iter()
+                .filter(|f| out.report.keeps(f) && f.rule().severity == Severity::Error)
+                .filter(|f| f.rule().id.starts_with("MR-SND") || f.rule().id.starts_with("MR-RCV"))
+                .map(|f| (f.rule().id, f.frame, f.evidence()))
+                .collect();
+            assert!(errors.is_empty(), "{name} {point:?}: {errors:?}");
+        }
+    }
+}

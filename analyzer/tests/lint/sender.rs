@@ -1,0 +1,351 @@
+//! Violating cases of the sender rules (`lint/sender.rs`), judged at a
+//! capture on host A, which sends the DATA; and what the rules say about
+//! clean captures.
+
+use analyzer::lint::{CapturePoint, RuleId, Severity};
+use proto_parse::metaroce::{
+    Body, CnpReason, CnpRepr, CtrlOp, FbFlags, FeedbackRepr, NackCode, NackRepr,
+};
+
+use super::cases::*;
+
+fn case(rule: &'static str, what: &'static str, build: fn() -> Capture) -> Case {
+    Case {
+        rule,
+        what,
+        build,
+        point: CapturePoint::Host(ip(A)),
+    }
+}
+
+/// The render's clock: frame `i` (0-based) is captured, and was sent, at
+/// this time (`cases::render`).
+pub fn render_ts(i: usize) -> u64 {
+    1_764_000_000_000_000_000 + i as u64 * 10_000
+}
+
+/// CONNECT and ACCEPT, `middle`, CLOSE and CLOSE_ACK: `middle[0]` is
+/// frame 3.
+pub fn with_handshake(middle: Vec<Pkt>) -> Vec<Pkt> {
+    let mut pkts = vec![ctrl(true, CtrlOp::Connect), ctrl(false, CtrlOp::Accept)];
+    pkts.extend(middle);
+    pkts.push(ctrl(true, CtrlOp::Close));
+    pkts.push(ctrl(false, CtrlOp::CloseAck));
+    pkts
+}
+
+/// The feedback block of `p` (an ACK, NACK or CNP).
+pub fn fb_mut(p: &mut Pkt) -> &mut FeedbackRepr {
+    match &mut p.repr.body {
+        Body::Ack(a) => &mut a.feedback,
+        Body::Nack(n) => &mut n.feedback,
+        Body::Cnp(c) => &mut c.feedback,
+        _ => panic!("not a feedback"),
+    }
+}
+
+/// A NACK `code` for `nack_psn` with cumulative ack `cum`, echoing `echo`.
+pub fn nack(echo: &Pkt, cum: u32, code: NackCode, nack_psn: u32) -> Pkt {
+    let mut p = ack(echo, cum);
+    let feedback = *fb_mut(&mut p);
+    p.repr.body = Body::Nack(NackRepr {
+        feedback,
+        code,
+        rnr_timer: 0,
+        nack_psn,
+    });
+    p
+}
+
+/// A CNP (ECN) with cumulative ack `cum` echoing `echo`, sent as frame
+/// `echo_frame` + 1 of the render (its echo_tx_ts is set here: the render
+/// fills it for ACKs and NACKs only).
+pub fn cnp(echo: &Pkt, echo_index: usize, cum: u32) -> Pkt {
+    let mut p = ack(echo, cum);
+    let mut feedback = *fb_mut(&mut p);
+    feedback.flags = FbFlags::ECE;
+    feedback.echo_tx_ts = render_ts(echo_index) as u32;
+    p.repr.body = Body::Cnp(CnpRepr {
+        feedback,
+        reason: CnpReason::Ecn,
+    });
+    p
+}
+
+/// A retransmission of `p` (tx_attempt `attempt`) on `ev`.
+pub fn again(p: &Pkt, ev: u16, attempt: u8) -> Pkt {
+    let mut r = p.clone();
+    r.repr.ev = ev;
+    r.repr.tx_attempt = attempt;
+    r
+}
+
+/// Frames rendered from `pkts`, frame `n` (1-based) and those after it
+/// captured `ns` later.
+pub fn delayed(pkts: &[Pkt], n: u64, ns: u64) -> Vec<Frame> {
+    let mut frames = render(pkts);
+    for f in frames.iter_mut().skip(n as usize - 1) {
+        f.ts_ns += ns;
+    }
+    frames
+}
+
+const P0: u32 = A_INIT_PSN;
+
+pub fn cases() -> Vec<Case> {
+    vec![
+        case("MR-SND-001", "PSN 1001 skipped", || {
+            let d0 = write(true, 0, P0, 1, 0, 2);
+            let d2 = write(true, 1, P0 + 2, 1, 1, 2);
+            Capture {
+                frames: render(&with_handshake(vec![
+                    d0.clone(),
+                    ack(&d0, P0 + 1),
+                    d2.clone(),
+                    ack(&d2, P0 + 1),
+                ])),
+                expect: vec![5],
+            }
+        }),
+        case("MR-SND-002", "a retransmission with tx_attempt 0", || {
+            let d0 = write(true, 0, P0, 1, 0, 1);
+            Capture {
+                frames: render(&with_handshake(vec![
+                    d0.clone(),
+                    again(&d0, 1, 0),
+                    ack(&d0, P0 + 1),
+                ])),
+                expect: vec![4],
+            }
+        }),
+        case(
+            "MR-SND-002",
+            "tx_attempt 2 on the first retransmission (every transmission captured)",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 1);
+                Capture {
+                    frames: render(&with_handshake(vec![
+                        d0.clone(),
+                        again(&d0, 1, 2),
+                        again(&d0, 2, 2),
+                        ack(&d0, P0 + 1),
+                    ])),
+                    expect: vec![4],
+                }
+            },
+        ),
+        case("MR-SND-003", "path_seq 3 after 1 on ev 0", || {
+            let d0 = write(true, 0, P0, 1, 0, 2);
+            let mut d1 = write(true, 0, P0 + 1, 1, 1, 2);
+            d1.auto_path_seq = false;
+            d1.repr.path_seq = 3;
+            Capture {
+                frames: render(&with_handshake(vec![
+                    d0.clone(),
+                    d1.clone(),
+                    ack(&d1, P0 + 2),
+                ])),
+                expect: vec![4],
+            }
+        }),
+        case("MR-SND-003", "path_seq 1 twice on ev 0", || {
+            let d0 = write(true, 0, P0, 1, 0, 2);
+            let mut d1 = write(true, 0, P0 + 1, 1, 1, 2);
+            d1.auto_path_seq = false;
+            d1.repr.path_seq = 1;
+            Capture {
+                frames: render(&with_handshake(vec![
+                    d0.clone(),
+                    d1.clone(),
+                    ack(&d1, P0 + 2),
+                ])),
+                expect: vec![4],
+            }
+        }),
+        case(
+            "MR-SND-004",
+            "PSN 1000 retransmitted after its cumulative ack",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 1);
+                let r0 = again(&d0, 1, 1);
+                Capture {
+                    frames: render(&with_handshake(vec![
+                        d0.clone(),
+                        ack(&d0, P0 + 1),
+                        r0.clone(),
+                        ack(&r0, P0 + 1),
+                    ])),
+                    expect: vec![5],
+                }
+            },
+        ),
+        case(
+            "MR-SND-005",
+            "new DATA 3 ms after a NACK GAP, the PSN not retransmitted",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 3);
+                let d1 = write(true, 1, P0 + 1, 1, 1, 3);
+                let d2 = write(true, 1, P0 + 2, 1, 2, 3);
+                let r0 = again(&d0, 2, 1);
+                let pkts = with_handshake(vec![
+                    d0.clone(),
+                    d1.clone(),
+                    nack(&d1, P0, NackCode::Gap, P0),
+                    d2.clone(),
+                    r0.clone(),
+                    ack(&r0, P0 + 3),
+                ]);
+                Capture {
+                    frames: delayed(&pkts, 6, 3_000_000),
+                    expect: vec![6],
+                }
+            },
+        ),
+        case(
+            "MR-SND-006",
+            "a second packet past a credit of one packet",
+            || {
+                let d0 = write(true, 0, P0, 1, 0, 3);
+                let d1 = write(true, 1, P0 + 1, 1, 1, 3);
+                let d2 = write(true, 2, P0 + 2, 1, 2, 3);
+                let mut a0 = ack(&d0, P0 + 1);
+                fb_mut(&mut a0).credit = PAYLOAD as u32;
+                Capture {
+                    frames: render(&with_handshake(vec![
+                        d0.clone(),
+                        a0,
+                        d1.clone(),
+                        d2.clone(),
+                        ack(&d2, P0 + 3),
+                    ])),
+                    expect: vec![6],
+                }
+            },
+        ),
+        case(
+            "MR-SND-007",
+            "the DATA rate doubles after a CNP",
+            rate_after_cnp::<5_000>,
+        ),
+    ]
+}
+
+/// A CNP in a stream of DATA every 10 us: after it, DATA every `GAP_NS`.
+/// Frames: 3 DATA 1000, 4 its ACK (RTT 10 us), 5..=14 DATA 1001..1010,
+/// 15 the CNP, then DATA 1011.. With a gap below 10 us the rate does not
+/// fall: the finding is on the first DATA at least one RTT plus the 100 us
+/// window after the CNP.
+fn rate_after_cnp<const GAP_NS: u64>() -> Capture {
+    const AFTER: u32 = 40;
+    let total = 11 + AFTER;
+    let data: Vec<Pkt> = (0..total)
+        .map(|i| write(true, (i % 4) as u16, P0 + i, 1, i, total))
+        .collect();
+    let mut middle = vec![data[0].clone(), ack(&data[0], P0 + 1)];
+    middle.extend(data[1..11].iter().cloned());
+    // The CNP is frame 15 (index 14); it echoes DATA 1010 (index 13).
+    middle.push(cnp(&data[10], 13, P0 + 1));
+    middle.extend(data[11..].iter().cloned());
+    let frames_pkts = with_handshake(middle);
+    let mut frames = render(&frames_pkts);
+    let cnp_ts = frames[14].ts_ns;
+    for (k, f) in frames[15..15 + AFTER as usize].iter_mut().enumerate() {
+        f.ts_ns = cnp_ts + (k as u64 + 1) * GAP_NS;
+    }
+    let close = frames[15 + AFTER as usize - 1].ts_ns;
+    for (k, f) in frames[15 + AFTER as usize..].iter_mut().enumerate() {
+        f.ts_ns = close + (k as u64 + 1) * 10_000;
+    }
+    // One RTT (10 us) after the CNP, a window of 100 us.
+    let end = cnp_ts + 10_000 + 100_000;
+    let expect = (16..)
+        .zip(&frames[15..])
+        .find(|(_, f)| f.ts_ns >= end)
+        .map(|(n, _)| n)
+        .into_iter()
+        .take(usize::from(GAP_NS < 10_000))
+        .collect();
+    Capture { frames, expect }
+}
+
+/// A sender that slows down after the CNP is not reported.
+#[test]
+fn a_rate_reduced_after_a_cnp_is_not_a_finding() {
+    let capture = rate_after_cnp::<20_000>();
+    assert!(capture.expect.is_empty());
+    let out = run(&capture.frames, CapturePoint::Host(ip(A)));
+    let rule = RuleId::find("MR-SND-007").unwrap();
+    assert!(
+        !out.findings.iter().any(|f| f.rule == rule),
+        "{:?}",
+        out.findings
+    );
+}
+
+/// MR-SND-004 names the ACK that covered the PSN, and MR-SND-005 the NACK.
+#[test]
+fn the_evidence_names_the_feedback() {
+    let capture = (cases()
+        .into_iter()
+        .find(|c| c.rule == "MR-SND-004")
+        .unwrap()
+        .build)();
+    let out = run(&capture.frames, CapturePoint::Host(ip(A)));
+    let f = out
+        .findings
+        .iter()
+        .find(|f| f.rule().id == "MR-SND-004")
+        .expect("a finding");
+    assert_eq!((f.frame, f.related_frame, f.observed), (5, Some(4), 1000));
+    assert_eq!(
+        f.evidence(),
+        "retransmission of PSN 1000, which the feedback of frame 4 had already \
+         acknowledged (cumulatively or by SACK)."
+    );
+
+    let capture = (cases()
+        .into_iter()
+        .find(|c| c.rule == "MR-SND-005")
+        .unwrap()
+        .build)();
+    let out = run(&capture.frames, CapturePoint::Host(ip(A)));
+    let f = out
+        .findings
+        .iter()
+        .find(|f| f.rule().id == "MR-SND-005")
+        .expect("a finding");
+    assert_eq!((f.related_frame, f.expected), (Some(5), u64::from(P0)));
+}
+
+/// Sender rules are not judged at the receiver: the cases above, captured
+/// on B, give no sender finding.
+#[test]
+fn sender_rules_are_not_judged_at_the_receiver() {
+    for case in cases() {
+        let capture = (case.build)();
+        let out = run(&capture.frames, CapturePoint::Host(ip(B)));
+        let found: Vec<_> = out
+            .findings
+            .iter()
+            .filter(|f| f.rule().id.starts_with("MR-SND"))
+            .map(|f| (f.rule().id, f.frame))
+            .collect();
+        assert!(found.is_empty(), "{}: {found:?}", case.what);
+    }
+}
+
+/// The generator's sender-side capture: A retransmits PSN 1005 after B's
+/// ACK of frame 22 acknowledged it (the scenario's spurious
+/// retransmission), and nothing else breaks a sender rule.
+#[test]
+fn the_multipath_sender_capture_has_its_one_spurious_retransmission() {
+    let frames = read_fixture("multipath_loss_sender.pcap");
+    let out = run(&frames, CapturePoint::Auto);
+    let found: Vec<_> = out
+        .findings
+        .iter()
+        .filter(|f| out.report.keeps(f) && f.rule().id.starts_with("MR-SND"))
+        .map(|f| (f.rule().id, f.rule().severity, f.observed))
+        .collect();
+    assert_eq!(found, [("MR-SND-004", Severity::Warning, 1005)]);
+}
