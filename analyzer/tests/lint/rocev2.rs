@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use analyzer::lint::CapturePoint;
 use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
-use proto_parse::rocev2::{self, Opcode, aeth, bth, reth};
+use proto_parse::rocev2::{self, AtomicEthRepr, Opcode, aeth, bth, reth};
 
 use super::cases::*;
 
@@ -140,9 +140,15 @@ fn render_rc(script: &[Rc]) -> Vec<Frame> {
                     r_key: 0x42,
                     dma_len,
                 }),
-                atomic_eth: None,
+                atomic_eth: matches!(p.opcode, Opcode::RcFetchAdd | Opcode::RcCompareSwap)
+                    .then_some(AtomicEthRepr {
+                        va: 0x10_0000,
+                        r_key: 0x42,
+                        swap_add: 1,
+                        compare: 0,
+                    }),
                 aeth: p.aeth.map(|(syndrome, msn)| aeth::Repr { syndrome, msn }),
-                atomic_ack_eth: None,
+                atomic_ack_eth: (p.opcode == Opcode::RcAtomicAcknowledge).then_some(7),
                 imm_dt: None,
                 ieth: None,
                 payload_len: p.payload.div_ceil(4) * 4,
@@ -166,7 +172,8 @@ fn render_rc(script: &[Rc]) -> Vec<Frame> {
 }
 
 /// Clean RC traffic starting at `psn`: a three-packet WRITE, a READ of two
-/// PMTUs, a SEND, a two-packet SEND, each acknowledged; MSN 1 to 4.
+/// PMTUs, a SEND, a two-packet SEND, a Fetch & Add, each acknowledged (MSN
+/// 1 to 5), and two CNPs 60 us apart.
 fn clean(psn: u32) -> Vec<Rc> {
     let p = |n: u32| (psn + n) & 0xFF_FFFF;
     vec![
@@ -182,6 +189,8 @@ fn clean(psn: u32) -> Vec<Rc> {
         req(60, Opcode::RcSendFirst, p(6), PMTU),
         req(61, Opcode::RcSendLast, p(7), 100),
         ack(70, p(7), ACK, 4),
+        req(71, Opcode::RcFetchAdd, p(8), 0),
+        ack(75, p(8), ACK, 5).with_opcode(Opcode::RcAtomicAcknowledge),
         cnp(80),
         cnp(140),
     ]
@@ -484,6 +493,10 @@ fn clean_rc_traffic_gives_no_finding() {
                 .collect();
             assert!(found.is_empty(), "start {start:#x}, {point:?}: {found:?}");
             assert_eq!(out.full.rocev2.len(), 1, "one request flow");
+            assert_eq!(
+                out.full.rocev2[0].messages_completed, 5,
+                "every message done"
+            );
         }
     }
 }
@@ -509,6 +522,13 @@ fn recovery_by_the_rules_gives_no_finding() {
         ack(1110, 103, 0x20 | 12, 1),
         req(1760, Opcode::RcSendOnly, 103, 64),
         ack(1770, 103, ACK, 2),
+        // A READ whose responses are lost: B answers its duplicate again.
+        read(1800, 104, 64),
+        read_response(1810, Opcode::RcRdmaReadResponseOnly, 104, 3, 64),
+        read(3000, 104, 64),
+        read_response(3010, Opcode::RcRdmaReadResponseOnly, 104, 3, 64),
+        req(3020, Opcode::RcSendOnly, 105, 64),
+        ack(3030, 105, ACK, 4),
     ];
     // B's capture (and a point between them after the loss) lacks the
     // first 101; A's has it.
