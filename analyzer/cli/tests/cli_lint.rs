@@ -27,13 +27,13 @@ fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The frames `malformed.expected.jsonl` says are malformed MetaRoCE.
-fn malformed_frames() -> Vec<u64> {
+/// The MetaRoCE frames of `malformed.expected.jsonl` that `pick` takes.
+fn expected_frames(pick: fn(&Value) -> bool) -> Vec<u64> {
     std::fs::read_to_string(fixture("malformed.expected.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["proto"] == "metaroce" && !v["error"].is_null())
+        .filter(|v| v["proto"] == "metaroce" && pick(v))
         .map(|v| v["frame"].as_u64().unwrap())
         .collect()
 }
@@ -62,12 +62,20 @@ fn malformed_packets_are_error_findings_exit_3_and_json_names_each_frame() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
-    let frames: Vec<u64> = lines
-        .iter()
-        .filter(|v| v["rule"] == "MR-PKT-001")
-        .map(|v| v["frame"].as_u64().unwrap())
-        .collect();
-    assert_eq!(frames, malformed_frames());
+    let frames = |rule: &str| -> Vec<u64> {
+        lines
+            .iter()
+            .filter(|v| v["rule"] == rule)
+            .map(|v| v["frame"].as_u64().unwrap())
+            .collect()
+    };
+    // Every malformed packet, and the valid one with a bad CRC32C.
+    assert_eq!(
+        frames("MR-PKT-001"),
+        expected_frames(|v| !v["error"].is_null())
+    );
+    assert_eq!(frames("MR-PKT-014"), expected_frames(|v| v["crc"] == "bad"));
+    assert_eq!(frames("MR-PKT-014").len(), 1);
     for v in &lines {
         assert_eq!(v["severity"], "error");
         assert_eq!(v["capture"], "malformed");
@@ -75,11 +83,17 @@ fn malformed_packets_are_error_findings_exit_3_and_json_names_each_frame() {
             assert!(v.get(key).is_some(), "{key} missing in {v}");
         }
     }
-    // Allowed, the rule no longer fires: the malformed packets still make
+    // Allowed, the rules no longer fire: the malformed packets still make
     // the exit status 2.
-    let out = run(&[path.to_str().unwrap(), "--allow", "MR-PKT-001"]);
+    let out = run(&[
+        path.to_str().unwrap(),
+        "--allow",
+        "MR-PKT-001",
+        "--allow",
+        "MR-PKT-014",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(!text(&out).contains("MR-PKT-001"));
+    assert!(!text(&out).contains("MR-PKT-0"), "{}", text(&out));
 }
 
 #[test]
@@ -102,11 +116,14 @@ fn junit_has_a_test_case_per_rule_and_fails_the_broken_ones() {
     assert_eq!(xml.matches("<testcase ").count(), rules);
     assert_eq!(xml.matches("</testcase>").count(), rules);
     assert!(
-        xml.contains(&format!("tests=\"{rules}\" failures=\"1\"")),
+        xml.contains(&format!("tests=\"{rules}\" failures=\"2\"")),
         "{xml}"
     );
-    assert_eq!(xml.matches("<failure ").count(), 1);
-    assert!(xml.contains("name=\"MR-PKT-001\">\n      <failure type=\"MR-PKT-001\""));
+    assert_eq!(xml.matches("<failure ").count(), 2);
+    for rule in ["MR-PKT-001", "MR-PKT-014"] {
+        let failed = format!("name=\"{rule}\">\n      <failure type=\"{rule}\"");
+        assert!(xml.contains(&failed), "{rule}");
+    }
     // The point is unknown: side-specific rules are skipped, not passed.
     assert!(
         xml.contains("name=\"MR-CONN-009\">\n      <skipped "),
