@@ -419,6 +419,53 @@ fn broken_pages_are_caught() {
     assert!(shot.ink() < 0.01, "a blank page inked {:.3}", shot.ink());
 }
 
+/// `24.0us` as nanoseconds.
+fn parse_ns(s: &str) -> f64 {
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (v, unit) = s.split_at(split);
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => panic!("not a duration: {s}"),
+    };
+    v.parse::<f64>().unwrap() * scale
+}
+
+#[test]
+fn clicking_a_header_sorts_its_table_by_value() {
+    let caps = two_hosts();
+    let caps: Vec<&Path> = caps.iter().map(PathBuf::as_path).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("report.html");
+    report(&caps, &["--html", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    // Click the latency table's "max" header, then print the column.
+    // Sorted as text, "5.03ms" would come between "38.0us" and "60.0us".
+    let click = r#"<script>
+var t = document.getElementById("latency");
+var th = Array.prototype.find.call(t.tHead.rows[0].cells, function (c) { return c.textContent === "max"; });
+th.click();
+console.log("sorted " + Array.prototype.map.call(t.tBodies[0].rows, function (r) { return r.cells[th.cellIndex].textContent; }).join("|"));
+</script></body>"#;
+    let probe = tmp.path().join("probe.html");
+    std::fs::write(&probe, html.replace("</body>", click)).unwrap();
+    let shot = render(&probe, 800, 600);
+    let line = shot
+        .console
+        .iter()
+        .find_map(|l| l.split("\"sorted ").nth(1)?.split('"').next())
+        .unwrap_or_else(|| panic!("no sorted column: {:#?}", shot.console));
+    let values: Vec<f64> = line.split('|').map(parse_ns).collect();
+    let (_, rows) = table(&html, "latency");
+    assert_eq!(values.len(), rows.len());
+    assert!(
+        values.windows(2).all(|w| w[0] >= w[1]),
+        "not sorted by value, largest first: {line}"
+    );
+}
+
 #[test]
 fn capture_names_are_escaped() {
     let tmp = tempfile::tempdir().unwrap();
