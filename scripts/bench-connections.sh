@@ -26,9 +26,13 @@
 #   the paths, that `report --json` counts (each figure charges all the
 #   memory to that one kind of state: upper bounds, not a split).
 #
-# After the rows, for programs measured on two captures of the same number
-# of connections, the growth of the peak RSS per frame between them (the
-# per-frame cost, which the per-connection figures do not separate).
+# Below `report`'s row, from its report: how many latency histograms hold
+# more than 128 samples, so are dense HdrHistograms, and the size of their
+# counts by the ranges they cover; and the stall records kept (at most
+# 1,024 per direction). After the rows, for programs measured on two
+# captures of the same number of connections, the growth of the peak RSS
+# per frame between them (the per-frame cost, which the per-connection
+# figures do not separate).
 #
 # BEFORE=REV adds rows for another version, built by scripts/build-rev.sh
 # (BEFORE_REVERT=COMMIT: REV with COMMIT's change undone), `report` and
@@ -141,11 +145,23 @@ for s in "${series[@]}"; do
         if [ "$mode" = stream ]; then
             wait "$writer" || { echo "the generator failed on $s" >&2; exit 1; }
         fi
-        if [ "$p" = report ]; then # the directions and paths this capture holds
-            read -r dirs paths < <(python3 -c '
+        if [ "$p" = report ]; then # what this capture's state holds, from the report
+            read -r dirs paths dense dense_mib stalls < <(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(len(r["directions"]), sum(len(d["paths"]) for d in r["directions"]))' "$work/out")
+ds = r["directions"]
+# Histograms past 128 samples are HdrHistograms (3 significant digits,
+# ns): (buckets + 1) * 1024 counts of 8 bytes, the buckets covering max.
+def counts_bytes(h):
+    buckets, untrackable = 1, 2048
+    while untrackable <= h["max"]:
+        untrackable, buckets = untrackable << 1, buckets + 1
+    return (buckets + 1) * 1024 * 8
+hists = [h for d in ds for h in [d["fabric_rtt_ns"], d["msg_delivery_ns"],
+         *d["msg_completion_by_op_ns"].values(), *(q["ack_rtt_ns"] for q in d["paths"])]]
+dense = [counts_bytes(h) for h in hists if h["count"] > 128]
+print(len(ds), sum(len(d["paths"]) for d in ds), len(dense), f"{sum(dense) / 2**20:.1f}",
+      sum(len(d["stalls"]) for d in ds))' "$work/out")
         fi
         key="$p $conns"
         if [ -n "${rss_at[$key]:-}" ]; then
@@ -166,6 +182,9 @@ per_dir, per_path = ("-", "-") if p == "tshark-bare" else \
 print(f"{s:<22} {p:<13} {kib / 1024:11.1f} {wall:8.2f} {cpu:8.2f} {rate(wall):>11} {rate(cpu):>13} "
       f"{dirs:10} {paths:9} {per_dir:>12} {per_path:>8}")
 EOF
+        if [ "$p" = report ]; then
+            echo "    its report: $dense histograms past 128 samples (their counts $dense_mib MiB by their ranges), $stalls stall records kept"
+        fi
     done
     rm -f "$pcap"
 done
