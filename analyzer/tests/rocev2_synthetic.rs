@@ -138,6 +138,54 @@ fn go_back_n_rnr_cnp_ce() {
     assert_eq!(r.engine.rocev2_unmatched_responses, 0);
 }
 
+/// Bytes in flight of the request flow after each packet (100-byte
+/// requests): a PSN counts from its first captured request to the
+/// acknowledgement passing it; go-back-N copies add nothing.
+///
+/// ```text
+/// f1 t0  SEND psn 10                       100
+/// f2 t1  SEND psn 12 (11 not captured)     200
+/// f3 t2  SEND psn 13                       300
+/// f4 t10 ACK 10                            200
+/// f5 t11 NAK seq err 11 (acks 10 again)    200
+/// f6 t12 psn 11 again: its first capture   300
+/// f7 t13 psn 12 again, f8 t14 psn 13 again 300
+/// f9 t20 ACK 12                            100
+/// f10 t21 psn 10 again (acked already)     100
+/// f11 t30 ACK 13                             0
+/// ```
+#[test]
+fn bytes_in_flight_of_a_request_flow() {
+    use Opcode::{RcAcknowledge as Ack, RcSendOnly as Send};
+    let script = [
+        pkt(1, 0, true, Send, 10, None, false),
+        pkt(2, 1, true, Send, 12, None, false),
+        pkt(3, 2, true, Send, 13, None, false),
+        pkt(4, 10, false, Ack, 10, Some(0x1f), false),
+        pkt(5, 11, false, Ack, 11, Some(0x60), false),
+        pkt(6, 12, true, Send, 11, None, false),
+        pkt(7, 13, true, Send, 12, None, false),
+        pkt(8, 14, true, Send, 13, None, false),
+        pkt(9, 20, false, Ack, 12, Some(0x1f), false),
+        pkt(10, 21, true, Send, 10, None, false),
+        pkt(11, 30, false, Ack, 13, Some(0x1f), false),
+    ];
+    let mut engine = Engine::new(Config::default());
+    let got: Vec<Option<u64>> = script
+        .iter()
+        .map(|o| {
+            let flow = engine.ingest(o).flow.expect("matched to the request flow");
+            engine.rocev2_bytes_in_flight(flow)
+        })
+        .collect();
+    let want = [100, 200, 300, 200, 200, 300, 300, 300, 100, 100, 0].map(Some);
+    assert_eq!(got, want);
+    let r = engine.snapshot();
+    let f = &r.rocev2[0];
+    assert_eq!((f.bytes_in_flight, f.max_bytes_in_flight), (0, 300));
+    assert_eq!(f.retransmissions, 4);
+}
+
 /// An RDMA READ answered by three response packets: every response is an
 /// implicit ACK up to its own PSN, so nothing is left outstanding.
 ///

@@ -782,3 +782,96 @@ fn a_dup_echoing_the_original_names_the_retransmission() {
     let r = engine.snapshot();
     assert_eq!(data_direction(&r).spurious_retransmissions, 1);
 }
+
+/// Bytes in flight of A -> B after each packet of the scenario (every
+/// DATA carries `payload_len` 1000; f7 is trimmed to 200 bytes but counts
+/// the 1000 it was sent with):
+///
+/// ```text
+/// f1 f2 CTRL (other directions)      0
+/// f3 psn100 +1000                 1000    f12-f14 NACK, NACK, CNP      1000
+/// f4 psn102 +1000                 2000    f15 psn104 retx, original not
+/// f5 psn101 +1000 (out of order)  3000        captured: its first +1000 2000
+/// f6 psn103 +1000                 4000    f16 psn105 retx: counted     2000
+/// f7 psn105 +1000 (trimmed)       5000    f17 psn103 below the ack     2000
+/// f8 ACK cum101: 100 acked        4000    f18 ACK cum105: 104          1000
+/// f9 SACK{102}                    3000    f19 ACK cum106: 105             0
+/// f10 ACK cum103: 101             2000    f20 ACK DUP                     0
+///     (102 already SACKed)                f21 psn106 +1000             1000
+/// f11 ACK cum104: 103             1000    f22 psn106 retx              1000
+///                                         f23 ACK cum107                  0
+///                                         f24 psn107 +1000             1000
+/// ```
+#[test]
+fn bytes_in_flight_follow_sends_sacks_and_cumulative_acks() {
+    let want: [u64; 24] = [
+        0, 0, 1000, 2000, 3000, 4000, 5000, 4000, 3000, 2000, 1000, 1000, 1000, 1000, 2000, 2000,
+        2000, 1000, 0, 0, 1000, 1000, 0, 1000,
+    ];
+    let mut engine = Engine::new(Config::default());
+    let mut flows = Vec::new();
+    for (i, (o, want)) in scenario().observations().iter().zip(want).enumerate() {
+        let flow = engine.ingest(o).flow.expect("every packet names its flow");
+        assert_eq!(engine.bytes_in_flight(flow), Some(want), "after f{}", i + 1);
+        flows.push(flow);
+    }
+    // From f3 on, every packet is about A -> B: DATA names its own
+    // direction, feedback the one it acknowledges.
+    assert!(flows[2..].iter().all(|&f| f == flows[2]));
+    let report = engine.snapshot();
+    let d = data_direction(&report);
+    assert_eq!((d.bytes_in_flight, d.max_bytes_in_flight), (1000, 5000));
+    let b = report.directions.iter().find(|d| d.src_conn == CONN_B);
+    assert_eq!(b.map(|b| b.max_bytes_in_flight), Some(0));
+}
+
+/// A PSN SACKed before its DATA is captured never counts, and PSNs the
+/// window drops on overflow leave the count (a window of 4 PSNs):
+///
+/// ```text
+/// f1 t0  D psn10                                1000
+/// f2 t1  D psn13 (slots 11, 12 made empty)      2000
+/// f3 t10 ACK cum10 SACK{12}                     2000
+/// f4 t11 D psn11                                3000
+/// f5 t12 D psn12, already SACKed: nothing       3000
+/// f6 t13 D psn14 att1, the window drops psn10; the original
+///        of 14 was not captured: its first    3000 - 1000 + 1000 = 3000
+/// f7 t14 D psn15, the window drops psn11        3000 - 1000 + 1000 = 3000
+/// f8 t20 ACK cum16: 13, 14, 15 acked              0
+/// ```
+#[test]
+fn bytes_in_flight_skip_sacked_psns_and_leave_with_the_window_overflow() {
+    let mut s = Script::default();
+    s.data(0, Data::send(10, 1, 1, 10, 0, 1000));
+    s.data(1, Data::send(13, 1, 2, 13, 0, 1000));
+    s.ack(10, 10, 10, 0, FbFlags::empty(), &[12]);
+    s.data(11, Data::send(11, 1, 3, 11, 0, 1000));
+    s.data(12, Data::send(12, 1, 4, 12, 0, 1000));
+    s.data(
+        13,
+        Data {
+            tx_attempt: 1,
+            ..Data::send(14, 1, 5, 14, 0, 1000)
+        },
+    );
+    s.data(14, Data::send(15, 1, 6, 15, 0, 1000));
+    s.ack(20, 16, 15, 14, FbFlags::empty(), &[]);
+    let mut engine = Engine::new(Config {
+        window: 4,
+        ..Config::default()
+    });
+    let got: Vec<Option<u64>> = s
+        .observations()
+        .iter()
+        .map(|o| {
+            let v = engine.ingest(o);
+            engine.bytes_in_flight(v.flow.unwrap())
+        })
+        .collect();
+    let want = [1000, 2000, 2000, 3000, 3000, 3000, 3000, 0].map(Some);
+    assert_eq!(got, want);
+    let report = engine.snapshot();
+    let d = data_direction(&report);
+    assert_eq!(d.window_overflow, 2);
+    assert_eq!((d.bytes_in_flight, d.max_bytes_in_flight), (0, 3000));
+}

@@ -91,11 +91,20 @@ pub(crate) struct Slot {
     coalesced: bool,
     /// Transmissions captured.
     count: u8,
+    /// What the PSN adds to the direction's bytes in flight: its
+    /// `payload_len` while it is captured, not SACKed and not below the
+    /// cumulative ack; 0 otherwise (it fits the slot's padding).
+    flight: u16,
     /// The ev charged with `lost_inferred` for this PSN.
     lost_ev: Option<u16>,
     first: Tx,
     last: Tx,
 }
+
+const _: () = assert!(
+    std::mem::size_of::<Slot>() == 64,
+    "a slot is one cache line"
+);
 
 /// Per-path state of one direction. `repr(C)` keeps the fields every
 /// packet touches in the first 32 bytes, so they share a cache line (the
@@ -254,6 +263,9 @@ pub(crate) struct Counters {
     pub data_packets: u64,
     pub data_bytes: u64,
     pub goodput_bytes: u64,
+    /// The sum of the window's `Slot::flight`, and its largest value.
+    pub bytes_in_flight: u64,
+    pub max_bytes_in_flight: u64,
     pub retransmissions: u64,
     pub fast: u64,
     pub timeout: u64,
@@ -597,19 +609,28 @@ impl Dir {
         let slot = if below_cum {
             self.window.get_mut(psn)
         } else {
+            if let Some(below) = self.window.overflow_below(psn) {
+                self.leave_flight(self.window.base(), below);
+            }
             self.window.entry(psn)
         };
         let seen_before = slot.as_ref().is_some_and(|s| s.seen);
         let is_retx = mr.tx_attempt > 0 || seen_before || below_cum;
 
         if is_retx {
-            self.on_retransmission(psn, tx, mr, below_cum, cfg, v);
+            self.on_retransmission(psn, tx, mr, d.payload_len, below_cum, cfg, v);
         } else {
             if let Some(slot) = slot {
                 slot.seen = true;
                 slot.first = tx;
                 slot.last = tx;
                 slot.count = 1;
+                if !slot.sacked {
+                    slot.flight = d.payload_len;
+                    self.c.bytes_in_flight += u64::from(d.payload_len);
+                    self.c.max_bytes_in_flight =
+                        self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
+                }
             }
             if !d.trimmed {
                 self.c.goodput_bytes += u64::from(d.payload_len);
@@ -639,14 +660,17 @@ impl Dir {
 
     /// [`Dir::on_data`] for a retransmission (rare: out of line, so that
     /// the first transmission's path stays short). `psn`'s slot, if the
-    /// window holds it, was made by the caller.
+    /// window holds it, was made by the caller. It adds to the bytes in
+    /// flight only when it is the PSN's first captured transmission.
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn on_retransmission(
         &mut self,
         psn: u32,
         tx: Tx,
         mr: &MrObs,
+        payload_len: u16,
         below_cum: bool,
         cfg: &Config,
         v: &mut Verdict,
@@ -672,6 +696,12 @@ impl Dir {
                 if !slot.seen {
                     slot.first = tx;
                     slot.seen = true;
+                    if !below_cum && !slot.sacked {
+                        slot.flight = payload_len;
+                        self.c.bytes_in_flight += u64::from(payload_len);
+                        self.c.max_bytes_in_flight =
+                            self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
+                    }
                 }
                 slot.last = tx;
                 if !slot.retx {
@@ -1001,6 +1031,8 @@ impl Dir {
                         let psn = sack_base.wrapping_add(w as u32 * 64 + i);
                         if let Some(slot) = self.window.get_mut(psn) {
                             slot.sacked = true;
+                            let left = u64::from(std::mem::take(&mut slot.flight));
+                            self.c.bytes_in_flight = self.c.bytes_in_flight.saturating_sub(left);
                         }
                         if self.highest_sacked.is_none_or(|h| lt(h, psn)) {
                             self.highest_sacked = Some(psn);
@@ -1218,6 +1250,13 @@ impl Dir {
             self.push_stall(report, cfg);
         }
 
+        // The PSNs the ack newly passes leave the bytes in flight (those
+        // below the old one already have).
+        let from = match self.cum {
+            Some(c) if !lt(c, self.window.base()) => c,
+            _ => self.window.base(),
+        };
+        self.leave_flight(from, cum_ack);
         self.cum = Some(cum_ack);
         self.stall_ref = ts;
         if self.highest_sacked.is_some_and(|h| lt(h, cum_ack)) {
@@ -1258,6 +1297,22 @@ impl Dir {
                 );
             }
         }
+    }
+
+    /// The PSNs from `from` up to `to` (not included) leave the bytes in
+    /// flight: acked, or dropped from the window.
+    #[inline]
+    fn leave_flight(&mut self, from: u32, to: u32) {
+        let mut left = 0u64;
+        self.window.for_each_in(from, to, |s| {
+            left += u64::from(std::mem::take(&mut s.flight))
+        });
+        self.c.bytes_in_flight = self.c.bytes_in_flight.saturating_sub(left);
+    }
+
+    /// Payload bytes in flight (`DirectionReport::bytes_in_flight`).
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.c.bytes_in_flight
     }
 
     /// Every RTT sample of the direction, the `pending` ones included: the
@@ -1385,6 +1440,8 @@ impl Dir {
             cum_ack: self.cum,
             highest_psn: self.highest,
             outstanding_packets: self.outstanding_packets(),
+            bytes_in_flight: c.bytes_in_flight,
+            max_bytes_in_flight: c.max_bytes_in_flight,
             ack_rtt_ns: self.ack_rtt_summary(pending),
             fabric_rtt_ns: self.fabric.summary_with(
                 pending

@@ -530,6 +530,23 @@ impl Engine {
         self.advance_time(end_ts_ns);
     }
 
+    /// Payload bytes in flight on MetaRoCE direction `flow` (the
+    /// verdict's `flow` of a MetaRoCE packet: a DATA's own direction, the
+    /// direction a feedback acknowledges), after the last packet ingested:
+    /// `DirectionReport::bytes_in_flight`. `None` when it is not live.
+    pub fn bytes_in_flight(&self, flow: u32) -> Option<u64> {
+        self.dirs
+            .get(flow as usize)
+            .and_then(Option::as_ref)
+            .map(Dir::bytes_in_flight)
+    }
+
+    /// [`Engine::bytes_in_flight`] of RoCEv2 request flow `flow` (the
+    /// verdict's `flow` of a RoCEv2 packet): `RoceFlowReport::bytes_in_flight`.
+    pub fn rocev2_bytes_in_flight(&self, flow: u32) -> Option<u64> {
+        self.roce.flow(flow).map(RoceFlow::bytes_in_flight)
+    }
+
     /// Sizes of the live state.
     pub fn state_size(&self) -> StateSize {
         let mut s = StateSize {

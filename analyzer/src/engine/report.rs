@@ -90,6 +90,10 @@ pub struct DirectionReport {
     pub cum_ack: Option<u32>,
     pub highest_psn: Option<u32>,
     pub outstanding_packets: u64,
+    /// Payload bytes of the PSNs captured and neither SACKed nor below the
+    /// cumulative ack, at snapshot time; the largest value it had.
+    pub bytes_in_flight: u64,
+    pub max_bytes_in_flight: u64,
     pub ack_rtt_ns: Summary,
     pub fabric_rtt_ns: Summary,
     pub msg_completion_ns: Summary,
@@ -171,6 +175,10 @@ pub struct RoceFlowReport {
     /// PSNs sent and not yet acknowledged (highest - acked; 0 before the
     /// first acknowledgement).
     pub outstanding_psns: u32,
+    /// Payload bytes of the requests captured and not yet acknowledged, at
+    /// snapshot time; the largest value it had.
+    pub bytes_in_flight: u64,
+    pub max_bytes_in_flight: u64,
     pub naks: u64,
     /// NAKs by code name (IBTA table 43), codes seen only.
     pub naks_by_code: BTreeMap<&'static str, u64>,

@@ -47,6 +47,9 @@ struct RSlot {
     sampled: bool,
     /// Retransmitted: no RTT sample (Karn), RoCEv2 has no echo timestamp.
     retx: bool,
+    /// What the PSN adds to the flow's bytes in flight: its request's
+    /// payload while captured and not acknowledged (it fits the padding).
+    flight: u32,
     frame: u64,
     ts: u64,
 }
@@ -126,6 +129,9 @@ struct RCounters {
     ect_packets: u64,
     fecn: u64,
     becn: u64,
+    /// The sum of the window's `RSlot::flight`, and its largest value.
+    bytes_in_flight: u64,
+    max_bytes_in_flight: u64,
 }
 
 pub(crate) struct Flow {
@@ -286,16 +292,26 @@ impl Flow {
         let is_retx = self.highest.is_some_and(|h| !lt(h, psn));
         if is_retx {
             self.c.retransmissions += 1;
+            let acked = self.acked.is_some_and(|a| !lt(a, psn));
             let original = match self.window.get_mut(psn) {
                 Some(slot) if slot.seen => {
                     slot.retx = true;
                     Some(slot.frame)
                 }
-                _ => None,
+                Some(slot) => {
+                    // The first captured transmission of a PSN whose
+                    // original was not captured: it is in flight now.
+                    if !acked && slot.flight == 0 {
+                        slot.flight = r.payload_len;
+                        self.add_flight(r.payload_len);
+                    }
+                    None
+                }
+                None => None,
             };
             let kind = if self.nak_pending {
                 RetxKind::Fast
-            } else if self.acked.is_some_and(|a| !lt(a, psn)) {
+            } else if acked {
                 RetxKind::Spurious
             } else {
                 RetxKind::Timeout
@@ -317,14 +333,19 @@ impl Flow {
         self.first_psn.get_or_insert(r.psn);
         self.low.get_or_insert(psn);
         self.highest = Some(psn);
+        if let Some(below) = self.window.overflow_below(psn) {
+            self.leave_flight(below);
+        }
         if let Some(slot) = self.window.entry(psn) {
             *slot = RSlot {
                 seen: true,
                 sampled: false,
                 retx: false,
+                flight: r.payload_len,
                 frame: obs.frame,
                 ts,
             };
+            self.add_flight(r.payload_len);
         }
         if op == OpKind::Read {
             self.c.read_requests += 1;
@@ -354,6 +375,28 @@ impl Flow {
         {
             m.last.get_or_insert(psn);
         }
+    }
+
+    fn add_flight(&mut self, bytes: u32) {
+        self.c.bytes_in_flight += u64::from(bytes);
+        self.c.max_bytes_in_flight = self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
+    }
+
+    /// The PSNs below `to` leave the bytes in flight (acknowledged, or
+    /// dropped from the window): every slot from the window's base (the
+    /// acknowledged ones are pruned as the acknowledgement moves).
+    fn leave_flight(&mut self, to: u32) {
+        let mut left = 0u64;
+        let base = self.window.base();
+        self.window.for_each_in(base, to, |s| {
+            left += u64::from(std::mem::take(&mut s.flight))
+        });
+        self.c.bytes_in_flight = self.c.bytes_in_flight.saturating_sub(left);
+    }
+
+    /// Payload bytes in flight (`RoceFlowReport::bytes_in_flight`).
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.c.bytes_in_flight
     }
 
     /// Completes the messages at the front of the queue whose condition
@@ -387,6 +430,7 @@ impl Flow {
         if self.acked.is_none_or(|a| lt(a, psn)) {
             v.cum_ack_advance = Some(self.acked.map_or(0, |a| diff(a, psn) as u32));
             self.acked = Some(psn);
+            self.leave_flight(psn.wrapping_add(1));
             self.window.prune_below(psn.wrapping_add(1));
         }
         // SEND and WRITE are done when acknowledged; a READ or atomic
@@ -483,6 +527,8 @@ impl Flow {
                 (Some(h), Some(a)) if lt(a, h) => diff(a, h) as u32,
                 _ => 0,
             },
+            bytes_in_flight: self.c.bytes_in_flight,
+            max_bytes_in_flight: self.c.max_bytes_in_flight,
             naks: self.c.naks,
             naks_by_code: (0u8..)
                 .zip(self.naks_by_code)

@@ -194,6 +194,28 @@ impl<T: Default + Copy> Window<T> {
         };
     }
 
+    /// The PSN below which [`Window::entry`]`(psn)` would drop slots to
+    /// stay within the capacity, when it would drop any (a caller that
+    /// keeps a sum over the slots subtracts them first).
+    #[inline]
+    pub fn overflow_below(&self, psn: u32) -> Option<u32> {
+        let d = diff(self.base, psn);
+        (self.len > 0 && d >= 0 && d as usize >= self.cap)
+            .then(|| psn.wrapping_sub(self.cap as u32 - 1))
+    }
+
+    /// Calls `f` on the slot of every PSN from `from` up to `to` (not
+    /// included) that the window holds, lowest first.
+    #[inline]
+    pub fn for_each_in(&mut self, from: u32, to: u32, mut f: impl FnMut(&mut T)) {
+        let start = diff(self.base, from).max(0) as usize;
+        let end = (diff(self.base, to).max(0) as usize).min(self.len);
+        let mask = self.ring.len().wrapping_sub(1);
+        for i in start..end {
+            f(&mut self.ring[(self.head + i) & mask]);
+        }
+    }
+
     /// Every slot with its PSN, lowest first.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         let base = self.base;
@@ -211,12 +233,14 @@ mod test {
     enum Op {
         Entry(u32, u8),
         Prune(u32),
+        Range(u32, u32),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (0u32..96, any::<u8>()).prop_map(|(d, v)| Op::Entry(d, v)),
             1 => (0u32..96).prop_map(Op::Prune),
+            1 => (0u32..100, 0u32..100).prop_map(|(a, b)| Op::Range(a, b)),
         ]
     }
 
@@ -233,6 +257,7 @@ mod test {
                 match op {
                     Op::Entry(d, v) => {
                         let psn = start.wrapping_add(d);
+                        let drops_below = w.overflow_below(psn);
                         let fits = model.keys().next().is_none_or(|&lo| d >= lo || model.keys().last().unwrap() - d < cap as u32);
                         match w.entry(psn) {
                             Some(slot) => {
@@ -241,9 +266,25 @@ mod test {
                             }
                             None => prop_assert!(!fits, "entry({d}) refused"),
                         }
-                        // Slots beyond the capacity were dropped from the front.
+                        // Slots beyond the capacity were dropped from the front:
+                        // those `overflow_below` named.
                         let hi = *model.keys().last().unwrap();
+                        for &k in model.keys() {
+                            let dropped = !(hi - k < cap as u32 || k > hi);
+                            let named = drops_below.is_some_and(|b| lt(start.wrapping_add(k), b));
+                            prop_assert_eq!(dropped, named, "psn offset {} on entry({})", k, d);
+                        }
                         model.retain(|&k, _| hi - k < cap as u32 || k > hi);
+                    }
+                    Op::Range(a, b) => {
+                        let mut got = Vec::new();
+                        w.for_each_in(start.wrapping_add(a), start.wrapping_add(b), |v| got.push(*v));
+                        // Every slot the window holds in the range (`get`
+                        // agrees with the model, checked below), in order.
+                        let held: Vec<u8> = (a..b.max(a))
+                            .filter_map(|k| w.get(start.wrapping_add(k)).copied())
+                            .collect();
+                        prop_assert_eq!(&got, &held);
                     }
                     Op::Prune(d) => {
                         w.prune_below(start.wrapping_add(d));
