@@ -360,6 +360,10 @@ pub trait Sink {
     /// One packet, its verdict and every message completed at it (the
     /// verdict's `message` is the first of them).
     fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict, done: &[MsgDone]);
+    /// Right after `packet`: the engine that judged it, for a sink that
+    /// reads the engine's state of the packet's flow through its getters
+    /// (`trace --counters`: `Engine::bytes_in_flight`).
+    fn flow_state(&mut self, _capture: usize, _obs: &Observation, _v: &Verdict, _engine: &Engine) {}
     /// Lint findings of capture `capture` (only with `Config::lint`), in
     /// capture order, some packets after the packets they are about (they
     /// are handed over after each batch).
@@ -632,6 +636,7 @@ fn analyze_one<S: Sink + ?Sized>(
                 };
                 engine.ingest_into(obs, &mut v);
                 sink.packet(0, obs, &v, engine.messages_done());
+                sink.flow_state(0, obs, &v, &engine);
             }
             parser.recycle(batch);
             hand_over_findings(&mut engine, 0, sink);
@@ -775,6 +780,9 @@ fn analyze_many<S: Sink + ?Sized>(
                 Some(obs) => {
                     let v = multi.ingest(i, &obs);
                     sink.packet(i, &obs, &v, multi.messages_done(i));
+                    if let Some(engine) = multi.engine(i) {
+                        sink.flow_state(i, &obs, &v, engine);
+                    }
                     if !v.lint.is_empty()
                         && let Some(engine) = multi.engine_mut(i)
                     {

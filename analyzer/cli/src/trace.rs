@@ -43,8 +43,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use analyzer::engine::{
-    BetweenReport, FbKind, MrBody, MsgDone, MsgView, ObsKind, Observation, Report, RetxKind,
-    StallReport, Verdict,
+    BetweenReport, Engine, FbKind, MrBody, MsgDone, MsgView, ObsKind, Observation, Report,
+    RetxKind, StallReport, Verdict,
 };
 use proto_parse::metaroce::{CnpReason, NackCode};
 
@@ -58,8 +58,9 @@ pub struct TraceOptions {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
     /// Add counters per 1 ms and connection direction: goodput (first
-    /// transmissions' payload, MetaRoCE), CE-marked packets and
-    /// retransmissions per path (ev).
+    /// transmissions' payload, MetaRoCE), bytes in flight (the largest
+    /// value of each millisecond), CE-marked packets and retransmissions
+    /// per path (ev).
     #[arg(long)]
     pub counters: bool,
     /// HOST's clock is NS ahead of the trace's clock (the first
@@ -185,6 +186,56 @@ struct Bucket {
 /// Counter buckets are this long.
 const BUCKET_NS: u64 = 1_000_000;
 
+/// The bytes in flight of one connection direction as counter samples: in
+/// each millisecond it changed, its largest value then, and, when it ended
+/// the millisecond lower, that value from the next millisecond on (a
+/// counter holds its value until the next sample: during a stall it
+/// holds the bytes stuck in flight). The step function the samples draw
+/// is the largest value of every millisecond.
+#[derive(Debug, Default)]
+struct InFlight {
+    /// The millisecond being filled and its largest value so far.
+    open: Option<(u64, u64)>,
+    /// The latest value.
+    last: u64,
+    /// (millisecond, bytes), in time order.
+    samples: Vec<(u64, u64)>,
+}
+
+impl InFlight {
+    fn record(&mut self, ts_ns: u64, bytes: u64) {
+        if bytes == self.last && self.open.is_some() {
+            // Held since the last change: the samples already say it.
+            return;
+        }
+        let mut bucket = ts_ns / BUCKET_NS;
+        match self.open {
+            Some((open, max)) if bucket <= open => {
+                // The same millisecond (or a capture time that went back).
+                bucket = open;
+                self.open = Some((bucket, max.max(bytes)));
+            }
+            _ => {
+                self.close(Some(bucket));
+                // The millisecond starts with the value held before it.
+                self.open = Some((bucket, self.last.max(bytes)));
+            }
+        }
+        self.last = bytes;
+    }
+
+    /// Writes the open millisecond's samples; `next` is the millisecond
+    /// about to open (it then says the held value itself).
+    fn close(&mut self, next: Option<u64>) {
+        if let Some((bucket, max)) = self.open.take() {
+            self.samples.push((bucket, max));
+            if self.last != max && next != Some(bucket + 1) {
+                self.samples.push((bucket + 1, self.last));
+            }
+        }
+    }
+}
+
 /// What one capture contributes.
 #[derive(Debug, Default)]
 struct CaptureTrace {
@@ -203,6 +254,11 @@ struct CaptureTrace {
     events: Vec<Event>,
     /// (connection track, bucket) -> counters.
     buckets: BTreeMap<(u32, u64), Bucket>,
+    /// The connection of the last packet's verdict `flow` (a feedback's is
+    /// the direction it acknowledges), for `flow_state`.
+    flow_conn: Option<Conn>,
+    /// Bytes in flight by connection; only those that ever had any.
+    in_flight: BTreeMap<Conn, InFlight>,
 }
 
 impl CaptureTrace {
@@ -483,6 +539,13 @@ impl Sink for Tracer {
                 (conn, conn)
             }
         };
+        c.flow_conn = match (&obs.kind, v.flow) {
+            (_, None) => None,
+            (ObsKind::MetaRoce(mr), Some(_)) if matches!(mr.body, MrBody::Feedback(_)) => {
+                Some(reverse)
+            }
+            (_, Some(_)) => Some(own),
+        };
         let frame = obs.frame;
         if let Some(r) = v.retransmission {
             let ev = match &obs.kind {
@@ -596,10 +659,39 @@ impl Sink for Tracer {
         }
     }
 
+    fn flow_state(&mut self, capture: usize, obs: &Observation, v: &Verdict, engine: &Engine) {
+        if !self.args.counters {
+            return;
+        }
+        let Some(c) = self.captures.get_mut(capture) else {
+            return;
+        };
+        let (Some(conn), Some(flow)) = (c.flow_conn, v.flow) else {
+            return;
+        };
+        let bytes = match obs.kind {
+            ObsKind::MetaRoce(_) => engine.bytes_in_flight(flow),
+            ObsKind::RoceV2(_) => engine.rocev2_bytes_in_flight(flow),
+        };
+        match (c.in_flight.get_mut(&conn), bytes) {
+            (Some(gauge), Some(bytes)) => gauge.record(obs.ts_ns, bytes),
+            (None, Some(bytes)) if bytes > 0 => {
+                c.in_flight
+                    .entry(conn)
+                    .or_default()
+                    .record(obs.ts_ns, bytes);
+            }
+            _ => {}
+        }
+    }
+
     fn end_capture(&mut self, index: usize, report: &Report) -> io::Result<()> {
         let Some(c) = self.captures.get_mut(index) else {
             return Ok(());
         };
+        for gauge in c.in_flight.values_mut() {
+            gauge.close(None);
+        }
         for d in &report.directions {
             if d.stalls.is_empty() {
                 continue;
@@ -869,16 +961,35 @@ fn write_counters(
                     Value::Object(m)
                 }
             };
-            sep(out, first)?;
-            out.write_all(b"{\"ph\":\"C\",\"cat\":\"network\",\"name\":")?;
-            serde_json::to_writer(&mut *out, &format!("{kind} {conn}"))?;
             let ts = micros(i128::from(bucket * BUCKET_NS) + shift_ns);
-            write!(out, ",\"pid\":{pid},\"ts\":{ts},\"args\":")?;
-            serde_json::to_writer(&mut *out, &args)?;
-            out.write_all(b"}")?;
+            counter(out, first, &format!("{kind} {conn}"), pid, &ts, &args)?;
+        }
+    }
+    for (conn, gauge) in &c.in_flight {
+        let name = format!("bytes in flight {}", conn.name());
+        for &(bucket, bytes) in &gauge.samples {
+            let ts = micros(i128::from(bucket * BUCKET_NS) + shift_ns);
+            counter(out, first, &name, pid, &ts, &json!({ "bytes": bytes }))?;
         }
     }
     Ok(())
+}
+
+/// A counter (`C`) sample.
+fn counter(
+    out: &mut dyn Write,
+    first: &mut bool,
+    name: &str,
+    pid: u64,
+    ts: &str,
+    args: &Value,
+) -> io::Result<()> {
+    sep(out, first)?;
+    out.write_all(b"{\"ph\":\"C\",\"cat\":\"network\",\"name\":")?;
+    serde_json::to_writer(&mut *out, name)?;
+    write!(out, ",\"pid\":{pid},\"ts\":{ts},\"args\":")?;
+    serde_json::to_writer(&mut *out, args)?;
+    out.write_all(b"}")
 }
 
 /// A metadata (`M`) event.

@@ -418,6 +418,39 @@ fn two_host_trace_holds_the_scenario() {
             let starts: Vec<i128> = msgs.iter().map(|e| e.ts_ns.unwrap() - EPOCH_NS).collect();
             assert_eq!(starts, vec![us(40), us(200)]);
         }
+
+        // Bytes in flight: per millisecond the largest value, then the
+        // value held (scenario.rs; every DATA has payload_len 1024).
+        // Sender, A's clock: PSN 1000..1007 leave at 40..47 us, before any
+        // feedback is back (ACK(1000), sent at 50 on ev0, arrives at 60):
+        // 8192. ACK cum 1008 arrives at 88 + 12 = 100 us: all acked. PSN
+        // 1008 leaves at 200 us and stays in flight through the stall
+        // until ACK cum 1009 arrives at 5213 + 13 = 5226 us.
+        // Receiver, B's clock brought back by the offset: each arrival is
+        // acked or SACKed at once, but 1007 (trimmed at 60, counting the
+        // 1024 B it was sent with, NACKed) is still in flight when 1006
+        // arrives at 76: 2048; the SACK of 1007 at 84 and ACK cum 1008 at
+        // 88 (right after 1002's retransmission, its first capture at B)
+        // leave 0. 1008's retransmission, its first capture at B, arrives
+        // at 5200 + 13 us and is acked at once.
+        let in_flight: Vec<(i128, u64)> = events
+            .iter()
+            .filter(|e| e.ph() == "C" && e.pid() == &pid)
+            .filter(|e| e.name() == format!("bytes in flight {DIRECTION}"))
+            .map(|e| {
+                let bytes = e.value["args"]["bytes"].as_u64().unwrap();
+                (e.ts_ns.unwrap() - EPOCH_NS, bytes)
+            })
+            .collect();
+        let peak = if side == "sender" { 8 * 1024 } else { 2 * 1024 };
+        let held = if side == "sender" { 1024 } else { 0 };
+        let want = vec![
+            (us(0), peak),
+            (us(1000), held),
+            (us(5000), 1024),
+            (us(6000), 0),
+        ];
+        assert_eq!(in_flight, want, "{side}: bytes in flight");
     }
 
     // Counters: retransmissions per path add up to the expected count.
@@ -777,7 +810,8 @@ fn overlapping_messages_spread_over_message_tracks() {
 }
 
 /// The public RoCEv2 captures: valid traces, each completed message on
-/// its request flow's message tracks (as many as the report counts).
+/// its request flow's message tracks (as many as the report counts), and
+/// each flow's bytes in flight peaking where the report says.
 #[test]
 fn rocev2_captures_give_valid_traces() {
     let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real");
@@ -823,6 +857,20 @@ fn rocev2_captures_give_valid_traces() {
             assert_eq!(
                 messages as u64,
                 flow["messages_completed"].as_u64().unwrap(),
+                "{name}: {track}"
+            );
+            // The bytes in flight counter peaks at the report's maximum
+            // (none for a flow that never had any).
+            let peak = events
+                .iter()
+                .filter(|e| e.ph() == "C" && e.pid() == &pid)
+                .filter(|e| e.name() == format!("bytes in flight {track}"))
+                .map(|e| e.value["args"]["bytes"].as_u64().unwrap())
+                .max()
+                .unwrap_or(0);
+            assert_eq!(
+                peak,
+                flow["max_bytes_in_flight"].as_u64().unwrap(),
                 "{name}: {track}"
             );
             flows_seen += 1;
