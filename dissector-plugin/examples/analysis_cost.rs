@@ -36,13 +36,15 @@ fn main() {
     let mut a = Analysis::new(analyzer::Config::default());
     let t = Instant::now();
     for (i, (ts, f)) in frames.iter().enumerate() {
-        let (src, dst, ecn) = outer_layers(LinkType::Ethernet, f, &f[42..]).unwrap();
+        let o = outer_layers(LinkType::Ethernet, f, &f[42..]).unwrap();
         let meta = FrameMeta {
             frame: i as u32 + 1,
             ts_ns: *ts,
-            src,
-            dst,
-            ecn,
+            src: o.src,
+            dst: o.dst,
+            ecn: o.ecn,
+            src_port: o.src_port,
+            dst_port: o.dst_port,
         };
         a.ingest(&meta, &f[42..], f.len() - 42);
     }

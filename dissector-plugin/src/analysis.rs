@@ -16,14 +16,20 @@
 //! gets the link back (`shown_spurious_by`), so later passes (tshark `-2`,
 //! the GUI, which dissects every frame before showing a tree) mark it as
 //! the report counts it.
+//!
+//! With the lint on (`Config::lint`), the engine also checks the rules of
+//! `metaroce-analyze lint` on each packet: the findings of a frame are kept
+//! (the engine's list, drained after each packet) and shown as one expert
+//! info per rule ([`add_lint`]).
 
 use std::net::IpAddr;
 
 use analyzer::engine::{Config, Engine, Observation, Verdict};
+use analyzer::lint::{Finding, Side};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::metaroce;
 
-use crate::decode::{Dissection, Item, Note, Value};
+use crate::decode::{Dissection, Item, LintNote, Note, Value};
 use crate::fields::{Ei, Ett, Hf};
 
 /// What the engine needs about a frame besides the MetaRoCE bytes.
@@ -36,20 +42,30 @@ pub struct FrameMeta {
     pub dst: IpAddr,
     /// The two IP ECN bits (3 = CE).
     pub ecn: u8,
+    /// The UDP ports (the lint checks the source port, spec section 1).
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+/// What the engine needs of the IP and UDP headers around a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outer {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// The two IP ECN bits.
+    pub ecn: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
 }
 
 /// The outer layers of a frame, decoded by `proto_parse::frame` from the
-/// frame's bytes: the IP addresses and ECN bits of the packet whose UDP
+/// frame's bytes: the IP addresses, ECN bits and UDP ports of the packet whose UDP
 /// payload is `udp_payload` (`None` when the frame's UDP payload is another
 /// one, e.g. inside a tunnel, or the link type is not supported).
 ///
 /// When `udp_payload` lies inside `frame_bytes` (the plugin passes both
 /// without copying), the check is a pointer comparison, not a `memcmp`.
-pub fn outer_layers(
-    link: LinkType,
-    frame_bytes: &[u8],
-    udp_payload: &[u8],
-) -> Option<(IpAddr, IpAddr, u8)> {
+pub fn outer_layers(link: LinkType, frame_bytes: &[u8], udp_payload: &[u8]) -> Option<Outer> {
     let same = |payload: &[u8]| std::ptr::eq(payload, udp_payload) || payload == udp_payload;
     // The common frame (Ethernet, IPv4, UDP) in one pass, without building
     // a `Frame`; anything else (or another UDP payload: a tunnel) goes
@@ -57,7 +73,13 @@ pub fn outer_layers(
     if let Some(udp) = frame::ipv4_udp(link, frame_bytes)
         && same(udp.payload)
     {
-        return Some((udp.src.into(), udp.dst.into(), udp.ecn.bits()));
+        return Some(Outer {
+            src: udp.src.into(),
+            dst: udp.dst.into(),
+            ecn: udp.ecn.bits(),
+            src_port: udp.src_port,
+            dst_port: udp.dst_port,
+        });
     }
     let cfg = DecodeConfig {
         verify_crc: false,
@@ -66,7 +88,13 @@ pub fn outer_layers(
     let decoded = frame::decode(link, frame_bytes, &cfg);
     let ip = decoded.ip?;
     let udp = decoded.udp?;
-    same(udp.payload).then_some((ip.src, ip.dst, ip.ecn.bits()))
+    same(udp.payload).then_some(Outer {
+        src: ip.src,
+        dst: ip.dst,
+        ecn: ip.ecn.bits(),
+        src_port: udp.src_port,
+        dst_port: udp.dst_port,
+    })
 }
 
 /// `flows[frame]` of a frame with no flow (or not analysed).
@@ -84,6 +112,8 @@ pub struct Analysis {
     verdicts: Vec<Verdict>,
     /// The flow of every analysed frame (`NO_FLOW`: none), by frame number.
     flows: Vec<u32>,
+    /// The lint's findings (with `Config::lint`), in frame order.
+    findings: Vec<Finding>,
 }
 
 impl Analysis {
@@ -92,6 +122,7 @@ impl Analysis {
             engine: Engine::new(cfg),
             verdicts: Vec::new(),
             flows: Vec::new(),
+            findings: Vec::new(),
         }
     }
 
@@ -116,7 +147,7 @@ impl Analysis {
             self.engine.ingest_other(meta.ts_ns);
             return None;
         };
-        let obs = Observation::from_metaroce(
+        let mut obs = Observation::from_metaroce(
             meta.frame.into(),
             meta.ts_ns,
             meta.src,
@@ -125,7 +156,16 @@ impl Analysis {
             packet,
             layout,
         );
+        // The ports as captured (from_metaroce assumes the spec's).
+        obs.src_port = meta.src_port;
+        obs.dst_port = meta.dst_port;
         let v = self.engine.ingest(&obs);
+        let found = self.engine.findings();
+        if !found.is_empty() {
+            // Frames come in order on the first pass: an append.
+            self.findings.extend_from_slice(found);
+            self.engine.clear_findings();
+        }
         if let Some(flow) = v.flow.filter(|&f| f != NO_FLOW) {
             let at = meta.frame as usize;
             if self.flows.len() <= at {
@@ -194,6 +234,15 @@ impl Analysis {
                 .ok()
                 .map(|i| self.verdicts[i]),
         }
+    }
+
+    /// The lint's findings on `frame`, and the host the capture is judged
+    /// from (as decided so far: a later pass knows more than the first).
+    pub fn lint(&self, frame: u32) -> (&[Finding], Option<IpAddr>) {
+        let frame = u64::from(frame);
+        let start = self.findings.partition_point(|f| f.frame < frame);
+        let end = start + self.findings[start..].partition_point(|f| f.frame == frame);
+        (&self.findings[start..end], self.engine.lint_host())
     }
 
     /// Frames the engine has seen.
@@ -380,6 +429,26 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
     }
 }
 
+/// Adds the lint's findings on one packet to `d`: a `metaroce.lint` item
+/// (the rule id) and an expert info of the rule (its statement and the
+/// finding's evidence) per finding whose rule can be judged from `host`
+/// (`None`: unknown, only rules any capture point can judge), as
+/// `Report::lint` counts them.
+pub fn add_lint(findings: &[Finding], host: Option<IpAddr>, d: &mut Dissection) {
+    for f in findings {
+        let rule = f.rule();
+        if !Side::of(f.conn.src(), f.conn.dst(), host).judges(rule.vantage) {
+            continue;
+        }
+        let id = d.push_text(rule.id);
+        d.add(generated(Hf::Lint, Value::Text(id)));
+        d.lint.push(LintNote {
+            rule: f.rule.index(),
+            text: format!("[{}] {} Here: {}", rule.id, rule.statement, f.evidence()),
+        });
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -418,7 +487,55 @@ mod test {
             src: Ipv4Addr::new(10, 0, 0, 1).into(),
             dst: Ipv4Addr::new(10, 0, 0, 2).into(),
             ecn: 2,
+            src_port: metaroce::udp_source_port(1),
+            dst_port: metaroce::DEFAULT_PORT,
         }
+    }
+
+    /// A packet from the wrong UDP source port breaks MR-PKT-002: its
+    /// frame gets the rule's item and expert note (with the evidence), the
+    /// other frames none, on the first pass and on a later one.
+    #[test]
+    fn lint_findings_are_kept_per_frame_and_shown_as_notes() {
+        let mut a = Analysis::new(Config {
+            lint: true,
+            ..Config::default()
+        });
+        let p = data_packet(10, 0);
+        a.ingest(&meta(1), &p, p.len());
+        let bad = FrameMeta {
+            src_port: 50_000,
+            ..meta(2)
+        };
+        let p2 = data_packet(11, 0);
+        let v = a.ingest(&bad, &p2, p2.len()).unwrap();
+        let rule = analyzer::lint::RuleId::find("MR-PKT-002").unwrap();
+        assert!(v.lint.contains(rule), "{v:?}");
+        assert!(a.lint(1).0.is_empty());
+        // (Other rules may fire too: both packets reuse path_seq 1.)
+        let (found, host) = a.lint(2);
+        let found: Vec<_> = found.iter().filter(|f| f.rule == rule).copied().collect();
+        assert_eq!(found.len(), 1);
+        let mut d = Dissection::default();
+        add_lint(&found, host, &mut d);
+        assert_eq!(d.lint.len(), 1);
+        assert_eq!(d.lint[0].rule, rule.index());
+        assert!(
+            d.lint[0]
+                .text
+                .starts_with("[MR-PKT-002] The UDP source port is")
+                && d.lint[0].text.contains("UDP source port 50000 (ev 1)"),
+            "{}",
+            d.lint[0].text
+        );
+        assert!(matches!(
+            d.items[0].label,
+            Label::Field(Hf::Lint, Value::Text(_))
+        ));
+        // A later pass: the same.
+        assert_eq!(a.lookup(2), Some(v));
+        assert!(a.lint(2).0.iter().any(|f| f.rule == rule));
+        assert!(a.lint(3).0.is_empty());
     }
 
     #[test]
@@ -487,7 +604,13 @@ mod test {
             };
             let f = frame::decode(LinkType::Ethernet, data, &cfg);
             let (ip, udp) = (f.ip?, f.udp?);
-            (udp.payload == payload).then_some((ip.src, ip.dst, ip.ecn.bits()))
+            (udp.payload == payload).then_some(Outer {
+                src: ip.src,
+                dst: ip.dst,
+                ecn: ip.ecn.bits(),
+                src_port: udp.src_port,
+                dst_port: udp.dst_port,
+            })
         };
         let packet = data_packet(7, 0);
         let v4 = |port| std::net::SocketAddr::from(([10, 0, 0, port], 4794));
@@ -520,8 +643,11 @@ mod test {
         }
         assert!(fast > 0);
         let marked = &frames[1];
-        let (src, _, ecn) = outer_layers(LinkType::Ethernet, marked, &marked[42..]).unwrap();
-        assert_eq!((src, ecn), (IpAddr::from(Ipv4Addr::new(10, 0, 0, 1)), 3));
+        let o = outer_layers(LinkType::Ethernet, marked, &marked[42..]).unwrap();
+        assert_eq!(
+            (o.src, o.ecn, o.src_port, o.dst_port),
+            (IpAddr::from(Ipv4Addr::new(10, 0, 0, 1)), 3, 4794, 4794)
+        );
     }
 
     fn dup_ack(cum: u32, echo_psn: u32, echo_tx_ts: u32) -> Vec<u8> {

@@ -160,6 +160,14 @@ pub struct Note {
     pub range: Range<usize>,
 }
 
+/// A lint finding, shown as its rule's expert info (on the whole packet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LintNote {
+    /// The rule's place in the registry (`analyzer::lint::RuleId::index`).
+    pub rule: usize,
+    pub text: String,
+}
+
 /// The CRC32C trailer, for `proto_tree_add_checksum`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Checksum {
@@ -191,6 +199,9 @@ pub struct Dissection {
     /// The texts of the items ([`TextRef`]; [`Dissection::text`]).
     pub texts: String,
     pub notes: Vec<Note>,
+    /// The conformance lint's findings on this packet, each shown as the
+    /// expert info of its rule (`fields::lint_abbrev`).
+    pub lint: Vec<LintNote>,
     pub checksum: Checksum,
     /// The captured payload bytes, handed to the `data` dissector.
     pub payload: Option<Range<usize>>,
@@ -208,6 +219,7 @@ impl Default for Dissection {
             items: Vec::new(),
             texts: String::new(),
             notes: Vec::new(),
+            lint: Vec::new(),
             checksum: Checksum::Absent,
             payload: None,
             packet_type: None,
@@ -224,6 +236,7 @@ impl Dissection {
         self.items.clear();
         self.texts.clear();
         self.notes.clear();
+        self.lint.clear();
         self.checksum = Checksum::Absent;
         self.payload = None;
         self.packet_type = None;

@@ -22,6 +22,7 @@ use std::ffi::{CString, c_char, c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::{null, null_mut};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 use epan_sys as ws;
@@ -32,7 +33,7 @@ use ws::compat::{CBool, PrefBool, Truth, c_bool};
 use crate::analysis::{self, FrameMeta};
 use crate::decode::{self, Checksum, Dissection, Item, Label, MAX_DEPTH, Options, Value};
 use crate::fields::{
-    Base, Custom, EXPERTS, Ei, Ett, FIELDS, FieldDef, Group, Hf, Kind, Names, Severity,
+    Base, Custom, EXPERTS, Ei, Ett, ExpertDef, FIELDS, FieldDef, Group, Hf, Kind, Names, Severity,
 };
 use crate::{state, taps};
 
@@ -103,10 +104,15 @@ static EI: [EiSlot; Ei::COUNT] = [const {
     }
 }; Ei::COUNT];
 
+/// One expert info per lint rule, in registry order (`RuleId::index`),
+/// made and leaked at registration.
+static LINT_EI: OnceLock<&'static [EiSlot]> = OnceLock::new();
+
 /// Boolean preferences Wireshark writes to.
 static PREF_CHECK_CRC: PrefBool = PrefBool::new(c_bool(true));
 static PREF_HEUR_SRC_PORT: PrefBool = PrefBool::new(c_bool(true));
 static PREF_ANALYZE: PrefBool = PrefBool::new(c_bool(true));
+static PREF_LINT: PrefBool = PrefBool::new(c_bool(true));
 /// `guint` preference: the stall threshold in microseconds.
 static PREF_STALL_US: AtomicU32 = AtomicU32::new(1000);
 
@@ -127,6 +133,13 @@ fn ett_id(ett: Ett) -> c_int {
 
 fn ei_ptr(ei: Ei) -> *mut ws::expert_field {
     (&raw const EI[ei as usize]).cast_mut().cast()
+}
+
+/// The expert field of the lint rule at `index` in the registry (`None`
+/// before registration).
+fn lint_ei_ptr(index: usize) -> Option<*mut ws::expert_field> {
+    let slot = LINT_EI.get()?.get(index)?;
+    Some((slot as *const EiSlot).cast_mut().cast())
 }
 
 /// A C string for Wireshark to copy (never fails: NULs are replaced).
@@ -182,6 +195,7 @@ fn analysis_config() -> Option<analyzer::Config> {
         .truth()
         .then(|| analyzer::Config {
             stall_threshold_ns: u64::from(PREF_STALL_US.load(Ordering::Relaxed)) * 1000,
+            lint: PREF_LINT.load(Ordering::Relaxed).truth(),
             ..analyzer::Config::default()
         })
 }
@@ -315,10 +329,7 @@ fn hf_register_info(slot: &'static AtomicI32, def: &'static FieldDef) -> ws::hf_
     }
 }
 
-fn ei_register_info(
-    slot: &'static EiSlot,
-    def: &'static crate::fields::ExpertDef,
-) -> ws::ei_register_info {
+fn ei_register_info(slot: &'static EiSlot, def: &'static ExpertDef) -> ws::ei_register_info {
     let group = match def.group {
         Group::Malformed => ws::PI_MALFORMED,
         Group::Undecoded => ws::PI_UNDECODED,
@@ -401,10 +412,38 @@ unsafe fn register() {
         .collect();
     let ei = Box::leak(ei.into_boxed_slice());
     // SAFETY: as above; the ids point at static EiSlots laid out as expert_field.
-    unsafe {
+    let module = unsafe {
         let module = ws::expert_register_protocol(proto);
         ws::expert_register_field_array(module, ei.as_mut_ptr(), ei.len() as c_int);
-    }
+        module
+    };
+    // One expert info per lint rule, from the registry.
+    let slots: &'static [EiSlot] = Box::leak(
+        analyzer::lint::rules()
+            .map(|_| EiSlot {
+                ei: AtomicI32::new(-1),
+                hf: AtomicI32::new(-1),
+            })
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let lint: Vec<ws::ei_register_info> = analyzer::lint::rules()
+        .zip(slots.iter())
+        .map(|((_, rule), slot)| {
+            let leak = |s: String| &*Box::leak(cstring(&s).into_boxed_c_str());
+            let def: &'static ExpertDef = Box::leak(Box::new(ExpertDef {
+                abbrev: leak(crate::fields::lint_abbrev(rule.id)),
+                group: Group::Protocol,
+                severity: crate::fields::lint_severity(rule),
+                summary: leak(format!("[{}] {}", rule.id, rule.statement)),
+            }));
+            ei_register_info(slot, def)
+        })
+        .collect();
+    let lint = Box::leak(lint.into_boxed_slice());
+    // SAFETY: as above: the array, the slots and every string are leaked.
+    unsafe { ws::expert_register_field_array(module, lint.as_mut_ptr(), lint.len() as c_int) };
+    let _ = LINT_EI.set(slots);
 
     // SAFETY: literals are 'static; the preference variables are static
     // atomics with the layout of the C boolean the headers use (CBool).
@@ -437,6 +476,16 @@ unsafe fn register() {
               completion and stalls"
                 .as_ptr(),
             PREF_ANALYZE.as_ptr(),
+        );
+        ws::prefs_register_bool_preference(
+            prefs,
+            c"lint".as_ptr(),
+            c"Conformance lint (metaroce.lint.*)".as_ptr(),
+            c"With the analysis on, check the rules of metaroce-analyze lint (docs/lint.md) on \
+              every packet: each rule a packet breaks is an expert info metaroce.lint.<rule>, \
+              and metaroce.lint names the rule"
+                .as_ptr(),
+            PREF_LINT.as_ptr(),
         );
         ws::prefs_register_uint_preference(
             prefs,
@@ -676,9 +725,11 @@ unsafe fn dissect_packet(
     let mut d = SPARE.take();
     decode::dissect_parsed_into(bytes, &lax, &opts, &mut d);
     // SAFETY: valid pointers (see above).
-    let verdict = unsafe { verdict(pinfo, bytes, &lax) };
-    if let Some(verdict) = &verdict {
-        analysis::add_items(verdict, &mut d, opts.info || opts.labels);
+    let analysed = unsafe { verdict(pinfo, bytes, &lax) };
+    let verdict = analysed.as_ref().map(|a| a.verdict);
+    if let Some(a) = &analysed {
+        analysis::add_items(&a.verdict, &mut d, opts.info || opts.labels);
+        analysis::add_lint(&a.lint, a.host, &mut d);
     }
     if taps::wanted() {
         // SAFETY: valid pointers (see above).
@@ -744,6 +795,15 @@ unsafe fn tap_record(
     }
 }
 
+/// The analysis of one frame: its verdict and, when it broke lint rules,
+/// their findings and the host the capture is judged from.
+struct Analysed {
+    verdict: analyzer::Verdict,
+    /// Empty (no allocation) unless the verdict names lint rules.
+    lint: Vec<analyzer::lint::Finding>,
+    host: Option<IpAddr>,
+}
+
 /// The sequence analysis of this frame: fed to the engine on the first
 /// pass, looked up on later ones. `None` when the analysis is off or the
 /// packet could not be analysed.
@@ -754,7 +814,7 @@ unsafe fn verdict(
     pinfo: *mut ws::packet_info,
     bytes: &[u8],
     lax: &metaroce::Lax<'_>,
-) -> Option<analyzer::Verdict> {
+) -> Option<Analysed> {
     if !PREF_ANALYZE.load(Ordering::Relaxed).truth() {
         return None;
     }
@@ -763,12 +823,26 @@ unsafe fn verdict(
         let fd = (*pinfo).fd;
         ((*pinfo).num, !fd.is_null() && (*fd).visited() != 0)
     };
-    if visited {
-        return state::with(|s| s.analysis.as_ref()?.lookup(num));
-    }
-    // SAFETY: as above.
-    let meta = unsafe { frame_meta(pinfo, bytes) };
-    state::with(|s| s.analysis.as_mut()?.ingest_parsed(&meta, lax))
+    // SAFETY: as above (only read on the first pass).
+    let meta = (!visited).then(|| unsafe { frame_meta(pinfo, bytes) });
+    state::with(|s| {
+        let a = s.analysis.as_mut()?;
+        let verdict = match &meta {
+            Some(meta) => a.ingest_parsed(meta, lax),
+            None => a.lookup(num),
+        }?;
+        let (lint, host) = if verdict.lint.is_empty() {
+            (Vec::new(), None)
+        } else {
+            let (found, host) = a.lint(num);
+            (found.to_vec(), host)
+        };
+        Some(Analysed {
+            verdict,
+            lint,
+            host,
+        })
+    })
 }
 
 /// `WTAP_ENCAP_*` to the link types `proto_parse::frame` decodes.
@@ -825,16 +899,26 @@ unsafe fn frame_meta(pinfo: *mut ws::packet_info, bytes: &[u8]) -> FrameMeta {
             _ => None,
         }
     };
-    let (src, dst, ecn) = outer.unwrap_or_else(|| {
+    let outer = outer.unwrap_or_else(|| {
         // SAFETY: pinfo is valid; the addresses are read per their type/len.
-        unsafe { (address(&(*pinfo).src), address(&(*pinfo).dst), 0) }
+        unsafe {
+            analysis::Outer {
+                src: address(&(*pinfo).src),
+                dst: address(&(*pinfo).dst),
+                ecn: 0,
+                src_port: u16::try_from((*pinfo).srcport).unwrap_or(0),
+                dst_port: u16::try_from((*pinfo).destport).unwrap_or(0),
+            }
+        }
     });
     FrameMeta {
         frame: num,
         ts_ns,
-        src,
-        dst,
-        ecn,
+        src: outer.src,
+        dst: outer.dst,
+        ecn: outer.ecn,
+        src_port: outer.src_port,
+        dst_port: outer.dst_port,
     }
 }
 
@@ -944,6 +1028,27 @@ impl Emitter {
                     self.tvb,
                     start,
                     len,
+                    c"%.*s".as_ptr(),
+                    n,
+                    text,
+                );
+            }
+        }
+        for note in &d.lint {
+            let Some(ei) = lint_ei_ptr(note.rule) else {
+                continue;
+            };
+            let (n, text) = text_arg(&note.text);
+            // SAFETY: an item with no bytes; literal format; text copied;
+            // `ei` is a registered (leaked) expert field.
+            unsafe {
+                ws::proto_tree_add_expert_format(
+                    root,
+                    self.pinfo,
+                    ei,
+                    self.tvb,
+                    0,
+                    0,
                     c"%.*s".as_ptr(),
                     n,
                     text,

@@ -268,6 +268,12 @@ fields! {
         Some(c"Unacknowledged data and no cumulative-ack advance for longer than the threshold")),
     AnStallElapsed = (c"metaroce.analysis.stall.elapsed", c"Time since the stall began", Time, NoBase, No, 0, None),
     AnStallEnded = (c"metaroce.analysis.stall.ended", c"Ended by this packet", Bool(0), NoBase, No, 0, None),
+
+    // Conformance lint (docs/lint.md), from the same engine with its lint
+    // on: one item per rule the packet broke; each rule also has its
+    // expert info (`lint_abbrev`).
+    Lint = (c"metaroce.lint", c"Lint rule broken", Str, NoBase, No, 0,
+        Some(c"A rule of metaroce-analyze lint (docs/lint.md) this packet breaks, by id; its expert info is metaroce.lint.<id in lower case, - as _>")),
 }
 
 impl Hf {
@@ -425,6 +431,25 @@ impl Ei {
     }
 }
 
+/// The expert info name of lint rule `id`: `MR-PKT-002` is
+/// `metaroce.lint.mr_pkt_002` (a display-filter field name: lower case,
+/// no `-`, so that a filter need not quote it).
+pub fn lint_abbrev(id: &str) -> String {
+    format!(
+        "metaroce.lint.{}",
+        id.to_ascii_lowercase().replace('-', "_")
+    )
+}
+
+/// The expert severity of a lint rule: a MUST of the spec is an error, a
+/// SHOULD or a heuristic a warning (group: Protocol).
+pub fn lint_severity(rule: &analyzer::lint::Rule) -> Severity {
+    match rule.severity {
+        analyzer::lint::Severity::Error => Severity::Error,
+        analyzer::lint::Severity::Warning => Severity::Warn,
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -440,7 +465,21 @@ mod test {
         for e in EXPERTS {
             assert!(seen.insert(e.abbrev.to_str().unwrap()));
         }
-        assert_eq!(Hf::AnStallEnded as usize + 1, Hf::COUNT);
+        let lint: Vec<String> = analyzer::lint::rules()
+            .map(|(_, r)| lint_abbrev(r.id))
+            .collect();
+        for a in &lint {
+            assert!(
+                a.bytes().all(|b| b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || b == b'.'
+                    || b == b'_'),
+                "{a}"
+            );
+            assert!(seen.insert(a), "duplicate {a}");
+        }
+        assert_eq!(lint_abbrev("MR-PKT-002"), "metaroce.lint.mr_pkt_002");
+        assert_eq!(Hf::Lint as usize + 1, Hf::COUNT);
         assert_eq!(Ei::Stall as usize + 1, Ei::COUNT);
     }
 

@@ -340,6 +340,16 @@ impl Engine {
         }
     }
 
+    /// The host the lint judges this capture from, as given
+    /// (`Config::lint_point`) or as decided from the traffic so far
+    /// (`CapturePoint::Auto`); `None` when unknown or the lint is off. A
+    /// per-packet view (the Wireshark plugin) keeps a side-specific
+    /// finding only when this host makes its rule apply
+    /// (`lint::Side::of(..).judges(..)`), as `Report::lint` counts it.
+    pub fn lint_host(&self) -> Option<IpAddr> {
+        self.lint.as_deref().and_then(LintState::host)
+    }
+
     #[inline]
     fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
         if let Some((k, i)) = self.dir_cache[dir_cache_slot(&key)]
