@@ -376,6 +376,19 @@ fn two_host_page_renders_and_its_numbers_equal_the_json_report() {
         );
     }
     assert!(html.contains(r#"id="host-matrix-chart""#));
+    // The stall timeline puts the receiver on the sender's clock, shifted
+    // by the estimated offset.
+    let offset = json["between_captures"][0]["clock_offset_ns"]
+        .as_i64()
+        .unwrap();
+    let shift = format!(
+        "multipath_loss_receiver {}",
+        metaroce_analyze::text::signed_ns(-offset)
+    );
+    assert!(
+        visible(&html).contains(&shift),
+        "no {shift:?} in the timeline's caption"
+    );
     // Every chart of the two-host scenario is there.
     for id in [
         "heatmap-loss",
