@@ -54,6 +54,10 @@ struct Cli {
     /// Do not put the interface in promiscuous mode.
     #[arg(long)]
     no_promisc: bool,
+    /// Do not run the conformance lint (the Lint column and the detail
+    /// pane's findings then show "-").
+    #[arg(long)]
+    no_lint: bool,
     /// Stall threshold, microseconds (spec 9).
     #[arg(long, default_value_t = 1000)]
     stall_us: u64,
@@ -158,6 +162,7 @@ fn start(cli: &Cli) -> anyhow::Result<Handle> {
     };
     let engine = analyzer::Config {
         stall_threshold_ns: cli.stall_us.saturating_mul(1000),
+        lint: !cli.no_lint,
         ..analyzer::Config::default()
     };
     let events = EventConfig {

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use analyzer::Report;
 use analyzer::engine::{DirectionReport, RoceFlowReport};
+use analyzer::lint::{RuleId, Severity};
 use serde::Serialize;
 
 use crate::events::Event;
@@ -187,6 +188,66 @@ impl Snapshot {
             .enumerate()
             .find(|(_, d)| DirKey::of(d) == key)
     }
+
+    /// Whether the conformance lint ran (its counts are in the report).
+    pub fn lint_on(&self) -> bool {
+        self.report.lint.is_some()
+    }
+
+    /// The lint's findings on the connection of direction `key`: on the
+    /// packets of both its directions (a DATA direction's own packets,
+    /// and the feedback about it, which the reverse direction sends).
+    pub fn connection_lint(&self, key: DirKey) -> LintCounts {
+        [key, key.reverse()]
+            .into_iter()
+            .filter_map(|k| self.direction(k))
+            .map(|(_, d)| LintCounts::of(d))
+            .fold(LintCounts::default(), |a, b| a + b)
+    }
+}
+
+/// Lint findings by severity, from a direction's per-rule counts
+/// (`DirectionReport::lint`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LintCounts {
+    pub errors: u64,
+    pub warnings: u64,
+}
+
+impl LintCounts {
+    pub fn of(d: &DirectionReport) -> LintCounts {
+        d.lint
+            .iter()
+            .map(|(id, &n)| match severity(id) {
+                Severity::Error => LintCounts {
+                    errors: n,
+                    warnings: 0,
+                },
+                Severity::Warning => LintCounts {
+                    errors: 0,
+                    warnings: n,
+                },
+            })
+            .fold(LintCounts::default(), |a, b| a + b)
+    }
+
+}
+
+impl std::ops::Add for LintCounts {
+    type Output = LintCounts;
+
+    fn add(self, o: LintCounts) -> LintCounts {
+        LintCounts {
+            errors: self.errors + o.errors,
+            warnings: self.warnings + o.warnings,
+        }
+    }
+}
+
+/// The severity of the rule with id `id` (the report names only rules of
+/// the registry; an id it does not know counts as a warning).
+pub fn severity(id: &str) -> Severity {
+    RuleId::find(id).map_or(Severity::Warning, |r| r.rule().severity)
 }
 
 /// CPU time of this process (all threads), from `/proc/self/stat`.

@@ -171,6 +171,11 @@ impl Pipeline {
                 if let Some(rtt) = v.ack_rtt_ns {
                     self.latency.record(rtt);
                 }
+                if !v.lint.is_empty() {
+                    // The panes show the report's per-rule counts; the
+                    // findings themselves are not kept.
+                    self.engine.clear_findings();
+                }
             }
             None => self.engine.ingest_other(ts_ns),
         }

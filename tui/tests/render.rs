@@ -32,6 +32,10 @@ fn replay(name: &str) -> Snapshot {
 }
 
 fn replay_path(path: &std::path::Path, name: &str) -> Snapshot {
+    replay_with(path, name, Config::default())
+}
+
+fn replay_with(path: &std::path::Path, name: &str, cfg: Config) -> Snapshot {
     let source = SourceInfo::Replay {
         file: name.to_string(),
         speed: 1.0,
@@ -39,7 +43,7 @@ fn replay_path(path: &std::path::Path, name: &str) -> Snapshot {
     let mut p = Pipeline::new(
         source,
         decode_config(4794, 4791),
-        Config::default(),
+        cfg,
         EventConfig::default(),
     );
     let mut reader = Reader::open(path).unwrap();
@@ -480,4 +484,201 @@ fn large_values_fit_their_columns() {
         assert!(screen.contains(value), "{value} cut:\n{screen}");
     }
     insta::assert_snapshot!("large_values_paths", t.backend());
+}
+
+/// A capture that breaks lint rules, replayed with the lint on (as
+/// `metaroce-top` runs): 10.0.0.1 sends a two-packet WRITE whose second
+/// packet leaves from another ev's UDP source port (MR-PKT-002, error),
+/// a one-packet WRITE without SOM (MR-PKT-003, error) and one that is not
+/// ECN-capable (MR-PKT-012, warning); 10.0.0.2 acknowledges them all.
+fn lint_capture(dir: &std::path::Path) -> PathBuf {
+    use proto_parse::build::{ECN_ECT0, ECN_NOT_ECT, UdpFrameBuilder};
+    use proto_parse::capture::PcapWriter;
+    use proto_parse::metaroce::{
+        AckRepr, Body, DataRepr, FeedbackRepr, Flags, Op, Repr, SackBitmap, udp_source_port,
+    };
+    static PAYLOAD: [u8; 64] = [0x5A; 64];
+    let header = |from_a: bool, ev: u16, path_seq: u16, psn: u32, body| Repr {
+        flags: Flags::empty(),
+        tx_attempt: 0,
+        ev,
+        path_seq,
+        dst_conn: if from_a { 0x200 } else { 0x100 },
+        src_conn: if from_a { 0x100 } else { 0x200 },
+        psn,
+        tx_ts: 1000 + psn,
+        body,
+        tlvs: Vec::new(),
+        payload: &[],
+        crc: false,
+    };
+    let write = |ev, path_seq, psn, msg_id, msg_offset, msg_len, flags| {
+        let mut r = header(
+            true,
+            ev,
+            path_seq,
+            psn,
+            Body::Data(DataRepr {
+                op: Op::Write {
+                    remote_va: 0x1000 + u64::from(msg_offset),
+                    rkey: 7,
+                },
+                payload_len: 64,
+                msg_id,
+                msg_offset,
+                msg_len,
+            }),
+        );
+        r.flags = flags;
+        r.payload = &PAYLOAD;
+        r
+    };
+    let ack = header(
+        false,
+        1,
+        1,
+        104,
+        Body::Ack(AckRepr {
+            feedback: FeedbackRepr {
+                echo_ev: 1,
+                echo_psn: 103,
+                echo_tx_ts: 1103,
+                rx_ts: 2000,
+                credit: u32::MAX,
+                ..FeedbackRepr::default()
+            },
+            sack_base: 104,
+            sack: SackBitmap::default(),
+        }),
+    );
+    // (packet, from 10.0.0.1, UDP source port, ECN)
+    let script = [
+        (
+            write(1, 1, 100, 1, 0, 128, Flags::SOM),
+            true,
+            None,
+            ECN_ECT0,
+        ),
+        (
+            write(2, 1, 101, 1, 64, 128, Flags::EOM),
+            true,
+            Some(udp_source_port(5)),
+            ECN_ECT0,
+        ),
+        (write(3, 1, 102, 2, 0, 64, Flags::EOM), true, None, ECN_ECT0),
+        (
+            write(1, 2, 103, 3, 0, 64, Flags::SOM | Flags::EOM),
+            true,
+            None,
+            ECN_NOT_ECT,
+        ),
+        (ack, false, None, ECN_ECT0),
+    ];
+    let path = dir.join("lint.pcap");
+    let mut w = PcapWriter::create(&path).unwrap();
+    for (i, (repr, from_a, port, ecn)) in script.into_iter().enumerate() {
+        let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let (src, dst) = if from_a { (a, b) } else { (b, a) };
+        let sport = port.unwrap_or(udp_source_port(repr.ev));
+        let frame = UdpFrameBuilder::new((src, sport).into(), (dst, 4794).into())
+            .with_ecn(ecn)
+            .build(&repr.to_vec());
+        w.write_frame(1_700_000_000_000_000_000 + i as u64 * 10_000, &frame)
+            .unwrap();
+    }
+    w.flush().unwrap();
+    path
+}
+
+#[test]
+fn lint_findings_per_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = lint_capture(dir.path());
+    let lint_on = Config {
+        lint: true,
+        ..Config::default()
+    };
+    let snap = replay_with(&path, "lint.pcap", lint_on);
+    assert!(snap.lint_on());
+    let key = metaroce_tui::model::DirKey {
+        src: "10.0.0.1".parse().unwrap(),
+        dst: "10.0.0.2".parse().unwrap(),
+        src_conn: 0x100,
+        dst_conn: 0x200,
+    };
+    // The counts come from the report: per direction, per rule.
+    let (_, d) = snap.direction(key).unwrap();
+    let rules: Vec<(&str, u64)> = d.lint.iter().map(|(k, v)| (*k, *v)).collect();
+    assert_eq!(
+        rules,
+        [("MR-PKT-002", 1), ("MR-PKT-003", 1), ("MR-PKT-012", 1)]
+    );
+    let counts = snap.connection_lint(key);
+    assert_eq!((counts.errors, counts.warnings), (2, 1));
+    // The same on the reverse direction's row (one connection).
+    assert_eq!(snap.connection_lint(key.reverse()), counts);
+
+    let mut a = App::new(Arc::new(snap), PathBuf::from("."));
+    a.act(Action::ShowAll);
+    let t = draw(150, 6, &mut a, |f, a| {
+        render::connections::render(f, f.area(), a)
+    });
+    let screen = format!("{}", t.backend());
+    assert!(
+        screen.contains("Lint") && screen.contains("2/1"),
+        "{screen}"
+    );
+    // Red: the connection has errors.
+    let buf = t.backend().buffer();
+    let (x, y) = (0..150u16)
+        .flat_map(|x| (0..6u16).map(move |y| (x, y)))
+        .find(|&(x, y)| buf[(x, y)].symbol() == "2" && buf[(x + 1, y)].symbol() == "/")
+        .expect("the lint cell");
+    assert_eq!(buf[(x, y)].fg, ratatui::style::Color::Red);
+    insta::assert_snapshot!("lint_connections_table", t.backend());
+
+    let t = draw(150, 22, &mut a, |f, a| {
+        render::detail::render(f, f.area(), a)
+    });
+    let screen = format!("{}", t.backend());
+    assert!(
+        screen.contains("Lint: 2 errors, 1 warning ")
+            && screen.contains("MR-PKT-002")
+            && screen.contains("MR-PKT-012"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("lint_detail_pane", t.backend());
+
+    // With the lint off the column says so.
+    let snap = replay_with(&path, "lint.pcap", Config::default());
+    assert!(!snap.lint_on());
+    let mut a = App::new(Arc::new(snap), PathBuf::from("."));
+    let t = draw(150, 6, &mut a, |f, a| {
+        render::connections::render(f, f.area(), a)
+    });
+    assert!(!format!("{}", t.backend()).contains("2/1"));
+}
+
+/// The generator's multipath scenario is conformant: with the lint on, no
+/// connection has an error-severity finding.
+#[test]
+fn a_clean_capture_has_no_lint_errors() {
+    let cfg = Config {
+        lint: true,
+        ..Config::default()
+    };
+    for name in ["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"] {
+        let snap = replay_with(&fixture(name), name, cfg);
+        assert!(snap.lint_on());
+        assert!(!snap.report.directions.is_empty());
+        for d in &snap.report.directions {
+            let key = metaroce_tui::model::DirKey::of(d);
+            assert_eq!(
+                snap.connection_lint(key).errors,
+                0,
+                "{name} {key}: {:?}",
+                d.lint
+            );
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The connections table: one row per connection direction that sent DATA
 //! (`a` shows feedback-only directions too), sortable by goodput,
-//! retransmissions, RTT p99 and stalls.
+//! retransmissions, RTT p99 and stalls; its last column counts the
+//! conformance lint's findings on the connection (errors/warnings).
 
 use analyzer::engine::DirectionReport;
 use ratatui::Frame;
@@ -10,6 +11,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, HighlightSpacing, Table, TableState};
 
 use crate::app::{App, SortKey};
+use crate::model::LintCounts;
 
 use super::columns::Fitted;
 use super::fmt;
@@ -55,6 +57,23 @@ fn warn(n: u64, c: Color) -> Style {
 /// A count, in colour `c` when not zero.
 fn counted(n: u64, c: Color) -> (String, Style) {
     (fmt::count(n), warn(n, c))
+}
+
+/// The lint's findings on a connection (both directions): "errors/warnings",
+/// red with errors, yellow with warnings only; "-" when the lint is off.
+pub fn lint_cell(on: bool, c: LintCounts) -> (String, Style) {
+    if !on {
+        return ("-".into(), Style::default());
+    }
+    let style = if c.errors > 0 {
+        Style::default().fg(Color::Red)
+    } else {
+        warn(c.warnings, Color::Yellow)
+    };
+    (
+        format!("{}/{}", fmt::count(c.errors), fmt::count(c.warnings)),
+        style,
+    )
 }
 
 fn bold() -> Style {
@@ -149,8 +168,9 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
         head("RTT p99", Some(SortKey::RttP99)),
         head("Stalls", Some(SortKey::Stalls)),
         head("Paths", None),
+        head("Lint", None),
     ])
-    .at_least(&[30, 11, 8, 7, 6, 6, 6, 6, 6, 5, 5, 8, 9, 7, 5]);
+    .at_least(&[30, 11, 8, 7, 6, 6, 6, 6, 6, 5, 5, 8, 9, 7, 5, 4]);
     let plain = Style::default();
     for r in &rows {
         let d = r.dir;
@@ -180,6 +200,7 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &mut App) {
                 warn(stalls, Color::Red),
             ),
             (fmt::count(d.paths.len() as u64), plain),
+            lint_cell(app.snapshot.lint_on(), app.snapshot.connection_lint(r.key)),
         ]);
     }
     let title = Line::from(format!(

@@ -1,5 +1,6 @@
 //! Detail view of one connection: the selected direction's counters, its
-//! latencies, its stalls, and what the reverse direction sent back; or, for
+//! latencies, its stalls, what the reverse direction sent back and the
+//! lint's findings on the connection (per rule); or, for
 //! a RoCEv2 flow, its QP, PSN counters, NAKs and RNR NAKs, CNPs, ECN marks
 //! and message latency.
 
@@ -13,7 +14,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 
 use crate::app::{App, ConnRow, RoceRow, Selected};
-use crate::model::DirKey;
+use crate::model::{self, DirKey};
+use analyzer::lint::Severity;
 
 use super::{connections, fmt};
 
@@ -233,6 +235,39 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
     }
 }
 
+/// The lint's findings on the connection: the totals, then each rule that
+/// fired, on this direction's packets and on the reverse direction's.
+fn lint_lines(app: &App, key: DirKey, lines: &mut Vec<Line<'static>>) {
+    let snap = &app.snapshot;
+    if !snap.lint_on() {
+        lines.push(head("Lint: off"));
+        return;
+    }
+    let c = snap.connection_lint(key);
+    let plural = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    lines.push(head(&format!(
+        "Lint: {}, {}",
+        plural(c.errors, "error"),
+        plural(c.warnings, "warning")
+    )));
+    for (which, k) in [("", key), (" (reverse)", key.reverse())] {
+        let Some((_, d)) = snap.direction(k) else {
+            continue;
+        };
+        for (id, n) in &d.lint {
+            let severity = model::severity(id);
+            let colour = match severity {
+                Severity::Error => Color::Red,
+                Severity::Warning => Color::Yellow,
+            };
+            lines.push(Line::from(vec![
+                Span::styled(format!(" {id:<16}"), Style::default().fg(colour)),
+                Span::raw(format!("{n} {severity}{which}")),
+            ]));
+        }
+    }
+}
+
 fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &App, row: &ConnRow<'_>) {
     let d = row.dir;
     let block = Block::bordered().title(format!(" Detail {} ", row.key));
@@ -264,6 +299,7 @@ fn render_metaroce(f: &mut Frame<'_>, area: Rect, app: &App, row: &ConnRow<'_>) 
         ),
         None => kv("sent", "not captured".into()),
     });
+    lint_lines(app, row.key, &mut lines);
     lines.push(head(&format!(
         "Stalls ({}{})",
         d.stalls.len(),
