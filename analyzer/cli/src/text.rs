@@ -457,6 +457,13 @@ pub fn direction_details(d: &DirectionReport) -> Option<String> {
     if d.probes + d.probe_replies > 0 {
         parts.push(format!("probes {} / replies {}", d.probes, d.probe_replies));
     }
+    if d.max_bytes_in_flight > 0 {
+        parts.push(format!(
+            "in flight at most {}, at the end {}",
+            fmt_bytes(d.max_bytes_in_flight),
+            fmt_bytes(d.bytes_in_flight)
+        ));
+    }
     if d.window_overflow > 0 {
         parts.push(format!("window overflow {}", d.window_overflow));
     }
