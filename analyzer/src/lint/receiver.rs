@@ -383,7 +383,9 @@ pub(super) fn check_feedback(
             && complete
             && dir
                 .transmissions(fb.echo_psn)
-                .is_some_and(|t| t.first_frame == echoed)
+                // Arrived once: a network duplicate is identical to the
+                // first copy, so a DUP echoing it matches the first too.
+                .is_some_and(|t| t.first_frame == echoed && t.count == 1)
         {
             ctx.report(
                 DUP_ONLY_DUPLICATE,
