@@ -38,7 +38,7 @@ use serde::Serialize;
 
 pub use conn::{
     Completion, CompletionKind, Config, ConnStats, Connection, Event, HANDSHAKE_TIMED_OUT, MIN_MTU,
-    Mode, RxMeta, Spray,
+    Misbehaviour, Mode, RxMeta, Spray,
 };
 pub use memory::Memory;
 pub use path::PathStats;

@@ -23,7 +23,7 @@ use reference_stack::driver::{
 use reference_stack::impair::{Blackhole, ImpairStats, Impairment};
 use reference_stack::{
     CompletionKind, Config, ConnHandle, ConnStats, Connection, Endpoint, EndpointStats, Event,
-    HANDSHAKE_TIMED_OUT, MIN_MTU, Mode, PathStats, Spray,
+    HANDSHAKE_TIMED_OUT, MIN_MTU, Misbehaviour, Mode, PathStats, Spray,
 };
 use serde::Serialize;
 
@@ -136,6 +136,12 @@ enum ModeArg {
 }
 
 #[derive(Clone, Copy, ValueEnum, Debug)]
+enum MisbehaveArg {
+    RetransmitAcked,
+    AckBackwards,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug)]
 enum SprayArg {
     Rr,
     Weighted,
@@ -177,6 +183,12 @@ struct Common {
     /// don't-fragment bit, so that the kernel fragments.
     #[arg(long, hide = true)]
     allow_fragmentation: bool,
+    /// Test only: break the spec on purpose, so that tests can check that
+    /// `metaroce-analyze lint` finds it (retransmit-acked: resend PSNs
+    /// already acknowledged; ack-backwards: ACKs whose cumulative ack goes
+    /// back).
+    #[arg(long, hide = true, value_enum)]
+    misbehave: Option<MisbehaveArg>,
     #[arg(long)]
     no_crc: bool,
     /// Disable PLB-like path retirement.
@@ -439,6 +451,10 @@ fn core_config(c: &Common, evs: Vec<u16>, trace: bool, mtu: u16) -> Config {
         ack_every: c.ack_every.max(1),
         ack_delay: c.ack_delay_us * 1000,
         trace,
+        misbehave: c.misbehave.map(|m| match m {
+            MisbehaveArg::RetransmitAcked => Misbehaviour::RetransmitAcked,
+            MisbehaveArg::AckBackwards => Misbehaviour::AckBackwards,
+        }),
         ..Config::default()
     }
 }
@@ -1069,6 +1085,7 @@ fn bench_common(b: &BenchArgs, mode: ModeArg, loss: f64, port: u16) -> Common {
         spray: SprayArg::Weighted,
         mtu: Some(b.mtu),
         allow_fragmentation: false,
+        misbehave: None,
         no_crc: false,
         no_plb: false,
         rto_min_us: 1000,

@@ -37,6 +37,22 @@ pub enum Spray {
     Weighted,
 }
 
+/// Test only: a deliberate breach of the spec (the CLI's hidden
+/// `--misbehave`), so that tests can check that `metaroce-analyze lint`
+/// finds it in real traffic. The transfer still completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Misbehaviour {
+    /// Sender: every PSN that is a multiple of 16 is sent once more after
+    /// the cumulative ack passed it (a spurious retransmission, spec 9 and
+    /// 11.10; lint rule MR-SND-004).
+    RetransmitAcked,
+    /// Receiver: every 8th ACK carries a cumulative ack one below the
+    /// previous ACK's (the cumulative ack never moves backwards, spec 4;
+    /// lint rule MR-RCV-001).
+    AckBackwards,
+}
+
 /// Connection parameters. Times in nanoseconds.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -80,6 +96,8 @@ pub struct Config {
     pub trace: bool,
     /// Target fabric delay headroom of the delay-based controller.
     pub cc_target_headroom: u64,
+    /// Test only: break the spec on purpose ([`Misbehaviour`]).
+    pub misbehave: Option<Misbehaviour>,
 }
 
 impl Default for Config {
@@ -110,6 +128,7 @@ impl Default for Config {
             stall_threshold: 1_000_000,
             trace: false,
             cc_target_headroom: 25_000,
+            misbehave: None,
         }
     }
 }

@@ -34,7 +34,7 @@ use std::net::SocketAddr;
 
 use proto_parse::metaroce::{Body, CcAlgo, CtrlOp, CtrlRepr, Features, Op, Repr};
 
-pub use config::{Config, HANDSHAKE_TIMED_OUT, MIN_MTU, Mode, Spray};
+pub use config::{Config, HANDSHAKE_TIMED_OUT, MIN_MTU, Misbehaviour, Mode, Spray};
 pub use events::{Completion, CompletionKind, ConnStats, Event, RxMeta};
 
 use config::{

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use proto_parse::metaroce::{
-    CnpReason, DataOp, DataRepr, FbFlags, Flags, NackCode, Op, Repr, SackBitmap, psn_diff,
+    CnpReason, DataOp, DataRepr, FbFlags, Flags, NackCode, Op, Repr, SackBitmap, psn_diff, psn_lt,
 };
 
 use super::config::{Config, Mode, RNR_TIMER};
@@ -118,6 +118,9 @@ pub(super) struct Receiver {
     /// The ev the peer used last.
     last_rx_ev: Option<u16>,
     pub(super) fb_out: VecDeque<FbOut>,
+    /// The cumulative ack of the last ACK sent (for
+    /// `Misbehaviour::AckBackwards`).
+    pub(super) last_ack_cum: Option<u32>,
 }
 
 impl Receiver {
@@ -135,6 +138,7 @@ impl Receiver {
             gbn_nacked: None,
             last_rx_ev: None,
             fb_out: VecDeque::new(),
+            last_ack_cum: None,
         }
     }
 
@@ -262,6 +266,27 @@ impl Receiver {
             flags: FbFlags::empty(),
         };
         self.fb_out.push_back(FbOut::ProbeReply(trig));
+    }
+
+    /// The next feedback to send. A NACK GAP whose PSN arrived after it
+    /// was queued (the driver hands the core a batch of datagrams before
+    /// it polls transmits) is left out: it would name a PSN below the
+    /// cumulative ack it carries, and ask for a repair nobody needs.
+    pub(super) fn next_feedback(&mut self, log: &mut Log) -> Option<FbOut> {
+        while let Some(f) = self.fb_out.pop_front() {
+            if let FbOut::Nack {
+                code: NackCode::Gap,
+                psn,
+                ..
+            } = f
+                && psn_lt(psn, self.rcv_nxt)
+            {
+                log.stats.nacks_tx = log.stats.nacks_tx.saturating_sub(1);
+                continue;
+            }
+            return Some(f);
+        }
+        None
     }
 
     fn push_nack(&mut self, log: &mut Log, trig: Trigger, code: NackCode, psn: u32, rnr: u8) {
@@ -636,4 +661,44 @@ fn complete_receiver(now: Time, msg_id: u32, m: RxMsg, log: &mut Log) {
         data: if m.ok { bytes } else { None },
         latency,
     }));
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn gap(psn: u32) -> FbOut {
+        FbOut::Nack {
+            trig: Trigger {
+                ev: 1,
+                psn: psn + 1,
+                tx_ts: 0,
+                rx_ts: 0,
+                flags: FbFlags::empty(),
+            },
+            code: NackCode::Gap,
+            psn,
+            rnr: 0,
+        }
+    }
+
+    /// A NACK GAP queued for PSN 100, then PSN 100 arrives (the cumulative
+    /// ack moves to 102) before the next transmit: the NACK is not sent,
+    /// nor counted; one for a PSN still missing is.
+    #[test]
+    fn a_gap_nack_filled_before_it_leaves_is_not_sent() {
+        let mut log = Log::new(1, false);
+        let mut r = Receiver::new();
+        r.start(100);
+        log.stats.nacks_tx = 2;
+        r.fb_out.push_back(gap(100));
+        r.fb_out.push_back(gap(103));
+        r.rcv_nxt = 102;
+        match r.next_feedback(&mut log) {
+            Some(FbOut::Nack { psn, .. }) => assert_eq!(psn, 103),
+            other => panic!("{other:?}"),
+        }
+        assert!(r.next_feedback(&mut log).is_none());
+        assert_eq!(log.stats.nacks_tx, 1);
+    }
 }

@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 use proto_parse::metaroce::{Flags, Layout, NackRepr, Packet, psn_lt};
 
 use super::config::{
-    Config, MAX_RETIRE_BACKOFF, MAX_TX_ATTEMPT_FIELD, MIN_REORDER_WINDOW_DIVISOR, Mode,
-    RNR_TIMER_UNIT_NS, RTTVAR_FACTOR,
+    Config, MAX_RETIRE_BACKOFF, MAX_TX_ATTEMPT_FIELD, MIN_REORDER_WINDOW_DIVISOR, Misbehaviour,
+    Mode, RNR_TIMER_UNIT_NS, RTTVAR_FACTOR,
 };
 use super::events::Log;
 use super::paths::PathSet;
@@ -178,6 +178,9 @@ pub(super) struct Recovery {
     /// Ground truth: the stall that began then (no progress for
     /// `stall_threshold` with data outstanding).
     pub(super) stall_since: Option<Time>,
+    /// `Misbehaviour::RetransmitAcked`: an acknowledged packet (and its
+    /// PSN) to send once more.
+    acked_resend: Option<(u32, Sent)>,
 }
 
 impl Recovery {
@@ -192,6 +195,7 @@ impl Recovery {
             outstanding: 0,
             last_progress: now,
             stall_since: None,
+            acked_resend: None,
         }
     }
 
@@ -240,15 +244,21 @@ impl Recovery {
     pub(super) fn on_cumulative_ack(&mut self, now: Time, cum: u32, ctx: &mut Ctx<'_>) -> bool {
         let mut progress = false;
         while psn_lt(self.sent.una, cum) {
+            let psn = self.sent.una;
             if let Some(s) = self.sent.pop_front() {
-                self.on_acked(now, s, ctx);
+                self.on_acked(now, &s, ctx);
+                if ctx.cfg.misbehave == Some(Misbehaviour::RetransmitAcked)
+                    && psn.is_multiple_of(16)
+                {
+                    self.acked_resend = Some((psn, s));
+                }
             }
             progress = true;
         }
         progress
     }
 
-    fn on_acked(&mut self, now: Time, s: Sent, ctx: &mut Ctx<'_>) {
+    fn on_acked(&mut self, now: Time, s: &Sent, ctx: &mut Ctx<'_>) {
         if s.state == SentState::Outstanding {
             self.outstanding -= 1;
         }
@@ -630,6 +640,9 @@ impl Recovery {
         buf: &mut Vec<u8>,
         ctx: &mut Ctx<'_>,
     ) -> Option<Resent> {
+        if let Some(t) = self.resend_acked(now, buf, ctx) {
+            return Some(t);
+        }
         while let Some(&psn) = self.retx.front() {
             let (len, avoid) = match self.sent.get_mut(psn) {
                 Some(s) if s.state == SentState::Lost => (s.bytes.len() as u64, s.ev),
@@ -694,6 +707,37 @@ impl Recovery {
             });
         }
         None
+    }
+
+    /// `Misbehaviour::RetransmitAcked`: sends the acknowledged packet kept
+    /// by `on_cumulative_ack` once more, as a retransmission (tx_attempt
+    /// one more, a new path_seq and tx_ts); it is not tracked again.
+    fn resend_acked(&mut self, now: Time, buf: &mut Vec<u8>, ctx: &mut Ctx<'_>) -> Option<Resent> {
+        let (psn, s) = self.acked_resend.as_mut()?;
+        let psn = *psn;
+        let i = ctx.paths.pick(ctx.cfg.spray, s.bytes.len() as u64, None)?;
+        let ev = ctx.paths.paths[i].ev;
+        let path_seq = ctx.paths.next_path_seq(ev);
+        let attempts = s.attempts + 1;
+        let mut pkt = Packet::new_unchecked(&mut s.bytes[..]);
+        pkt.set_tx_attempt(attempts.min(MAX_TX_ATTEMPT_FIELD) as u8);
+        pkt.set_ev(ev);
+        pkt.set_path_seq(path_seq);
+        pkt.set_tx_ts(ts(now));
+        pkt.fill_crc(&s.layout);
+        let n = s.bytes.len();
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        buf[..n].copy_from_slice(&s.bytes);
+        self.acked_resend = None;
+        // Not counted in the path's inflight: no feedback will take it out.
+        Some(Resent {
+            psn,
+            ev,
+            len: n,
+            attempts,
+        })
     }
 
     /// A DATA packet left: the RTO runs if it did not already.

@@ -3,10 +3,10 @@
 
 use proto_parse::metaroce::{
     AckRepr, Body, CcAlgo, CnpRepr, CtrlOp, CtrlRepr, DEFAULT_TS_UNIT_PS, Features, FeedbackRepr,
-    Flags, Layout, NackRepr, Packet, PacketType, Repr, psn_diff, udp_source_port,
+    Flags, Layout, NackRepr, Packet, PacketType, Repr, SackBitmap, psn_diff, udp_source_port,
 };
 
-use super::config::{DATA_PACKET_OVERHEAD_ESTIMATE, Mode};
+use super::config::{DATA_PACKET_OVERHEAD_ESTIMATE, Misbehaviour, Mode};
 use super::receiver::{FbOut, Trigger};
 use super::recovery::{Sent, SentState};
 use super::sender::DataHeader;
@@ -44,7 +44,7 @@ impl Connection {
         if self.timers.is_expired(Timer::Ack, now) {
             self.receiver.flush_pending_ack(&mut self.timers);
         }
-        if let Some(f) = self.receiver.fb_out.pop_front() {
+        if let Some(f) = self.receiver.next_feedback(&mut self.log) {
             return Some(self.emit_feedback(now, f, buf));
         }
         if let Some(i) = self.probes_out.pop_front() {
@@ -150,13 +150,26 @@ impl Connection {
 
     /// Feedback travels on the ev of the packet it answers.
     fn emit_feedback(&mut self, now: Time, f: FbOut, buf: &mut Vec<u8>) -> Transmit {
+        // The cumulative ack, in the header's psn (and an ACK's sack_base).
+        let mut psn = self.receiver.rcv_nxt;
         let (ev, body, kind, detail) = match f {
             FbOut::Ack(trig) => {
                 self.log.stats.acks_tx += 1;
+                let mut sack = self.receiver.sack_bitmap(self.cfg.mode);
+                if self.cfg.misbehave == Some(Misbehaviour::AckBackwards)
+                    && self.log.stats.acks_tx.is_multiple_of(8)
+                    && let Some(last) = self.receiver.last_ack_cum
+                {
+                    // Test only: one below the last ACK's cumulative ack.
+                    psn = last.wrapping_sub(1);
+                    sack = SackBitmap::with_words(0);
+                } else {
+                    self.receiver.last_ack_cum = Some(psn);
+                }
                 let ack = AckRepr {
                     feedback: self.feedback_repr(&trig),
-                    sack_base: self.receiver.rcv_nxt,
-                    sack: self.receiver.sack_bitmap(self.cfg.mode),
+                    sack_base: psn,
+                    sack,
                 };
                 (trig.ev, Body::Ack(ack), PacketType::Ack, String::new())
             }
@@ -189,7 +202,6 @@ impl Connection {
             }
         };
         let path_seq = self.paths.next_path_seq(ev);
-        let psn = self.receiver.rcv_nxt;
         let repr = self.header(ev, path_seq, psn, now, body);
         let len = emit_repr(&repr, buf);
         let kind_name = kind.name();

@@ -276,6 +276,7 @@ impl Driver {
         let (received, drained) = self.receive()?;
         let now = self.now();
         while let Some(r) = self.imp_rx.pop_due(now) {
+            self.capture_rx(now, r.meta, r.ce, &r.bytes)?;
             let remote = SocketAddr::new(r.meta.ip(), self.cfg.peer_port);
             self.endpoint
                 .handle_datagram(now, remote, RxMeta { ce: r.ce }, &r.bytes);
@@ -319,19 +320,32 @@ impl Driver {
         Ok((received, false))
     }
 
-    /// Datagram `i` of the receive batch: captured, then to the endpoint.
+    /// Records a datagram the endpoint receives in the capture (`--pcap`).
+    /// With receive impairment, as the impairment layer releases it (late,
+    /// trimmed, CE-marked, twice, or never): the impairment stands for the
+    /// network, and the capture shows what reached this host.
+    fn capture_rx(
+        &mut self,
+        now: Time,
+        from: SocketAddr,
+        ce: bool,
+        bytes: &[u8],
+    ) -> io::Result<()> {
+        let to = SocketAddr::new(self.cfg.bind, self.cfg.port);
+        record_rx(&mut self.pcap, self.epoch_ns + now, from, to, ce, bytes)
+    }
+
+    /// Datagram `i` of the receive batch: to the endpoint (and captured),
+    /// or to the receive impairment.
     fn receive_one(&mut self, now: Time, i: usize) -> anyhow::Result<()> {
         let from = self.rxb.from[i];
         let ce = self.rxb.ce[i];
-        let bytes = self.rxb.datagram(i);
         self.stats.rx_datagrams += 1;
-        self.stats.rx_bytes += bytes.len() as u64;
-        if let Some(p) = &mut self.pcap {
-            let dst = SocketAddr::new(self.cfg.bind, self.cfg.port);
-            let ecn = if ce { 3 } else { 2 };
-            p.record(self.epoch_ns + now, from, dst, ecn, bytes)?;
-        }
+        self.stats.rx_bytes += self.rxb.datagram(i).len() as u64;
+        let bytes = self.rxb.datagram(i);
         if self.imp_rx.is_passthrough() {
+            let to = SocketAddr::new(self.cfg.bind, self.cfg.port);
+            record_rx(&mut self.pcap, self.epoch_ns + now, from, to, ce, bytes)?;
             let remote = SocketAddr::new(from.ip(), self.cfg.peer_port);
             self.endpoint
                 .handle_datagram(now, remote, RxMeta { ce }, bytes);
@@ -547,6 +561,21 @@ impl Driver {
 
     pub fn peer(&self, ip: IpAddr) -> SocketAddr {
         SocketAddr::new(ip, self.cfg.peer_port)
+    }
+}
+
+/// Records a received datagram (ECN CE or ECT(0), as the socket reported).
+fn record_rx(
+    pcap: &mut Option<PcapSink>,
+    ts_ns: u64,
+    from: SocketAddr,
+    to: SocketAddr,
+    ce: bool,
+    bytes: &[u8],
+) -> io::Result<()> {
+    match pcap {
+        Some(p) => p.record(ts_ns, from, to, if ce { 3 } else { 2 }, bytes),
+        None => Ok(()),
     }
 }
 
