@@ -111,7 +111,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 # The programs compared, run in turn on "$1", $rounds times: the four runs
 # of a round see the same phase of this noisy host, so the ratios are taken
 # within each round (then their median). One line per round:
-#   analyzer(wall cpu rss) PGO(...) bare-walk(...) reference-walk(...) [BEFORE(...)]
+#   analyzer(wall cpu rss) PGO(...) bare-walk(...) reference-walk(...) lint(...) [BEFORE(...)]
+# where lint is `metaroce-analyze lint` (docs/lint.md) on the same capture.
 # With BEFORE, the analyzer and the other version run back to back, the
 # other one first in every second round. Each round also runs the analysis
 # once more, untimed, to record how its two threads shared the work (the
@@ -123,18 +124,19 @@ rounds_on() {
             old=$(measure "$before" report --json --no-progress "$1")
         fi
         now=$(measure "$bin" report --json --no-progress "$1")
+        lint=$(measure "$bin" lint --json --no-progress "$1")
         if [ -n "$before" ] && ! ((i % 2)); then
             old=$(measure "$before" report --json --no-progress "$1")
         fi
         echo "$now" \
             "$(measure "$pgo" report --json --no-progress "$1")" \
             "$(measure "$walk" "$1")" \
-            "$(measure "$reference" "$1")" $old
+            "$(measure "$reference" "$1")" "$lint" $old
         "$thread_stats" "$1" >>"$threads_log"
     done
 }
 
-# Program $2 (1-4, in the order of rounds_on) over the rounds in $1: its
+# Program $2 (1-6, in the order of rounds_on) over the rounds in $1: its
 # median wall and CPU times and its largest RSS.
 program_stats() {
     local c=$((3 * $2 - 2))
@@ -198,10 +200,13 @@ for n in "$small" "$large"; do
         -v pw="$(ratio "$runs" 4 7)" -v pr="$(ratio "$runs" 4 10)" -v r="$rw" 'BEGIN {
         printf "  ratios (wall, medians of the per-round ratios): analyzer takes %.2fx the bare walk time, %.2fx the reference walk time (PGO build: %.2fx and %.2fx); the reference walks at %.0f%% of the 23 M/s the issue measured\n", aw, ar, pw, pr, 100 * n / r / 23e6 }'
     rss+=("$n $ar")
+    read -r lw lc lr <<<"$(program_stats "$runs" 5)"
+    row "metaroce-analyze lint --json" "$n" "$lw" "$lc" "$lr"
+    echo "  lint / report, per-round ratios over $rounds rounds: wall x$(ratio "$runs" 13 1) (range $(ratio_range "$runs" 13 1)), CPU x$(ratio "$runs" 14 2) (range $(ratio_range "$runs" 14 2)); the budget is x1.25"
     if [ -n "$before" ]; then
-        read -r bw bc br <<<"$(program_stats "$runs" 5)"
+        read -r bw bc br <<<"$(program_stats "$runs" 6)"
         row "report --json, BEFORE=$BEFORE${BEFORE_REVERT:+ less $BEFORE_REVERT}" "$n" "$bw" "$bc" "$br"
-        echo "  this build's time / BEFORE's, per-round ratios over $rounds rounds: wall x$(ratio "$runs" 1 13) (range $(ratio_range "$runs" 1 13)), CPU x$(ratio "$runs" 2 14) (range $(ratio_range "$runs" 2 14)), peak RSS x$(ratio "$runs" 3 15)"
+        echo "  this build's time / BEFORE's, per-round ratios over $rounds rounds: wall x$(ratio "$runs" 1 16) (range $(ratio_range "$runs" 1 16)), CPU x$(ratio "$runs" 2 17) (range $(ratio_range "$runs" 2 17)), peak RSS x$(ratio "$runs" 3 18)"
     fi
     # Which thread set the wall time, round by round: the one that did not
     # wait for the other (the host's phases move it; docs/performance.md).
@@ -237,11 +242,14 @@ if command -v valgrind >/dev/null; then
             awk '/I *refs:/ { gsub(",", "", $NF); print $NF }'
     }
     ai=$(instr "$bin" report --json --no-progress "$f")
+    li=$(instr "$bin" lint --json --no-progress "$f")
     ei=$(instr "$walk" "$f" --engine)
     wi=$(instr "$walk" "$f")
     pi=$(instr "$pgo_walk" "$f" --engine)
     awk -v n="$small" -v a="$ai" -v e="$ei" -v w="$wi" -v p="$pi" 'BEGIN {
         printf "instructions per packet (%d packets): report %.0f, one-thread analysis %.0f (PGO build %.0f), bare walk %.0f (report x%.2f)\n", n, a / n, e / n, p / n, w / n, a / w }'
+    awk -v n="$small" -v a="$ai" -v l="$li" 'BEGIN {
+        printf "instructions per packet of lint: %.0f (report x%.3f; the budget is x1.25)\n", l / n, l / a }'
     if [ -n "$before" ]; then
         bi=$(instr "$before" report --json --no-progress "$f")
         awk -v n="$small" -v a="$ai" -v b="$bi" 'BEGIN {
