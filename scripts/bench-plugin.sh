@@ -98,8 +98,11 @@ for line in "${lines[@]}"; do
     mr_fields=(-e frame.number -e metaroce.type -e metaroce.psn -e metaroce.ev -e metaroce.data.msg_id)
     ib_fields=(-e frame.number -e infiniband.bth.opcode -e infiniband.bth.psn -e infiniband.bth.destqp -e udp.srcport)
 
-    runs=(mr mr_noan ib ib_bth data)
-    args_mr=(-n -r "$inner/metaroce.pcap" -T fields "${mr_fields[@]}")
+    runs=(mr mr_lint mr_noan ib ib_bth data)
+    # The analysis without the conformance lint (on by default; its own
+    # cost is the mr_lint row).
+    args_mr=(-n -r "$inner/metaroce.pcap" -o metaroce.lint:FALSE -T fields "${mr_fields[@]}")
+    args_mr_lint=(-n -r "$inner/metaroce.pcap" -T fields "${mr_fields[@]}")
     args_mr_noan=(-n -r "$inner/metaroce.pcap" -o metaroce.analyze:FALSE -T fields "${mr_fields[@]}")
     args_ib=(-n -r "$inner/rocev2.pcap" -T fields "${ib_fields[@]}")
     args_ib_bth=(-n -r "$inner/rocev2-bth-only.pcap" -T fields "${ib_fields[@]}")
@@ -128,6 +131,7 @@ for line in "${lines[@]}"; do
     printf '%-44s %8s %10s %8s %10s\n' "run ($packets packets, best of $repeat)" "wall s" "us/packet" "CPU s" "us/packet"
     row() { printf '%-44s %8.3f %10s %8.3f %10s\n' "$1" "${wall[$2]}" "$(us "${wall[$2]}")" "${cpu[$2]}" "$(us "${cpu[$2]}")"; }
     row "MetaRoCE plugin (decode + analysis)" mr
+    row "MetaRoCE plugin (decode + analysis + lint)" mr_lint
     row "MetaRoCE plugin (decode only)" mr_noan
     row "InfiniBand built-in, twin (WRITE Only+RETH)" ib
     row "InfiniBand built-in, BTH-only twin" ib_bth
@@ -161,6 +165,7 @@ for line in "${lines[@]}"; do
         echo "instructions per packet (cachegrind, packets 2001..12000):"
         for r in "${runs[@]}"; do printf '  %-10s %8d\n' "$r" "${ipp[$r]}"; done
         echo "ratio MetaRoCE / RoCEv2 twin in instructions: $(ratio "${ipp[mr]}" "${ipp[ib]}") (decode only: $(ratio "${ipp[mr_noan]}" "${ipp[ib]}")); BTH-only twin: $(ratio "${ipp[mr]}" "${ipp[ib_bth]}")"
+        echo "lint: analysis + lint / analysis alone in instructions: $(ratio "${ipp[mr_lint]}" "${ipp[mr]}")"
         isummary+=("$(printf '%-8s %-8s %10s %12s %18s' "$line" "$mm" "$(ratio "${ipp[mr]}" "${ipp[ib]}")" \
             "$(ratio "${ipp[mr_noan]}" "${ipp[ib]}")" "$(ratio "${ipp[mr]}" "${ipp[ib_bth]}")")")
     fi
