@@ -101,9 +101,15 @@ struct Linted {
 /// Lints `pcap`, taken on `host`, as `metaroce-analyze lint --vantage
 /// HOST` does: the engine with the lint on, findings drained per packet.
 fn lint(pcap: &Path, host: IpAddr, port: u16) -> Linted {
+    lint_at(pcap, host, CapturePoint::Host(host), port)
+}
+
+/// [`lint`] with the capture point given as `point` (`Auto`: decided from
+/// the traffic, the CLI's default); either way it must come out as `host`.
+fn lint_at(pcap: &Path, host: IpAddr, point: CapturePoint, port: u16) -> Linted {
     let mut engine = Engine::new(Config {
         lint: true,
-        lint_point: CapturePoint::Host(host),
+        lint_point: point,
         ..Config::default()
     });
     let cfg = DecodeConfig {
@@ -137,7 +143,7 @@ fn lint(pcap: &Path, host: IpAddr, port: u16) -> Linted {
     engine.finish(last);
     let full = engine.snapshot();
     let report = full.lint.expect("the lint ran");
-    assert_eq!(report.host, Some(host));
+    assert_eq!(report.host, Some(host), "{point:?}: {}", pcap.display());
     Linted {
         findings: findings.into_iter().filter(|f| report.keeps(f)).collect(),
         report,
@@ -165,10 +171,16 @@ fn errors(l: &Linted) -> Vec<String> {
         .collect()
 }
 
-/// Both captures of `run` lint without an error-severity finding.
+/// Both captures of `run` lint without an error-severity finding, told
+/// the host or left to decide it (`--vantage auto`).
 fn assert_clean(name: &str, run: &Run) {
-    for (host, pcap) in &run.captures {
-        let l = lint(pcap, *host, run.port);
+    let points = |host| [CapturePoint::Host(host), CapturePoint::Auto];
+    for (host, pcap, point) in run
+        .captures
+        .iter()
+        .flat_map(|(h, p)| points(*h).map(|point| (*h, p, point)))
+    {
+        let l = lint_at(pcap, host, point, run.port);
         assert!(l.metaroce_packets > 100, "{name}: {}", pcap.display());
         let e = errors(&l);
         assert!(
@@ -181,7 +193,7 @@ fn assert_clean(name: &str, run: &Run) {
         let warnings: Vec<(&str, u64)> =
             l.report.counts.iter().map(|c| (c.rule, c.count)).collect();
         println!(
-            "{name} on {host}: {} packets, no error; warnings {warnings:?}",
+            "{name} on {host} ({point:?}): {} packets, no error; warnings {warnings:?}",
             l.metaroce_packets
         );
     }
