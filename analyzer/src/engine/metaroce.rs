@@ -181,6 +181,7 @@ impl Path {
             self.last_seq = seq;
         } else {
             self.reordered += 1;
+            c.path_reordered += 1;
         }
     }
 }
@@ -282,6 +283,9 @@ pub(crate) struct Counters {
     pub ctrl: u64,
     pub feedback_sent: u64,
     pub path_loss: u64,
+    /// Packets whose path_seq was at or below their path's latest (every
+    /// path): the lint's MR-SND-003 looks up the path only when it moved.
+    pub path_reordered: u64,
     pub messages_completed: u64,
     pub messages_delivered: u64,
 }
@@ -1501,6 +1505,11 @@ impl Dir {
     /// `psn` is below the cumulative ack or SACKed.
     pub(crate) fn acked(&self, psn: u32) -> bool {
         self.cum.is_some_and(|c| lt(psn, c)) || self.window.get(psn).is_some_and(|s| s.sacked)
+    }
+
+    /// Path `ev`'s latest path_seq in order and its packets, if tracked.
+    pub(crate) fn path_seq(&self, ev: u16) -> Option<(u16, u64)> {
+        self.paths.get(ev).map(|p| (p.last_seq, p.packets))
     }
 
     /// Whether the window holds a slot for `psn` (captured or not).

@@ -70,7 +70,9 @@ use std::net::IpAddr;
 pub use finding::{Conn, Finding};
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 
-use crate::engine::{Dir, MrBody, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdict};
+use crate::engine::{
+    Dir, FeedbackObs, MrBody, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdict,
+};
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
 /// place here and the rule's place in the family).
@@ -597,44 +599,71 @@ impl LintState {
         };
         let announced = self.connection.on_packet(&mut ctx, mr, connection);
         packet::check_metaroce(&mut ctx, mr, packet, announced);
-        if !matches!(mr.body, MrBody::Ctrl(_)) {
-            sender::check_packet(&mut ctx, mr, sender);
-        }
-        if let MrBody::Data(d) = &mr.body {
-            sender::check_data(&mut ctx, mr, d, sender);
-            receiver::check_data(&mut ctx, mr, d, receiver);
-        }
-        let mut marks = ctx.marks;
-        // A feedback is also judged as part of the direction it
-        // acknowledges: that direction's context (its side of the capture,
-        // its connection in the findings, its counts and state).
-        let peer_side = self.side(obs.dst, obs.src);
-        if let MrBody::Feedback(fb) = &mr.body
-            && let Some(p) = peer.filter(|&p| p != own)
-            && let Some(lint) = self.dirs.get_mut(p as usize)
-        {
-            let mut ctx = Ctx {
-                obs,
-                verdict: v,
-                own: get(p),
-                peer: get(own),
-                roce: None,
-                side: peer_side,
-                conn: Conn::MetaRoce {
-                    src: obs.dst,
-                    dst: obs.src,
-                    src_conn: mr.dst_conn,
-                    dst_conn: mr.src_conn,
-                },
-                marks,
-                counts: Some(&mut lint.counts),
-                out: &mut self.out,
-            };
-            sender::check_feedback(&mut ctx, mr, fb, &mut lint.sender);
-            receiver::check_feedback(&mut ctx, mr, fb, &mut lint.receiver);
-            marks = ctx.marks;
-        }
-        v.lint = marks;
+        let fb = match &mr.body {
+            MrBody::Data(d) => {
+                sender::check_data(&mut ctx, mr, d, sender);
+                receiver::check_data(&mut ctx, mr, d, receiver);
+                None
+            }
+            MrBody::Feedback(fb) => {
+                sender::check_packet(&mut ctx, mr, sender);
+                Some(fb)
+            }
+            MrBody::Ctrl(_) => None,
+            _ => {
+                sender::check_packet(&mut ctx, mr, sender);
+                None
+            }
+        };
+        let marks = ctx.marks;
+        v.lint = match (fb, peer.filter(|&p| p != own)) {
+            (Some(fb), Some(p)) => self.acknowledged(obs, mr, fb, v, dirs, own, p, marks),
+            _ => marks,
+        };
+    }
+
+    /// A feedback judged as part of the direction `peer` it acknowledges:
+    /// in that direction's context (its side of the capture, its
+    /// connection in the findings, its counts and state). Out of line, so
+    /// that `metaroce` stays small enough for its checks to be inlined.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn acknowledged(
+        &mut self,
+        obs: &Observation,
+        mr: &MrObs,
+        fb: &FeedbackObs,
+        v: &Verdict,
+        dirs: &[Option<Dir>],
+        own: u32,
+        peer: u32,
+        marks: RuleSet,
+    ) -> RuleSet {
+        let get = |i: u32| dirs.get(i as usize).and_then(Option::as_ref);
+        let side = self.side(obs.dst, obs.src);
+        let Some(lint) = self.dirs.get_mut(peer as usize) else {
+            return marks;
+        };
+        let mut ctx = Ctx {
+            obs,
+            verdict: v,
+            own: get(peer),
+            peer: get(own),
+            roce: None,
+            side,
+            conn: Conn::MetaRoce {
+                src: obs.dst,
+                dst: obs.src,
+                src_conn: mr.dst_conn,
+                dst_conn: mr.src_conn,
+            },
+            marks,
+            counts: Some(&mut lint.counts),
+            out: &mut self.out,
+        };
+        sender::check_feedback(&mut ctx, mr, fb, &mut lint.sender);
+        receiver::check_feedback(&mut ctx, mr, fb, &mut lint.receiver);
+        ctx.marks
     }
 
     /// One RoCEv2 packet the engine analysed (its verdict's `flow` names

@@ -176,8 +176,12 @@ pub(super) struct DirState {
     ar: Option<(u64, u64)>,
     /// Arrivals of PSNs already acknowledged: frame and PSN.
     duplicates: [Option<(u64, u32)>; RING],
+    /// Some of `duplicates` is set.
+    duplicates_pending: bool,
     /// NACK GAPs sent: PSN and frame.
     gaps: [Option<(u32, u64)>; RING],
+    /// Some of `gaps` is set.
+    gaps_pending: bool,
 }
 
 /// The PSNs that arrived intact, as bits of a ring covering
@@ -195,7 +199,23 @@ impl Received {
         (word, 1 << (psn % 64))
     }
 
+    #[inline]
     fn insert(&mut self, psn: u32) {
+        if let Some(base) = self.base
+            && psn.wrapping_sub(base) < RECEIVED_BITS
+        {
+            if self.highest.is_none_or(|h| psn_lt(h, psn)) {
+                self.highest = Some(psn);
+            }
+            let (w, m) = Self::bit(psn);
+            self.words[w] |= m;
+            return;
+        }
+        self.insert_far(psn);
+    }
+
+    #[inline(never)]
+    fn insert_far(&mut self, psn: u32) {
         if self.highest.is_none_or(|h| psn_lt(h, psn)) {
             self.highest = Some(psn);
         }
@@ -224,6 +244,48 @@ impl Received {
         self.words[w] |= m;
     }
 
+    /// The first PSN of a SACK bitmap that did not arrive (PSNs below what
+    /// is kept are not judged). Word by word while the bitmap lies inside
+    /// the ring, bit by bit otherwise.
+    fn first_missing(&self, sack_base: u32, words: u8, sack: &[u64; 4]) -> Option<u32> {
+        let base = self.base?;
+        let n = usize::from(words).min(4);
+        let inside = psn_diff(base, sack_base) >= 0
+            && sack_base.wrapping_sub(base) + n as u32 * 64 <= RECEIVED_BITS;
+        for (i, &word) in sack.iter().enumerate().take(n) {
+            if word == 0 {
+                continue;
+            }
+            let start = sack_base.wrapping_add(i as u32 * 64);
+            if inside {
+                // Bit k of `got` is `start + k`; the bitmap's bit 63 - k.
+                let got = self.bits_from(start).reverse_bits();
+                let missing = word & !got;
+                if missing != 0 {
+                    return Some(start.wrapping_add(missing.leading_zeros()));
+                }
+            } else if let Some(psn) =
+                sacked(start, 1, &[word, 0, 0, 0]).find(|&psn| self.contains(psn) == Some(false))
+            {
+                return Some(psn);
+            }
+        }
+        None
+    }
+
+    /// The 64 bits of PSNs `start..start + 64`, `start + k` at bit k (the
+    /// range inside the ring).
+    fn bits_from(&self, start: u32) -> u64 {
+        let (w, _) = Self::bit(start);
+        let shift = start % 64;
+        let lo = self.words[w] >> shift;
+        if shift == 0 {
+            return lo;
+        }
+        let next = (w + 1) % self.words.len();
+        lo | (self.words[next] << (64 - shift))
+    }
+
     /// Whether `psn` arrived; `None` when it lies below what is kept.
     fn contains(&self, psn: u32) -> Option<bool> {
         let base = self.base?;
@@ -239,11 +301,30 @@ impl Received {
     }
 }
 
-/// A DATA packet of the direction (the context is its own).
+/// A DATA packet of the direction (the context is its own). The common
+/// packet (a first arrival, intact, no AR, no AR or NACK GAP pending)
+/// only marks its PSN received.
+#[inline(never)]
 pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
     if !ctx.judges(Vantage::Receiver) {
         return;
     }
+    if state.ar.is_some()
+        || state.gaps_pending
+        || mr.flags.contains(Flags::AR)
+        || d.trimmed
+        || ctx.verdict.retransmission.is_some()
+    {
+        check_data_slow(ctx, mr, d, state);
+    } else if ctx.own.is_some_and(|dir| dir.start_seen) {
+        // Only a direction whose start was captured is judged on what
+        // arrived (MR-RCV-003, 010).
+        state.received.insert(mr.psn);
+    }
+}
+
+#[inline(never)]
+fn check_data_slow(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
     let obs = ctx.obs;
     let psn = mr.psn;
     let v = ctx.verdict;
@@ -252,7 +333,7 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
         state.ar = Some((obs.frame, obs.ts_ns));
     }
     // MR-RCV-011: the first transmission of a NACKed PSN arrives.
-    if v.retransmission.is_none() && mr.tx_attempt == 0 {
+    if state.gaps_pending && v.retransmission.is_none() && mr.tx_attempt == 0 {
         for slot in &mut state.gaps {
             if let Some((gap, frame)) = *slot
                 && gap == psn
@@ -261,6 +342,7 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
                 ctx.report(GAP_REORDER, Evidence::new(psn, 0u32).related(Some(frame)));
             }
         }
+        state.gaps_pending = state.gaps.iter().any(Option::is_some);
     }
     if d.trimmed {
         return;
@@ -269,8 +351,11 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
     if v.retransmission.is_some() && ctx.own.is_some_and(|dir| dir.acked(psn)) {
         state.duplicates.rotate_left(1);
         state.duplicates[RING - 1] = Some((obs.frame, psn));
+        state.duplicates_pending = true;
     }
-    state.received.insert(psn);
+    if ctx.own.is_some_and(|dir| dir.start_seen) {
+        state.received.insert(psn);
+    }
 }
 
 /// MR-RCV-008 at a packet of the connection: an AR packet past its delay.
@@ -288,6 +373,7 @@ fn check_ar_deadline(ctx: &mut Ctx<'_>, state: &mut DirState) {
 }
 
 /// A feedback about the direction (the context is the direction's).
+#[inline(never)]
 pub(super) fn check_feedback(
     ctx: &mut Ctx<'_>,
     mr: &MrObs,
@@ -367,13 +453,9 @@ pub(super) fn check_feedback(
             sack_words,
             sack,
         } = fb.kind
+        && let Some(psn) = state.received.first_missing(sack_base, sack_words, &sack)
     {
-        for psn in sacked(sack_base, sack_words, &sack) {
-            if state.received.contains(psn) == Some(false) {
-                ctx.report(SACK_RECEIVED, Evidence::new(psn, cum));
-                break;
-            }
-        }
+        ctx.report(SACK_RECEIVED, Evidence::new(psn, cum));
     }
 
     // MR-RCV-005 and 006: DUP on duplicates, and only on them.
@@ -393,13 +475,15 @@ pub(super) fn check_feedback(
             );
         }
         // An ACK (a CNP may leave first, before the duplicate is known).
-        if matches!(fb.kind, FbKind::Ack { .. })
+        if state.duplicates_pending
+            && matches!(fb.kind, FbKind::Ack { .. })
             && let Some(slot) = state
                 .duplicates
                 .iter_mut()
                 .find(|s| s.is_some_and(|(f, _)| f == echoed))
         {
             *slot = None;
+            state.duplicates_pending = state.duplicates.iter().any(Option::is_some);
             if !dup {
                 ctx.report(
                     DUP_ON_DUPLICATE,
@@ -426,12 +510,16 @@ pub(super) fn check_feedback(
         if !state.gaps.iter().flatten().any(|&(p, _)| p == nack_psn) {
             state.gaps.rotate_left(1);
             state.gaps[RING - 1] = Some((nack_psn, frame));
+            state.gaps_pending = true;
         }
     }
-    for slot in &mut state.gaps {
-        if slot.is_some_and(|(p, _)| psn_lt(p, cum)) {
-            *slot = None;
+    if state.gaps_pending {
+        for slot in &mut state.gaps {
+            if slot.is_some_and(|(p, _)| psn_lt(p, cum)) {
+                *slot = None;
+            }
         }
+        state.gaps_pending = state.gaps.iter().any(Option::is_some);
     }
 }
 
@@ -486,5 +574,48 @@ fn sacked(base: u32, words: u8, sack: &[u64; 4]) -> impl Iterator<Item = u32> + 
 }
 
 fn lowest_sacked(base: u32, words: u8, sack: &[u64; 4]) -> Option<u32> {
-    sacked(base, words, sack).next()
+    let n = usize::from(words).min(4);
+    (0..n)
+        .find(|&i| sack[i] != 0)
+        .map(|i| base.wrapping_add(i as u32 * 64 + sack[i].leading_zeros()))
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-by-word SACK check finds the PSN a bit-by-bit walk
+        /// finds, wherever the bitmap lies against the ring (PSNs near the
+        /// u32 wrap too).
+        #[test]
+        fn first_missing_is_the_first_sacked_psn_not_received(
+            start in any::<u32>(),
+            arrivals in proptest::collection::vec(0u32..1400, 0..300),
+            sack_from in 0u32..1500,
+            words in 0u8..=4,
+            sack in any::<[u64; 4]>(),
+        ) {
+            let mut r = Received::default();
+            for a in &arrivals {
+                r.insert(start.wrapping_add(*a));
+            }
+            let base = start.wrapping_add(sack_from);
+            let naive = sacked(base, words, &sack).find(|&psn| r.contains(psn) == Some(false));
+            prop_assert_eq!(r.first_missing(base, words, &sack), naive);
+        }
+    }
+
+    #[test]
+    fn the_ring_forgets_what_it_slides_past() {
+        let mut r = Received::default();
+        r.insert(1000);
+        assert_eq!(r.contains(1000), Some(true));
+        assert_eq!(r.contains(1001), Some(false));
+        r.insert(1000 + 5 * RECEIVED_BITS);
+        assert_eq!(r.contains(1000), None);
+        assert_eq!(r.contains(1000 + 5 * RECEIVED_BITS), Some(true));
+        assert_eq!(r.highest, Some(1000 + 5 * RECEIVED_BITS));
+    }
 }
