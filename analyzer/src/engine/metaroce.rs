@@ -264,7 +264,10 @@ pub(crate) struct Counters {
     pub data_packets: u64,
     pub data_bytes: u64,
     pub goodput_bytes: u64,
-    /// The sum of the window's `Slot::flight`, and its largest value.
+    /// The sum of the window's `Slot::flight`, and its largest value
+    /// before the last time it went down (only feedback and the window's
+    /// overflow take bytes out: the maximum is taken there, not on every
+    /// DATA; with the current value it is the largest so far).
     pub bytes_in_flight: u64,
     pub max_bytes_in_flight: u64,
     pub retransmissions: u64,
@@ -613,10 +616,13 @@ impl Dir {
         let slot = if below_cum {
             self.window.get_mut(psn)
         } else {
-            if let Some(below) = self.window.overflow_below(psn) {
-                self.leave_flight(self.window.base(), below);
-            }
-            self.window.entry(psn)
+            // Slots dropped on overflow leave the bytes in flight (cold:
+            // the closure runs on the out-of-line path only).
+            let c = &mut self.c;
+            self.window.entry(psn, |s| {
+                c.max_bytes_in_flight = c.max_bytes_in_flight.max(c.bytes_in_flight);
+                c.bytes_in_flight = c.bytes_in_flight.saturating_sub(u64::from(s.flight));
+            })
         };
         let seen_before = slot.as_ref().is_some_and(|s| s.seen);
         let is_retx = mr.tx_attempt > 0 || seen_before || below_cum;
@@ -632,8 +638,6 @@ impl Dir {
                 if !slot.sacked {
                     slot.flight = d.payload_len;
                     self.c.bytes_in_flight += u64::from(d.payload_len);
-                    self.c.max_bytes_in_flight =
-                        self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
                 }
             }
             if !d.trimmed {
@@ -703,8 +707,6 @@ impl Dir {
                     if !below_cum && !slot.sacked {
                         slot.flight = payload_len;
                         self.c.bytes_in_flight += u64::from(payload_len);
-                        self.c.max_bytes_in_flight =
-                            self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
                     }
                 }
                 slot.last = tx;
@@ -918,6 +920,8 @@ impl Dir {
         let _ = frame;
         let fb_seen_before = self.fb_seen;
         self.fb_seen = true;
+        // Before the SACKs and the cumulative ack take bytes out.
+        self.c.max_bytes_in_flight = self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
         if fb_seen_before {
             self.check_stall(ts, cfg);
         }
@@ -1445,7 +1449,7 @@ impl Dir {
             highest_psn: self.highest,
             outstanding_packets: self.outstanding_packets(),
             bytes_in_flight: c.bytes_in_flight,
-            max_bytes_in_flight: c.max_bytes_in_flight,
+            max_bytes_in_flight: c.max_bytes_in_flight.max(c.bytes_in_flight),
             ack_rtt_ns: self.ack_rtt_summary(pending),
             fabric_rtt_ns: self.fabric.summary_with(
                 pending

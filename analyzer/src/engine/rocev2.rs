@@ -129,7 +129,9 @@ struct RCounters {
     ect_packets: u64,
     fecn: u64,
     becn: u64,
-    /// The sum of the window's `RSlot::flight`, and its largest value.
+    /// The sum of the window's `RSlot::flight`, and its largest value
+    /// before the last time it went down (with the current value: the
+    /// largest so far).
     bytes_in_flight: u64,
     max_bytes_in_flight: u64,
 }
@@ -303,7 +305,7 @@ impl Flow {
                     // original was not captured: it is in flight now.
                     if !acked && slot.flight == 0 {
                         slot.flight = r.payload_len;
-                        self.add_flight(r.payload_len);
+                        self.c.bytes_in_flight += u64::from(r.payload_len);
                     }
                     None
                 }
@@ -333,10 +335,13 @@ impl Flow {
         self.first_psn.get_or_insert(r.psn);
         self.low.get_or_insert(psn);
         self.highest = Some(psn);
-        if let Some(below) = self.window.overflow_below(psn) {
-            self.leave_flight(below);
-        }
-        if let Some(slot) = self.window.entry(psn) {
+        // Slots dropped on overflow leave the bytes in flight.
+        let c = &mut self.c;
+        let slot = self.window.entry(psn, |s| {
+            c.max_bytes_in_flight = c.max_bytes_in_flight.max(c.bytes_in_flight);
+            c.bytes_in_flight = c.bytes_in_flight.saturating_sub(u64::from(s.flight));
+        });
+        if let Some(slot) = slot {
             *slot = RSlot {
                 seen: true,
                 sampled: false,
@@ -345,7 +350,7 @@ impl Flow {
                 frame: obs.frame,
                 ts,
             };
-            self.add_flight(r.payload_len);
+            self.c.bytes_in_flight += u64::from(r.payload_len);
         }
         if op == OpKind::Read {
             self.c.read_requests += 1;
@@ -377,15 +382,11 @@ impl Flow {
         }
     }
 
-    fn add_flight(&mut self, bytes: u32) {
-        self.c.bytes_in_flight += u64::from(bytes);
-        self.c.max_bytes_in_flight = self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
-    }
-
     /// The PSNs below `to` leave the bytes in flight (acknowledged, or
     /// dropped from the window): every slot from the window's base (the
     /// acknowledged ones are pruned as the acknowledgement moves).
     fn leave_flight(&mut self, to: u32) {
+        self.c.max_bytes_in_flight = self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
         let mut left = 0u64;
         let base = self.window.base();
         self.window.for_each_in(base, to, |s| {
@@ -528,7 +529,7 @@ impl Flow {
                 _ => 0,
             },
             bytes_in_flight: self.c.bytes_in_flight,
-            max_bytes_in_flight: self.c.max_bytes_in_flight,
+            max_bytes_in_flight: self.c.max_bytes_in_flight.max(self.c.bytes_in_flight),
             naks: self.c.naks,
             naks_by_code: (0u8..)
                 .zip(self.naks_by_code)

@@ -70,9 +70,12 @@ impl<T: Default + Copy> Window<T> {
     }
 
     /// The slot of `psn`, created (with empty slots up to it) if needed.
-    /// `None` when `psn` lies too far below the window to fit.
+    /// `None` when `psn` lies too far below the window to fit. `dropped`
+    /// sees every slot dropped from the front to stay within the capacity
+    /// (a caller keeping a sum over the slots subtracts them); only the
+    /// out-of-line path ever drops one.
     #[inline]
-    pub fn entry(&mut self, psn: u32) -> Option<&mut T> {
+    pub fn entry(&mut self, psn: u32, mut dropped: impl FnMut(&T)) -> Option<&mut T> {
         // Fast path, inlined: the next PSN, or one already tracked.
         let d = diff(self.base, psn);
         if self.len > 0 && d >= 0 && (d as usize) < self.cap {
@@ -85,13 +88,13 @@ impl<T: Default + Copy> Window<T> {
                 return Some(&mut self.ring[i]);
             }
         }
-        self.entry_far(psn)
+        self.entry_far(psn, &mut dropped)
     }
 
     /// [`Window::entry`] for the first PSN, one below the window, or one
     /// past a gap or past the capacity.
     #[inline(never)]
-    fn entry_far(&mut self, psn: u32) -> Option<&mut T> {
+    fn entry_far(&mut self, psn: u32, dropped: &mut dyn FnMut(&T)) -> Option<&mut T> {
         if self.len == 0 {
             self.base = psn;
             self.push_back();
@@ -113,6 +116,9 @@ impl<T: Default + Copy> Window<T> {
         if idx >= self.cap {
             // Jump far ahead: keep only the new PSN's neighbourhood.
             let keep_from = idx + 1 - self.cap;
+            for i in 0..keep_from.min(self.len) {
+                dropped(&self.ring[self.at(i)]);
+            }
             if keep_from >= self.len {
                 self.overflow += self.len as u64;
                 self.head = 0;
@@ -194,26 +200,21 @@ impl<T: Default + Copy> Window<T> {
         };
     }
 
-    /// The PSN below which [`Window::entry`]`(psn)` would drop slots to
-    /// stay within the capacity, when it would drop any (a caller that
-    /// keeps a sum over the slots subtracts them first).
-    #[inline]
-    pub fn overflow_below(&self, psn: u32) -> Option<u32> {
-        let d = diff(self.base, psn);
-        (self.len > 0 && d >= 0 && d as usize >= self.cap)
-            .then(|| psn.wrapping_sub(self.cap as u32 - 1))
-    }
-
     /// Calls `f` on the slot of every PSN from `from` up to `to` (not
-    /// included) that the window holds, lowest first.
+    /// included) that the window holds, lowest first: over the one or two
+    /// runs of the ring they occupy.
     #[inline]
     pub fn for_each_in(&mut self, from: u32, to: u32, mut f: impl FnMut(&mut T)) {
         let start = diff(self.base, from).max(0) as usize;
         let end = (diff(self.base, to).max(0) as usize).min(self.len);
-        let mask = self.ring.len().wrapping_sub(1);
-        for i in start..end {
-            f(&mut self.ring[(self.head + i) & mask]);
+        if start >= end {
+            return;
         }
+        let first = self.at(start);
+        let n = end - start;
+        let run = n.min(self.ring.len() - first);
+        self.ring[first..first + run].iter_mut().for_each(&mut f);
+        self.ring[..n - run].iter_mut().for_each(f);
     }
 
     /// Every slot with its PSN, lowest first.
@@ -257,23 +258,28 @@ mod test {
                 match op {
                     Op::Entry(d, v) => {
                         let psn = start.wrapping_add(d);
-                        let drops_below = w.overflow_below(psn);
+                        // What the window holds below `psn - cap + 1` (all of
+                        // it, when `psn` is that far above its base) is what
+                        // `entry` drops.
+                        let far = w.len() > 0 && diff(w.base(), psn) >= cap as i32;
+                        let keep_from = psn.wrapping_sub(cap as u32 - 1);
+                        let drops: Vec<u8> = w
+                            .iter()
+                            .filter(|&(p, _)| far && lt(p, keep_from))
+                            .map(|(_, &v)| v)
+                            .collect();
+                        let mut dropped = Vec::new();
                         let fits = model.keys().next().is_none_or(|&lo| d >= lo || model.keys().last().unwrap() - d < cap as u32);
-                        match w.entry(psn) {
+                        match w.entry(psn, |&v| dropped.push(v)) {
                             Some(slot) => {
                                 *slot = v;
                                 model.insert(d, v);
                             }
                             None => prop_assert!(!fits, "entry({d}) refused"),
                         }
-                        // Slots beyond the capacity were dropped from the front:
-                        // those `overflow_below` named.
+                        prop_assert_eq!(&dropped, &drops, "entry({})", d);
+                        // Slots beyond the capacity were dropped from the front.
                         let hi = *model.keys().last().unwrap();
-                        for &k in model.keys() {
-                            let dropped = !(hi - k < cap as u32 || k > hi);
-                            let named = drops_below.is_some_and(|b| lt(start.wrapping_add(k), b));
-                            prop_assert_eq!(dropped, named, "psn offset {} on entry({})", k, d);
-                        }
                         model.retain(|&k, _| hi - k < cap as u32 || k > hi);
                     }
                     Op::Range(a, b) => {
@@ -302,8 +308,8 @@ mod test {
     #[test]
     fn grows_prunes_and_wraps() {
         let mut w: Window<u8> = Window::new(8);
-        *w.entry(u32::MAX - 1).unwrap() = 1;
-        *w.entry(1).unwrap() = 2;
+        *w.entry(u32::MAX - 1, |_| {}).unwrap() = 1;
+        *w.entry(1, |_| {}).unwrap() = 2;
         assert_eq!(w.len(), 4);
         assert_eq!(w.get(1), Some(&2));
         assert_eq!(w.get(0), Some(&0));
@@ -312,10 +318,10 @@ mod test {
         assert_eq!(w.len(), 1);
         assert_eq!(w.get(0), None);
         assert_eq!(w.get(1), Some(&2));
-        *w.entry(20).unwrap() = 3;
+        *w.entry(20, |_| {}).unwrap() = 3;
         assert!(w.len() <= 8);
         assert_eq!(w.get(20), Some(&3));
         assert!(w.overflow > 0);
-        assert!(w.entry(0).is_none());
+        assert!(w.entry(0, |_| {}).is_none());
     }
 }
