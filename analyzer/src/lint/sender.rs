@@ -279,10 +279,36 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
     if !ctx.judges(Vantage::Sender) {
         return;
     }
+    let psn = mr.psn;
+    let bytes = u64::from(d.payload_len);
+    // The common packet: the next first transmission on a path in order,
+    // nothing pending; no call, so no registers to save.
+    let path_in_order = mr.path_seq == 0
+        || ctx.verdict.path_loss.is_none()
+            && ctx
+                .own
+                .is_some_and(|dir| dir.c.path_reordered == state.path_reordered);
+    if path_in_order
+        && state.next_psn == Some(psn)
+        && mr.tx_attempt == 0
+        && ctx.verdict.retransmission.is_none()
+        && state.credit.is_none()
+        && !state.nacks_pending
+        && ctx.obs.ts_ns < state.rate.due_ts
+    {
+        state.next_psn = Some(psn.wrapping_add(1));
+        state.bytes_sent += bytes;
+        return;
+    }
+    check_data_slow(ctx, mr, bytes, state);
+}
+
+/// [`check_data`] for any other packet.
+#[inline(never)]
+fn check_data_slow(ctx: &mut Ctx<'_>, mr: &MrObs, bytes: u64, state: &mut DirState) {
     path_seq(ctx, mr, state);
     let psn = mr.psn;
     let ts = ctx.obs.ts_ns;
-    let bytes = u64::from(d.payload_len);
     let retx = ctx.verdict.retransmission.is_some();
     if state.next_psn == Some(psn) && state.credit.is_none() && !retx && mr.tx_attempt == 0 {
         state.next_psn = Some(psn.wrapping_add(1));
