@@ -152,6 +152,8 @@ pub(super) struct DirState {
     /// entry is at `acks_at`.
     acks: [Option<Ack>; ACKS],
     acks_at: usize,
+    /// The feedback that last moved the cumulative ack (MR-SND-004).
+    cum_frame: Option<u64>,
     /// The engine's `path_reordered` of the direction at its last packet
     /// (MR-SND-003).
     path_reordered: u64,
@@ -356,13 +358,17 @@ fn check_psn(ctx: &mut Ctx<'_>, mr: &MrObs, bytes: u64, state: &mut DirState) {
         && ctx.own.is_some_and(|dir| dir.acked(psn))
     {
         let (newer, older) = state.acks.split_at(state.acks_at);
+        // The earliest of the latest feedback packets that covers it, else
+        // the one that moved the cumulative ack where it is.
         let by = older.iter().chain(newer).flatten().find(|a| a.covers(psn));
-        ctx.report(
-            SPURIOUS,
-            Evidence::new(psn, 0u32)
-                .ev(mr.ev)
-                .related(by.map(|a| a.frame)),
-        );
+        let below_cum = ctx
+            .own
+            .and_then(|dir| dir.cum_ack())
+            .is_some_and(|c| psn_lt(psn, c));
+        let by = by
+            .map(|a| a.frame)
+            .or(state.cum_frame.filter(|_| below_cum));
+        ctx.report(SPURIOUS, Evidence::new(psn, 0u32).ev(mr.ev).related(by));
     }
 }
 
@@ -577,6 +583,9 @@ pub(super) fn check_feedback(
         sack,
     });
     state.acks_at = (state.acks_at + 1) % ACKS;
+    if v.cum_ack_advance.is_some() {
+        state.cum_frame = Some(ctx.obs.frame);
+    }
 
     // MR-SND-005: a NACK to answer.
     if let FbKind::Nack {
