@@ -1311,10 +1311,14 @@ impl Dir {
     /// flight: acked, or dropped from the window.
     #[inline]
     fn leave_flight(&mut self, from: u32, to: u32) {
-        let mut left = 0u64;
-        self.window.for_each_in(from, to, |s| {
-            left += u64::from(std::mem::take(&mut s.flight))
-        });
+        let (run, wrapped) = self.window.range_mut(from, to);
+        let take = |slots: &mut [Slot]| -> u64 {
+            slots
+                .iter_mut()
+                .map(|s| u64::from(std::mem::take(&mut s.flight)))
+                .sum()
+        };
+        let left = take(run) + take(wrapped);
         self.c.bytes_in_flight = self.c.bytes_in_flight.saturating_sub(left);
     }
 

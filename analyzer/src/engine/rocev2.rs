@@ -387,11 +387,15 @@ impl Flow {
     /// acknowledged ones are pruned as the acknowledgement moves).
     fn leave_flight(&mut self, to: u32) {
         self.c.max_bytes_in_flight = self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
-        let mut left = 0u64;
         let base = self.window.base();
-        self.window.for_each_in(base, to, |s| {
-            left += u64::from(std::mem::take(&mut s.flight))
-        });
+        let (run, wrapped) = self.window.range_mut(base, to);
+        let take = |slots: &mut [RSlot]| -> u64 {
+            slots
+                .iter_mut()
+                .map(|s| u64::from(std::mem::take(&mut s.flight)))
+                .sum()
+        };
+        let left = take(run) + take(wrapped);
         self.c.bytes_in_flight = self.c.bytes_in_flight.saturating_sub(left);
     }
 

@@ -75,7 +75,7 @@ impl<T: Default + Copy> Window<T> {
     /// (a caller keeping a sum over the slots subtracts them); only the
     /// out-of-line path ever drops one.
     #[inline]
-    pub fn entry(&mut self, psn: u32, mut dropped: impl FnMut(&T)) -> Option<&mut T> {
+    pub fn entry(&mut self, psn: u32, dropped: impl FnMut(&T)) -> Option<&mut T> {
         // Fast path, inlined: the next PSN, or one already tracked.
         let d = diff(self.base, psn);
         if self.len > 0 && d >= 0 && (d as usize) < self.cap {
@@ -88,13 +88,13 @@ impl<T: Default + Copy> Window<T> {
                 return Some(&mut self.ring[i]);
             }
         }
-        self.entry_far(psn, &mut dropped)
+        self.entry_far(psn, dropped)
     }
 
     /// [`Window::entry`] for the first PSN, one below the window, or one
     /// past a gap or past the capacity.
     #[inline(never)]
-    fn entry_far(&mut self, psn: u32, dropped: &mut dyn FnMut(&T)) -> Option<&mut T> {
+    fn entry_far(&mut self, psn: u32, mut dropped: impl FnMut(&T)) -> Option<&mut T> {
         if self.len == 0 {
             self.base = psn;
             self.push_back();
@@ -200,21 +200,21 @@ impl<T: Default + Copy> Window<T> {
         };
     }
 
-    /// Calls `f` on the slot of every PSN from `from` up to `to` (not
-    /// included) that the window holds, lowest first: over the one or two
-    /// runs of the ring they occupy.
+    /// The slots of every PSN from `from` up to `to` (not included) that
+    /// the window holds, lowest first: the one or two runs of the ring
+    /// they occupy (a loop over a slice keeps its sum in a register).
     #[inline]
-    pub fn for_each_in(&mut self, from: u32, to: u32, mut f: impl FnMut(&mut T)) {
+    pub fn range_mut(&mut self, from: u32, to: u32) -> (&mut [T], &mut [T]) {
         let start = diff(self.base, from).max(0) as usize;
         let end = (diff(self.base, to).max(0) as usize).min(self.len);
         if start >= end {
-            return;
+            return (&mut [], &mut []);
         }
         let first = self.at(start);
         let n = end - start;
         let run = n.min(self.ring.len() - first);
-        self.ring[first..first + run].iter_mut().for_each(&mut f);
-        self.ring[..n - run].iter_mut().for_each(f);
+        let (wrapped, tail) = self.ring.split_at_mut(first);
+        (&mut tail[..run], &mut wrapped[..n - run])
     }
 
     /// Every slot with its PSN, lowest first.
@@ -283,8 +283,8 @@ mod test {
                         model.retain(|&k, _| hi - k < cap as u32 || k > hi);
                     }
                     Op::Range(a, b) => {
-                        let mut got = Vec::new();
-                        w.for_each_in(start.wrapping_add(a), start.wrapping_add(b), |v| got.push(*v));
+                        let (run, wrapped) = w.range_mut(start.wrapping_add(a), start.wrapping_add(b));
+                        let got: Vec<u8> = run.iter().chain(wrapped.iter()).copied().collect();
                         // Every slot the window holds in the range (`get`
                         // agrees with the model, checked below), in order.
                         let held: Vec<u8> = (a..b.max(a))
