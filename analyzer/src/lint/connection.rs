@@ -173,13 +173,28 @@ pub(super) struct DirState {
 
 impl State {
     /// Checks one MetaRoCE packet and returns what its connection's CTRL
-    /// packets announced.
+    /// packets announced. A packet of a direction no CTRL named, itself
+    /// no CTRL and with its dst_conn set, has nothing to check: that is
+    /// decided inline, the rest is out of line.
+    #[inline(always)]
     pub(super) fn on_packet(
         &mut self,
         ctx: &mut Ctx<'_>,
         mr: &MrObs,
         dir: &mut DirState,
     ) -> Announced {
+        if dir.epoch == self.epoch
+            && dir.own.is_none()
+            && mr.dst_conn != 0
+            && !matches!(mr.body, MrBody::Ctrl(_))
+        {
+            return Announced::default();
+        }
+        self.on_packet_slow(ctx, mr, dir)
+    }
+
+    #[inline(never)]
+    fn on_packet_slow(&mut self, ctx: &mut Ctx<'_>, mr: &MrObs, dir: &mut DirState) -> Announced {
         if let MrBody::Ctrl(c) = &mr.body {
             self.on_ctrl(ctx, mr, c);
         } else if mr.dst_conn == 0 {

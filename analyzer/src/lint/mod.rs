@@ -70,9 +70,7 @@ use std::net::IpAddr;
 pub use finding::{Conn, Finding};
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 
-use crate::engine::{
-    Dir, FeedbackObs, MrBody, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdict,
-};
+use crate::engine::{Dir, MrBody, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdict};
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
 /// place here and the rule's place in the family).
@@ -331,6 +329,10 @@ impl RuleCounts {
 /// The lint's state of one engine direction.
 #[derive(Debug, Default)]
 pub(crate) struct DirLint {
+    /// Which end of the direction the capture was taken at
+    /// ([`LintState::side`]), worked out at its first packet (`None`:
+    /// not yet).
+    side: Option<Option<Side>>,
     counts: RuleCounts,
     packet: packet::DirState,
     connection: connection::DirState,
@@ -366,21 +368,58 @@ pub(crate) struct Ctx<'a> {
     pub verdict: &'a Verdict,
     /// The engine's state of the packet's own direction (`src -> dst`).
     pub own: Option<&'a Dir>,
-    /// Feedback: the engine's state of the direction it acknowledges.
-    pub peer: Option<&'a Dir>,
     /// RoCEv2: the engine's state of the packet's flow (the request flow
     /// a response answers).
     pub roce: Option<&'a RoceFlow>,
     /// Which end of the packet's own direction the capture was taken at
     /// (`None`: `CapturePoint::Auto`, decided at the end).
     side: Option<Side>,
-    conn: Conn,
+    /// The finding's connection: the packet's addresses (swapped when
+    /// `reverse`) and these ids. Made into a [`Conn`] only for a finding.
+    ids: ConnIds,
+    reverse: bool,
     marks: RuleSet,
     counts: Option<&'a mut RuleCounts>,
     out: &'a mut Recorder,
 }
 
+/// The ids of a finding's [`Conn`], beside the packet's addresses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ConnIds {
+    /// The packet's own ids (swapped with the addresses when reversed).
+    MetaRoce {
+        src_conn: u32,
+        dst_conn: u32,
+    },
+    RoceV2 {
+        dest_qp: u32,
+    },
+}
+
 impl Ctx<'_> {
+    /// The connection a finding on this packet is about.
+    fn conn(&self) -> Conn {
+        let (src, dst) = match self.reverse {
+            false => (self.obs.src, self.obs.dst),
+            true => (self.obs.dst, self.obs.src),
+        };
+        match self.ids {
+            ConnIds::MetaRoce { src_conn, dst_conn } if self.reverse => Conn::MetaRoce {
+                src,
+                dst,
+                src_conn: dst_conn,
+                dst_conn: src_conn,
+            },
+            ConnIds::MetaRoce { src_conn, dst_conn } => Conn::MetaRoce {
+                src,
+                dst,
+                src_conn,
+                dst_conn,
+            },
+            ConnIds::RoceV2 { dest_qp } => Conn::RoceV2 { src, dst, dest_qp },
+        }
+    }
+
     /// Whether a rule of `vantage` is judged on this packet's direction.
     /// With `CapturePoint::Auto` every side-specific rule is judged, and
     /// its findings are filtered once the host is known.
@@ -416,7 +455,7 @@ impl Ctx<'_> {
             frame: self.obs.frame,
             ts_ns: self.obs.ts_ns,
             related_frame: evidence.related_frame,
-            conn: self.conn,
+            conn: self.conn(),
             ev: evidence.ev,
             observed: evidence.observed,
             expected: evidence.expected,
@@ -516,7 +555,11 @@ impl LintState {
     }
 
     fn side(&self, src: IpAddr, dst: IpAddr) -> Option<Side> {
-        match self.point {
+        Self::side_at(self.point, src, dst)
+    }
+
+    fn side_at(point: CapturePoint, src: IpAddr, dst: IpAddr) -> Option<Side> {
+        match point {
             CapturePoint::Auto => None,
             CapturePoint::Host(h) => Some(Side::of(src, dst, Some(h))),
             CapturePoint::Unknown => Some(Side::Unknown),
@@ -525,27 +568,21 @@ impl LintState {
 
     /// A packet the engine could not analyse (malformed, spec 8).
     pub fn malformed(&mut self, obs: &Observation, v: &mut Verdict) {
-        let conn = match obs.kind {
-            crate::engine::ObsKind::MetaRoce(mr) => Conn::MetaRoce {
-                src: obs.src,
-                dst: obs.dst,
+        let ids = match obs.kind {
+            crate::engine::ObsKind::MetaRoce(mr) => ConnIds::MetaRoce {
                 src_conn: mr.src_conn,
                 dst_conn: mr.dst_conn,
             },
-            crate::engine::ObsKind::RoceV2(r) => Conn::RoceV2 {
-                src: obs.src,
-                dst: obs.dst,
-                dest_qp: r.dest_qp,
-            },
+            crate::engine::ObsKind::RoceV2(r) => ConnIds::RoceV2 { dest_qp: r.dest_qp },
         };
         let mut ctx = Ctx {
             obs,
             verdict: v,
             own: None,
-            peer: None,
             roce: None,
             side: self.side(obs.src, obs.dst),
-            conn,
+            ids,
+            reverse: false,
             marks: RuleSet::default(),
             counts: None,
             out: &mut self.out,
@@ -556,6 +593,9 @@ impl LintState {
 
     /// One MetaRoCE packet the engine analysed: `own` is the index of its
     /// direction, `peer` that of the direction a feedback acknowledges.
+    /// A feedback is judged twice with one context: as a packet of its
+    /// own direction, then as part of the direction it acknowledges (that
+    /// direction's side of the capture, connection, counts and state).
     pub fn metaroce(
         &mut self,
         obs: &Observation,
@@ -568,102 +608,75 @@ impl LintState {
         if self.point == CapturePoint::Auto {
             self.guess.packet(&obs.src, &obs.dst, obs.ts_ns, mr.tx_ts);
         }
-        let side = self.side(obs.src, obs.dst);
         let get = |i: u32| dirs.get(i as usize).and_then(Option::as_ref);
-        let Some(lint) = self.dirs.get_mut(own as usize) else {
-            return;
+        let fb = match &mr.body {
+            MrBody::Feedback(fb) => Some(fb),
+            _ => None,
         };
+        let acknowledged = fb
+            .and(peer)
+            .filter(|&p| p != own && (p as usize) < self.dirs.len());
+        let (lint, acknowledged) = match acknowledged {
+            Some(p) => match self.dirs.get_disjoint_mut([own as usize, p as usize]) {
+                Ok([lint, peer_lint]) => (lint, Some((p, peer_lint))),
+                Err(_) => return,
+            },
+            None => match self.dirs.get_mut(own as usize) {
+                Some(lint) => (lint, None),
+                None => return,
+            },
+        };
+        let point = self.point;
         let DirLint {
+            side,
             counts,
             packet,
             connection,
             sender,
             receiver,
         } = lint;
+        let side = *side.get_or_insert_with(|| Self::side_at(point, obs.src, obs.dst));
         let mut ctx = Ctx {
             obs,
             verdict: v,
             own: get(own),
-            peer: peer.and_then(get),
             roce: None,
             side,
-            conn: Conn::MetaRoce {
-                src: obs.src,
-                dst: obs.dst,
+            ids: ConnIds::MetaRoce {
                 src_conn: mr.src_conn,
                 dst_conn: mr.dst_conn,
             },
+            reverse: false,
             marks: RuleSet::default(),
             counts: Some(counts),
             out: &mut self.out,
         };
         let announced = self.connection.on_packet(&mut ctx, mr, connection);
         packet::check_metaroce(&mut ctx, mr, packet, announced);
-        let fb = match &mr.body {
+        match &mr.body {
             MrBody::Data(d) => {
                 sender::check_data(&mut ctx, mr, d, sender);
                 receiver::check_data(&mut ctx, mr, d, receiver);
-                None
             }
-            MrBody::Feedback(fb) => {
-                sender::check_packet(&mut ctx, mr, sender);
-                Some(fb)
-            }
-            MrBody::Ctrl(_) => None,
-            _ => {
-                sender::check_packet(&mut ctx, mr, sender);
-                None
-            }
-        };
-        let marks = ctx.marks;
-        v.lint = match (fb, peer.filter(|&p| p != own)) {
-            (Some(fb), Some(p)) => self.acknowledged(obs, mr, fb, v, dirs, own, p, marks),
-            _ => marks,
-        };
-    }
-
-    /// A feedback judged as part of the direction `peer` it acknowledges:
-    /// in that direction's context (its side of the capture, its
-    /// connection in the findings, its counts and state). Out of line, so
-    /// that `metaroce` stays small enough for its checks to be inlined.
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    fn acknowledged(
-        &mut self,
-        obs: &Observation,
-        mr: &MrObs,
-        fb: &FeedbackObs,
-        v: &Verdict,
-        dirs: &[Option<Dir>],
-        own: u32,
-        peer: u32,
-        marks: RuleSet,
-    ) -> RuleSet {
-        let get = |i: u32| dirs.get(i as usize).and_then(Option::as_ref);
-        let side = self.side(obs.dst, obs.src);
-        let Some(lint) = self.dirs.get_mut(peer as usize) else {
-            return marks;
-        };
-        let mut ctx = Ctx {
-            obs,
-            verdict: v,
-            own: get(peer),
-            peer: get(own),
-            roce: None,
-            side,
-            conn: Conn::MetaRoce {
-                src: obs.dst,
-                dst: obs.src,
-                src_conn: mr.dst_conn,
-                dst_conn: mr.src_conn,
-            },
-            marks,
-            counts: Some(&mut lint.counts),
-            out: &mut self.out,
-        };
-        sender::check_feedback(&mut ctx, mr, fb, &mut lint.sender);
-        receiver::check_feedback(&mut ctx, mr, fb, &mut lint.receiver);
-        ctx.marks
+            MrBody::Ctrl(_) => {}
+            _ => sender::check_packet(&mut ctx, mr, sender),
+        }
+        if let (Some(fb), Some((p, lint))) = (fb, acknowledged) {
+            let DirLint {
+                side,
+                counts,
+                sender,
+                receiver,
+                ..
+            } = lint;
+            ctx.side = *side.get_or_insert_with(|| Self::side_at(point, obs.dst, obs.src));
+            ctx.own = get(p);
+            ctx.reverse = true;
+            ctx.counts = Some(counts);
+            sender::check_feedback(&mut ctx, mr, fb, sender);
+            receiver::check_feedback(&mut ctx, mr, fb, receiver);
+        }
+        v.lint = ctx.marks;
     }
 
     /// One RoCEv2 packet the engine analysed (its verdict's `flow` names
@@ -695,14 +708,10 @@ impl LintState {
             obs,
             verdict: v,
             own: None,
-            peer: None,
             roce: flow.map(|(_, f)| f),
             side,
-            conn: Conn::RoceV2 {
-                src: obs.src,
-                dst: obs.dst,
-                dest_qp: r.dest_qp,
-            },
+            ids: ConnIds::RoceV2 { dest_qp: r.dest_qp },
+            reverse: false,
             marks: RuleSet::default(),
             counts,
             out: &mut self.out,

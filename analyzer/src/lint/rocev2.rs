@@ -23,7 +23,7 @@ use proto_parse::rocev2::{NakCode, Syndrome};
 use rustc_hash::FxHashMap;
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
-use super::{Conn, Ctx, Evidence, Side};
+use super::{ConnIds, Ctx, Evidence, Side};
 use crate::engine::{RoceObs, RoceOp, RoceRole, roce_role, sext24};
 
 const fn rule(
@@ -371,14 +371,11 @@ pub(super) fn check_rocev2(
 /// capture side are the requester's (so that a receiver-side rule applies
 /// at the responder's capture).
 fn as_request_flow(ctx: &mut Ctx<'_>, flow: &FlowState) {
-    let (Conn::RoceV2 { src, dst, .. }, Some(qp)) = (ctx.conn, flow.qp) else {
+    let (ConnIds::RoceV2 { .. }, Some(qp)) = (ctx.ids, flow.qp) else {
         return;
     };
-    ctx.conn = Conn::RoceV2 {
-        src: dst,
-        dst: src,
-        dest_qp: qp,
-    };
+    ctx.ids = ConnIds::RoceV2 { dest_qp: qp };
+    ctx.reverse = !ctx.reverse;
     ctx.side = ctx.side.map(|s| match s {
         Side::Sender => Side::Receiver,
         Side::Receiver => Side::Sender,
