@@ -80,15 +80,20 @@ pub enum CrcCheck {
 }
 
 impl MrChecks {
-    /// Reads a packet whose layout was computed.
+    /// Reads a packet whose layout was computed. The CRC32C is read only
+    /// when the layout has a trailer (most packets have none: no call).
+    #[inline]
     pub fn of<T: AsRef<[u8]>>(packet: &Packet<T>, layout: &Layout) -> MrChecks {
         MrChecks {
             warnings: packet.warning_flags_in(layout),
-            crc: match packet.crc_status(layout) {
-                CrcStatus::Good => CrcCheck::Good,
-                CrcStatus::Bad { .. } => CrcCheck::Bad,
-                CrcStatus::NotPresent => CrcCheck::NotPresent,
-                CrcStatus::NotChecked => CrcCheck::NotChecked,
+            crc: match layout.trailer {
+                None => CrcCheck::NotPresent,
+                Some(_) => match packet.crc_status(layout) {
+                    CrcStatus::Good => CrcCheck::Good,
+                    CrcStatus::Bad { .. } => CrcCheck::Bad,
+                    CrcStatus::NotPresent => CrcCheck::NotPresent,
+                    CrcStatus::NotChecked => CrcCheck::NotChecked,
+                },
             },
         }
     }
