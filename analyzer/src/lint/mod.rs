@@ -204,17 +204,31 @@ impl Spread {
 
 impl HostGuess {
     /// One MetaRoCE packet: its addresses, capture time and tx_ts.
-    #[inline]
     pub fn packet(&mut self, src: &IpAddr, dst: &IpAddr, ts_ns: u64, tx_ts: u32) {
-        if self.candidates == Some([None, None]) {
-            return;
-        }
+        let sources = self.direction(src, dst);
+        self.timestamps(sources, ts_ns, tx_ts);
+    }
+
+    /// The first packet of a direction `src -> dst`: its addresses, and
+    /// which candidates are its source (where its packets' timestamps go,
+    /// [`HostGuess::timestamps`]). The addresses of the direction's later
+    /// packets change nothing, and a candidate dropped later stays dropped
+    /// (its spread no longer counts).
+    pub fn direction(&mut self, src: &IpAddr, dst: &IpAddr) -> [bool; 2] {
         self.addresses(src, dst);
-        if let Some(c) = &self.candidates {
-            for (slot, spread) in c.iter().zip(self.spread.iter_mut()) {
-                if slot.as_ref() == Some(src) {
-                    spread.add((ts_ns as u32).wrapping_sub(tx_ts));
-                }
+        match &self.candidates {
+            Some([a, b]) => [a.as_ref() == Some(src), b.as_ref() == Some(src)],
+            None => [false; 2],
+        }
+    }
+
+    /// A MetaRoCE packet's capture time and tx_ts, from a source that is
+    /// the candidates `sources` ([`HostGuess::direction`]).
+    #[inline]
+    pub fn timestamps(&mut self, sources: [bool; 2], ts_ns: u64, tx_ts: u32) {
+        for (&source, spread) in sources.iter().zip(self.spread.iter_mut()) {
+            if source {
+                spread.add((ts_ns as u32).wrapping_sub(tx_ts));
             }
         }
     }
@@ -333,6 +347,9 @@ pub(crate) struct DirLint {
     /// ([`LintState::side`]), worked out at its first packet (`None`:
     /// not yet).
     side: Option<Option<Side>>,
+    /// `CapturePoint::Auto`: the [`HostGuess`] candidates its source is,
+    /// worked out at its first packet.
+    sources: Option<[bool; 2]>,
     counts: RuleCounts,
     packet: packet::DirState,
     connection: connection::DirState,
@@ -605,9 +622,6 @@ impl LintState {
         own: u32,
         peer: Option<u32>,
     ) {
-        if self.point == CapturePoint::Auto {
-            self.guess.packet(&obs.src, &obs.dst, obs.ts_ns, mr.tx_ts);
-        }
         let get = |i: u32| dirs.get(i as usize).and_then(Option::as_ref);
         let fb = match &mr.body {
             MrBody::Feedback(fb) => Some(fb),
@@ -629,12 +643,18 @@ impl LintState {
         let point = self.point;
         let DirLint {
             side,
+            sources,
             counts,
             packet,
             connection,
             sender,
             receiver,
         } = lint;
+        if point == CapturePoint::Auto {
+            let guess = &mut self.guess;
+            let sources = *sources.get_or_insert_with(|| guess.direction(&obs.src, &obs.dst));
+            guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
+        }
         let side = *side.get_or_insert_with(|| Self::side_at(point, obs.src, obs.dst));
         let mut ctx = Ctx {
             obs,
