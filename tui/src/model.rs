@@ -230,7 +230,6 @@ impl LintCounts {
             })
             .fold(LintCounts::default(), |a, b| a + b)
     }
-
 }
 
 impl std::ops::Add for LintCounts {
