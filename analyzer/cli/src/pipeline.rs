@@ -859,8 +859,9 @@ pub fn analyze<S: Sink + ?Sized>(
 /// first/last timestamps the extremes, each on its own clock),
 /// `directions` and `rocev2` are listed capture after capture (a direction
 /// captured at both ends appears once per capture: each is that capture
-/// point's view), the engine counters are summed and `between_captures` is
-/// the engine's (carried by the first capture's report).
+/// point's view), the engine counters and the lint's counts per rule are
+/// summed, and `between_captures` is the engine's (carried by the first
+/// capture's report).
 pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
     let (first, rest) = results.split_first()?;
     let mut merged = first.report.clone();
@@ -894,6 +895,11 @@ pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
             .directions
             .extend(r.report.directions.iter().cloned());
         merged.rocev2.extend(r.report.rocev2.iter().cloned());
+        match (&mut merged.lint, &r.report.lint) {
+            (Some(m), Some(l)) => m.merge(l),
+            (m @ None, Some(l)) => *m = Some(l.clone()),
+            _ => {}
+        }
         let e = &r.report.engine;
         let me = &mut merged.engine;
         me.live_directions += e.live_directions;
@@ -970,6 +976,44 @@ pub fn walk(
 #[cfg(test)]
 mod test {
     use super::*;
+
+    /// The lint's counts of several captures are summed per rule.
+    #[test]
+    fn merged_reports_sum_the_lint_counts() {
+        use analyzer::lint::{RuleCount, RuleId};
+        let count = |rule: &'static str, count| RuleCount {
+            rule,
+            severity: RuleId::of(rule).rule().severity,
+            count,
+        };
+        let capture = |counts: Vec<RuleCount>| {
+            let engine = Engine::new(Config {
+                lint: true,
+                ..Config::default()
+            });
+            let mut report = engine.snapshot();
+            report.lint.as_mut().expect("lint on").counts = counts;
+            CaptureResult::new(
+                PathBuf::from("c.pcap"),
+                "c".into(),
+                ReadStats::default(),
+                report,
+            )
+        };
+        let merged = merge_reports(&[
+            capture(vec![count("MR-PKT-002", 3), count("MR-RCV-001", 1)]),
+            capture(vec![count("MR-PKT-001", 1), count("MR-RCV-001", 4)]),
+        ])
+        .unwrap();
+        assert_eq!(
+            merged.lint.unwrap().counts,
+            [
+                count("MR-PKT-001", 1),
+                count("MR-PKT-002", 3),
+                count("MR-RCV-001", 5)
+            ]
+        );
+    }
 
     /// A batch sent raw and decoded on the engine thread holds exactly the
     /// items the parsing thread would have decoded itself.

@@ -321,6 +321,24 @@ pub struct RuleCount {
 }
 
 impl LintReport {
+    /// Adds another capture's counts (a report over several captures):
+    /// per rule summed, in registry order; the host kept when both
+    /// captures were taken on the same one, else `None`.
+    pub fn merge(&mut self, other: &LintReport) {
+        if self.host != other.host {
+            self.host = None;
+        }
+        for c in &other.counts {
+            match self.counts.iter_mut().find(|m| m.rule == c.rule) {
+                Some(m) => m.count += c.count,
+                None => self.counts.push(c.clone()),
+            }
+        }
+        self.counts
+            .sort_by_key(|c| RuleId::find(c.rule).map(RuleId::index));
+        self.findings_dropped += other.findings_dropped;
+    }
+
     /// Whether `finding`'s rule could be judged at this capture point.
     pub fn keeps(&self, finding: &Finding) -> bool {
         Side::of(finding.conn.src(), finding.conn.dst(), self.host).judges(finding.rule().vantage)
@@ -826,6 +844,42 @@ mod test {
         assert_eq!(seen.len(), rule_count());
         let indices: Vec<usize> = rules().map(|(id, _)| id.index()).collect();
         assert_eq!(indices, (0..rule_count()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn merged_reports_sum_their_counts_per_rule_in_registry_order() {
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let count = |rule: &'static str, count| RuleCount {
+            rule,
+            severity: RuleId::of(rule).rule().severity,
+            count,
+        };
+        let mut merged = LintReport {
+            host: Some(a),
+            counts: vec![count("MR-PKT-002", 3), count("MR-SND-004", 1)],
+            findings_dropped: 1,
+        };
+        merged.merge(&LintReport {
+            host: Some(a),
+            counts: vec![count("MR-PKT-001", 2), count("MR-SND-004", 5)],
+            findings_dropped: 2,
+        });
+        assert_eq!(merged.host, Some(a));
+        assert_eq!(
+            merged.counts,
+            [
+                count("MR-PKT-001", 2),
+                count("MR-PKT-002", 3),
+                count("MR-SND-004", 6)
+            ]
+        );
+        assert_eq!(merged.findings_dropped, 3);
+        merged.merge(&LintReport {
+            host: "10.0.0.2".parse().ok(),
+            ..LintReport::default()
+        });
+        assert_eq!(merged.host, None, "captures taken on different hosts");
+        assert_eq!(merged.counts.len(), 3);
     }
 
     #[test]
