@@ -18,7 +18,7 @@ use analyzer::lint::{self, CapturePoint, Finding, LintConfig, LintReport, RuleId
 use clap::Args;
 use metaroce_analyze::pipeline::{self, CaptureResult, Sink};
 
-use super::{AnalysisArgs, ColorWhen, TermProgress, analysis_status, write_out};
+use super::{AnalysisArgs, ColorWhen, TermProgress, analysis_status, parse_duration, write_out};
 
 /// Findings listed per rule in the text and JUnit outputs (the counts are
 /// complete).
@@ -58,6 +58,10 @@ pub(crate) struct LintArgs {
     /// taken on (one capture only).
     #[arg(long, value_name = "auto|none|ADDR", default_value = "auto", value_parser = parse_point)]
     vantage: CapturePoint,
+    /// RC-CNP-001's CNP interval: the least time between two RoCEv2 CNPs
+    /// of a flow (DCQCN's default 50us; 0 turns the rule off).
+    #[arg(long, value_name = "DURATION", default_value = "50us", value_parser = parse_duration)]
+    cnp_interval: u64,
 }
 
 fn parse_point(s: &str) -> Result<CapturePoint, String> {
@@ -143,6 +147,7 @@ pub(crate) fn run(args: &LintArgs) -> ExitCode {
     analysis.decode.verify_crc = true;
     analysis.engine.lint = true;
     analysis.engine.lint_point = args.vantage;
+    analysis.engine.lint_cnp_interval_ns = args.cnp_interval;
     let mut collector = Collector::default();
     let progress = TermProgress::new(&args.analysis);
     let captures = &args.analysis.captures;

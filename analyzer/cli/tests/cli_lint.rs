@@ -217,3 +217,95 @@ fn bad_arguments_exit_1() {
     assert_eq!(run(&[p, p, "--vantage", "10.0.0.1"]).status.code(), Some(1));
     assert_eq!(run(&[]).status.code(), Some(1));
 }
+
+/// A RoCEv2 capture: one SEND from A to B's QP, then CNPs from B to A's QP
+/// at `cnps_us` (us after the SEND).
+fn rocev2_cnps(path: &Path, cnps_us: &[u64]) {
+    use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
+    use proto_parse::capture::PcapWriter;
+    use proto_parse::rocev2::{self, Opcode, bth};
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+    let a = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 1));
+    let b = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2));
+    let packet = |opcode: Opcode, dest_qp: u32, payload_len: usize| {
+        let repr = rocev2::Repr {
+            bth: bth::Repr {
+                opcode,
+                solicited: false,
+                mig_req: false,
+                pad_count: 0,
+                tver: 0,
+                p_key: 0xffff,
+                fecn: false,
+                becn: false,
+                resv6a: 0,
+                dest_qp,
+                ack_req: opcode == Opcode::RcSendOnly,
+                resv7: 0,
+                psn: 100,
+            },
+            deth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            imm_dt: None,
+            ieth: None,
+            payload_len,
+        };
+        let mut bytes = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut rocev2::Packet::new_unchecked(&mut bytes[..]));
+        bytes
+    };
+    let frame = |src: IpAddr, dst: IpAddr, bytes: &[u8]| {
+        UdpFrameBuilder::new(
+            SocketAddr::new(src, 49152),
+            SocketAddr::new(dst, rocev2::UDP_PORT),
+        )
+        .with_ecn(ECN_ECT0)
+        .build(bytes)
+    };
+    let start_ns = 1_764_000_000_000_000_000;
+    let mut w = PcapWriter::create(path).unwrap();
+    w.write_frame(
+        start_ns,
+        &frame(a, b, &packet(Opcode::RcSendOnly, 0x22, 64)),
+    )
+    .unwrap();
+    for &us in cnps_us {
+        w.write_frame(
+            start_ns + us * 1_000,
+            &frame(b, a, &packet(Opcode::Cnp, 0x11, 0)),
+        )
+        .unwrap();
+    }
+    w.flush().unwrap();
+}
+
+#[test]
+fn cnp_interval_sets_rc_cnp_001s_interval_and_0_turns_it_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cnps.pcap");
+    // CNPs 20 us, then 100 us apart (frames 2, 3 and 4).
+    rocev2_cnps(&path, &[10, 30, 130]);
+    let frames = |extra: &[&str]| -> Vec<u64> {
+        let mut args = vec!["--json", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        // RC-CNP-001 is a warning: exit 0.
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", text(&out));
+        text(&out)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["rule"] == "RC-CNP-001")
+            .map(|v| v["frame"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(frames(&[]), [3], "the default interval, 50 us");
+    assert_eq!(frames(&["--cnp-interval", "10us"]), Vec::<u64>::new());
+    assert_eq!(frames(&["--cnp-interval", "1ms"]), [3, 4]);
+    assert_eq!(frames(&["--cnp-interval", "0"]), Vec::<u64>::new());
+    let out = run(&["--cnp-interval", "soon", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+}
