@@ -597,10 +597,14 @@ impl Engine {
         directions.sort_by_key(|d| (d.first_frame, d.src, d.dst, d.src_conn, d.dst_conn));
         let mut capture = self.capture.clone();
         capture.duration_ns = capture.last_ts_ns.saturating_sub(capture.first_ts_ns);
+        let mut rocev2 = self.roce.report();
+        if let Some(lint) = lint {
+            lint.flow_counts(&mut rocev2, &self.roce);
+        }
         Report {
             capture,
             directions,
-            rocev2: self.roce.report(),
+            rocev2,
             between_captures: Vec::new(),
             engine: EngineReport {
                 stall_threshold_ns: self.cfg.stall_threshold_ns,

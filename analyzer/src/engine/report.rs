@@ -197,6 +197,10 @@ pub struct RoceFlowReport {
     pub msg_completion_ns: Summary,
     pub msg_completion_by_op_ns: BTreeMap<&'static str, Summary>,
     pub ack_rtt_ns: Summary,
+    /// Lint findings about this flow, per rule id (only with the lint on,
+    /// only rules that fired and apply at the capture point).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub lint: BTreeMap<&'static str, u64>,
 }
 
 /// Kept for source compatibility: the between-captures entry.

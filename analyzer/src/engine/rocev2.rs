@@ -560,6 +560,7 @@ impl Flow {
             .into_iter()
             .collect(),
             ack_rtt_ns: self.rtt.summary(),
+            lint: Default::default(),
         }
     }
 }

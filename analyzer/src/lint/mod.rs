@@ -70,7 +70,9 @@ use std::net::IpAddr;
 pub use finding::{Conn, Finding};
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 
-use crate::engine::{Dir, MrBody, MrObs, Observation, RoceFlow, RoceObs, RoceTable, Verdict};
+use crate::engine::{
+    Dir, MrBody, MrObs, Observation, RoceFlow, RoceFlowReport, RoceObs, RoceTable, Verdict,
+};
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
 /// place here and the rule's place in the family).
@@ -350,6 +352,19 @@ impl LintReport {
 pub(crate) struct RuleCounts(Vec<(RuleId, u64)>);
 
 impl RuleCounts {
+    /// The counts of the rules judged from `side`, by rule id in registry
+    /// order.
+    fn judged(&self, side: Side) -> Vec<(&'static str, u64)> {
+        let mut out: Vec<(RuleId, u64)> = self
+            .0
+            .iter()
+            .filter(|(r, _)| side.judges(r.rule().vantage))
+            .copied()
+            .collect();
+        out.sort_unstable();
+        out.into_iter().map(|(r, n)| (r.rule().id, n)).collect()
+    }
+
     fn add(&mut self, rule: RuleId) {
         match self.0.iter_mut().find(|(r, _)| *r == rule) {
             Some((_, n)) => *n += 1,
@@ -806,16 +821,34 @@ impl LintState {
         let Some(lint) = self.dirs.get(index) else {
             return Vec::new();
         };
-        let side = Side::of(dir.key.src, dir.key.dst, self.host());
-        let mut out: Vec<(RuleId, u64)> = lint
-            .counts
-            .0
-            .iter()
-            .filter(|(r, _)| side.judges(r.rule().vantage))
-            .copied()
-            .collect();
-        out.sort_unstable();
-        out.into_iter().map(|(r, n)| (r.rule().id, n)).collect()
+        lint.counts
+            .judged(Side::of(dir.key.src, dir.key.dst, self.host()))
+    }
+
+    /// Each RoCEv2 flow's counts per rule (ids), those that apply at the
+    /// capture point, into its `RoceFlowReport` (`flows`: the table's
+    /// report, sorted by first frame, which names a flow).
+    pub fn flow_counts(&self, flows: &mut [RoceFlowReport], roce: &RoceTable) {
+        let host = self.host();
+        for (i, lint) in self.flows.iter().enumerate() {
+            if lint.counts.0.is_empty() {
+                continue;
+            }
+            let Some(flow) = roce.flow(i as u32) else {
+                continue;
+            };
+            if flow.first_frame != lint.first_frame {
+                continue;
+            }
+            if let Ok(at) = flows.binary_search_by_key(&flow.first_frame, |r| r.first_frame) {
+                let (src, dst) = flow.addresses();
+                flows[at].lint = lint
+                    .counts
+                    .judged(Side::of(src, dst, host))
+                    .into_iter()
+                    .collect();
+            }
+        }
     }
 }
 

@@ -692,3 +692,42 @@ fn a_request_removed_from_a_real_capture_is_found() {
         assert_eq!(found, want, "at {host}");
     }
 }
+
+/// Each RoCEv2 flow's report counts the findings about it, per rule, and
+/// the flows' counts add up to the capture's.
+#[test]
+fn flow_reports_count_their_findings() {
+    let frames = render_rc(&[
+        req(0, Opcode::RcSendOnly, 100, 64),
+        cnp(10),
+        cnp(30),
+        cnp(40),
+        ack(50, 100, ACK, 1),
+    ]);
+    for point in points() {
+        let out = run(&frames, point);
+        // The CNPs are about the flow of the requests they slow down.
+        let linted: Vec<_> = out
+            .full
+            .rocev2
+            .iter()
+            .filter(|f| !f.lint.is_empty())
+            .map(|f| (f.src, f.dest_qp, f.lint.clone()))
+            .collect();
+        let want = std::collections::BTreeMap::from([("RC-CNP-001", 2)]);
+        assert_eq!(linted, [(ip(A), QP_B, want)], "{point:?}");
+        let mut summed = std::collections::BTreeMap::new();
+        for flow in &out.full.rocev2 {
+            for (rule, n) in &flow.lint {
+                *summed.entry(*rule).or_insert(0) += n;
+            }
+        }
+        let counts: std::collections::BTreeMap<_, _> = out
+            .report
+            .counts
+            .iter()
+            .map(|c| (c.rule, c.count))
+            .collect();
+        assert_eq!(summed, counts, "{point:?}");
+    }
+}
