@@ -11,7 +11,7 @@
 //!   drain as it goes (the CLI drains after every batch; at most
 //!   [`MAX_PENDING`] wait, beyond that they are counted as dropped); and
 //!   per-rule counts in the report (`Report::lint`, per direction in
-//!   `DirectionReport::lint`);
+//!   `DirectionReport::lint`, per RoCEv2 flow in `RoceFlowReport::lint`);
 //! - `Verdict::lint`: the rules this packet broke ([`RuleSet`], inline), for
 //!   a per-packet view (the Wireshark plugin's expert infos).
 //!
