@@ -3,6 +3,7 @@
 //! a short lock and renders without holding it). It is also the JSON that
 //! `w` (save) and `--headless --json-out` write.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use analyzer::Report;
@@ -216,7 +217,12 @@ pub struct LintCounts {
 
 impl LintCounts {
     pub fn of(d: &DirectionReport) -> LintCounts {
-        d.lint
+        LintCounts::of_rules(&d.lint)
+    }
+
+    /// From per-rule counts (a direction's or a RoCEv2 flow's `lint`).
+    pub fn of_rules(counts: &BTreeMap<&'static str, u64>) -> LintCounts {
+        counts
             .iter()
             .map(|(id, &n)| match severity(id) {
                 Severity::Error => LintCounts {

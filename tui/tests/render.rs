@@ -682,3 +682,62 @@ fn a_clean_capture_has_no_lint_errors() {
         }
     }
 }
+
+/// With the lint on, each RoCEv2 row shows its flow's findings
+/// (errors/warnings), as the MetaRoCE rows do.
+#[test]
+fn rocev2_rows_show_their_lint_findings() {
+    let mut p = Pipeline::new(
+        SourceInfo::Replay {
+            file: "rocev2.pcap".into(),
+            speed: 1.0,
+        },
+        decode_config(4794, 4791),
+        Config {
+            lint: true,
+            ..Config::default()
+        },
+        EventConfig::default(),
+    );
+    let stats = CaptureStats::default();
+    for (ts, f) in common::rocev2_script(1_000_000_000) {
+        p.on_frame(LinkType::Ethernet, ts, &f, f.len() as u32);
+    }
+    p.finish();
+    let snap = p.snapshot(1_000_000, RunState::Finished, stats);
+    // The script's retry 9 us after an RNR NAK asking for 10 us breaks
+    // RC-REQ-003 (an error) on the flow to QP 0x20.
+    let linted: Vec<_> = snap
+        .report
+        .rocev2
+        .iter()
+        .filter(|f| !f.lint.is_empty())
+        .map(|f| (f.dest_qp, f.lint.clone()))
+        .collect();
+    assert_eq!(
+        linted,
+        [(0x20, std::collections::BTreeMap::from([("RC-REQ-003", 1)]))]
+    );
+    let mut a = App::new(Arc::new(snap), PathBuf::from("."));
+    let t = draw(170, 12, &mut a, |f, a| {
+        render::connections::render(f, f.area(), a)
+    });
+    let screen = format!("{}", t.backend());
+    let row = |qp: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(qp))
+            .unwrap_or_else(|| panic!("no row of {qp}: {screen}"))
+            .to_string()
+    };
+    assert!(screen.contains("Lint"), "{screen}");
+    assert!(row("QP 0x000020").contains(" 1/0 "), "{screen}");
+    assert!(row("QP 0x000021").contains(" 0/0 "), "{screen}");
+    // Red: the flow has an error.
+    let buf = t.backend().buffer();
+    let (x, y) = (0..170u16)
+        .flat_map(|x| (0..12u16).map(move |y| (x, y)))
+        .find(|&(x, y)| buf[(x, y)].symbol() == "1" && buf[(x + 1, y)].symbol() == "/")
+        .expect("the lint cell");
+    assert_eq!(buf[(x, y)].fg, ratatui::style::Color::Red);
+}

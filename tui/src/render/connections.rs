@@ -101,11 +101,12 @@ fn render_rocev2(f: &mut Frame<'_>, area: Rect, app: &App) {
             "CE",
             "RTT p50",
             "RTT p99",
+            "Lint",
         ]
         .map(|h| (h.to_string(), plain))
         .into(),
     )
-    .at_least(&[36, 11, 8, 7, 8, 6, 5, 5, 5, 5, 8, 8]);
+    .at_least(&[36, 11, 8, 7, 8, 6, 5, 5, 5, 5, 8, 8, 4]);
     for r in &rows {
         let f = r.flow;
         t.push(vec![
@@ -121,6 +122,7 @@ fn render_rocev2(f: &mut Frame<'_>, area: Rect, app: &App) {
             counted(f.ce_marked, Color::Magenta),
             (fmt::ns(f.ack_rtt_ns.p50), plain),
             (fmt::ns(f.ack_rtt_ns.p99), plain),
+            lint_cell(app.snapshot.lint_on(), LintCounts::of_rules(&f.lint)),
         ]);
     }
     let table = Table::new(t.rows(), t.widths(true))
