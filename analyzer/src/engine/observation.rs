@@ -189,6 +189,21 @@ impl MrObs {
     /// Reads a checked MetaRoCE packet whose layout has been computed.
     #[inline(always)]
     pub fn from_packet<T: AsRef<[u8]>>(packet: &Packet<T>, layout: &Layout) -> MrObs {
+        MrObs::from_packet_checked(packet, layout, false)
+    }
+
+    /// [`MrObs::from_packet`], with its [`MrChecks`] when `checks` asks for
+    /// them (and the packet is not malformed). Made here, in the
+    /// constructor, not set afterwards: setting them on the built
+    /// observation made the compiler move it once more on every packet,
+    /// checks asked for or not (`report` paid about 20 instructions a
+    /// packet for a field only the lint reads).
+    #[inline(always)]
+    fn from_packet_checked<T: AsRef<[u8]>>(
+        packet: &Packet<T>,
+        layout: &Layout,
+        checks: bool,
+    ) -> MrObs {
         let ptype = packet.packet_type();
         let body = match ptype {
             PacketType::Data => match packet.data() {
@@ -259,7 +274,14 @@ impl MrObs {
             PacketType::Experimental | PacketType::Unknown(_) => MrBody::Other,
         };
         MrObs {
-            checks: Default::default(),
+            checks: if checks && !matches!(body, MrBody::Malformed) {
+                // A copy made on this branch only: the caller's layout
+                // then stays in registers (its address is not taken on the
+                // path without checks), not copied to memory per packet.
+                MrChecks::of(packet, &layout.clone())
+            } else {
+                MrChecks::default()
+            },
             ptype,
             flags: packet.flags(),
             tx_attempt: packet.tx_attempt(),
@@ -360,10 +382,7 @@ impl Observation {
                     .then(|| packet.layout(udp.payload_wire_len).ok())
                     .flatten();
                 if let Some(layout) = layout {
-                    let mut mr = MrObs::from_packet(&packet, &layout);
-                    if cfg.verify_crc && !matches!(mr.body, MrBody::Malformed) {
-                        mr.checks = MrChecks::of(&packet, &layout);
-                    }
+                    let mr = MrObs::from_packet_checked(&packet, &layout, cfg.verify_crc);
                     return Some(Observation {
                         frame: frame_no,
                         ts_ns,
