@@ -300,14 +300,7 @@ impl Engine {
                     }
                     return;
                 }
-                // Whether the lint runs is decided here, once: without it,
-                // the analysis inlined into the caller is a copy compiled
-                // without the lint's hook and what it keeps alive for it.
-                if self.lint.is_some() {
-                    self.ingest_metaroce_linted(obs, mr, v);
-                } else {
-                    self.ingest_metaroce::<false>(obs, mr, v);
-                }
+                self.ingest_metaroce(obs, mr, v);
             }
             ObsKind::RoceV2(r) => {
                 self.capture.rocev2_packets += 1;
@@ -429,21 +422,8 @@ impl Engine {
         }
     }
 
-    /// [`Engine::ingest_metaroce`] with the lint's checks after it.
-    #[inline(never)]
-    fn ingest_metaroce_linted(&mut self, obs: &Observation, mr: &MrObs, v: &mut Verdict) {
-        self.ingest_metaroce::<true>(obs, mr, v);
-    }
-
-    /// The analysis of a MetaRoCE packet, then, if `LINT`, the lint's
-    /// checks of it.
     #[inline]
-    fn ingest_metaroce<const LINT: bool>(
-        &mut self,
-        obs: &Observation,
-        mr: &MrObs,
-        v: &mut Verdict,
-    ) {
+    fn ingest_metaroce(&mut self, obs: &Observation, mr: &MrObs, v: &mut Verdict) {
         let key = DirKey {
             src: obs.src,
             dst: obs.dst,
@@ -535,7 +515,7 @@ impl Engine {
             }
             MrBody::Other | MrBody::Malformed => {}
         }
-        if LINT && let Some(lint) = self.lint.as_deref_mut() {
+        if let Some(lint) = self.lint.as_deref_mut() {
             lint.metaroce(obs, mr, v, &self.dirs, own, peer);
         }
     }
