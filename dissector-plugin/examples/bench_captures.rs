@@ -164,19 +164,8 @@ fn twin(
     let headers = bth::HEADER_LEN + reth.map_or(0, |_| reth::HEADER_LEN) + rocev2::ICRC_LEN;
     let repr = rocev2::Repr {
         bth: bth::Repr {
-            opcode,
-            solicited: false,
             mig_req: true,
-            pad_count: 0,
-            tver: 0,
-            p_key: 0xFFFF,
-            fecn: false,
-            becn: false,
-            resv6a: 0,
-            dest_qp,
-            ack_req: false,
-            resv7: 0,
-            psn,
+            ..bth::Repr::new(opcode, dest_qp, psn)
         },
         deth: None,
         reth,

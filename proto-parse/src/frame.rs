@@ -740,21 +740,9 @@ mod test {
     /// An RC Send Only with 6 payload bytes (+2 pad), ICRC zero.
     fn send_only() -> Vec<u8> {
         let repr = rocev2::Repr {
-            bth: bth::Repr {
-                opcode: Opcode::RcSendOnly,
-                solicited: false,
-                mig_req: false,
-                pad_count: 2,
-                tver: 0,
-                p_key: 0xffff,
-                fecn: false,
-                becn: false,
-                resv6a: 0,
-                dest_qp: 0x00_1234,
-                ack_req: true,
-                resv7: 0,
-                psn: 0x00ab_cdef,
-            },
+            bth: bth::Repr::new(Opcode::RcSendOnly, 0x00_1234, 0x00ab_cdef)
+                .with_pad_count(2)
+                .with_ack_req(true),
             deth: None,
             reth: None,
             atomic_eth: None,

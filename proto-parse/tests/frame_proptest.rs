@@ -57,21 +57,7 @@ fn walk(frame: &Frame<'_>) {
 
 fn rocev2_write(payload_len: usize) -> Vec<u8> {
     let repr = Repr {
-        bth: bth::Repr {
-            opcode: Opcode::RcRdmaWriteFirst,
-            solicited: false,
-            mig_req: false,
-            pad_count: 0,
-            tver: 0,
-            p_key: 0xffff,
-            fecn: false,
-            becn: false,
-            resv6a: 0,
-            dest_qp: 0x11,
-            ack_req: false,
-            resv7: 0,
-            psn: 42,
-        },
+        bth: bth::Repr::new(Opcode::RcRdmaWriteFirst, 0x11, 42),
         deth: None,
         reth: Some(reth::Repr {
             va: 0x1000,

@@ -230,21 +230,7 @@ fn rocev2_cnps(path: &Path, cnps_us: &[u64]) {
     let b = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2));
     let packet = |opcode: Opcode, dest_qp: u32, payload_len: usize| {
         let repr = rocev2::Repr {
-            bth: bth::Repr {
-                opcode,
-                solicited: false,
-                mig_req: false,
-                pad_count: 0,
-                tver: 0,
-                p_key: 0xffff,
-                fecn: false,
-                becn: false,
-                resv6a: 0,
-                dest_qp,
-                ack_req: opcode == Opcode::RcSendOnly,
-                resv7: 0,
-                psn: 100,
-            },
+            bth: bth::Repr::new(opcode, dest_qp, 100).with_ack_req(opcode == Opcode::RcSendOnly),
             deth: None,
             reth: None,
             atomic_eth: None,

@@ -119,21 +119,13 @@ fn render_rc(script: &[Rc]) -> Vec<Frame> {
         .iter()
         .map(|p| {
             let repr = rocev2::Repr {
-                bth: bth::Repr {
-                    opcode: p.opcode,
-                    solicited: false,
-                    mig_req: false,
-                    pad_count: ((4 - p.payload % 4) % 4) as u8,
-                    tver: 0,
-                    p_key: 0xffff,
-                    fecn: false,
-                    becn: false,
-                    resv6a: 0,
-                    dest_qp: if p.from_a { QP_B } else { QP_A },
-                    ack_req: p.ack_req,
-                    resv7: 0,
-                    psn: p.psn & 0xFF_FFFF,
-                },
+                bth: bth::Repr::new(
+                    p.opcode,
+                    if p.from_a { QP_B } else { QP_A },
+                    p.psn & 0xFF_FFFF,
+                )
+                .with_pad_count(((4 - p.payload % 4) % 4) as u8)
+                .with_ack_req(p.ack_req),
                 deth: None,
                 reth: p.dma_len.map(|dma_len| reth::Repr {
                     va: 0x10_0000,

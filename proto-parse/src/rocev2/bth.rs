@@ -177,6 +177,42 @@ pub struct Repr {
 }
 
 impl Repr {
+    /// A BTH with the given opcode, destination QP and PSN and every other
+    /// field at the value of ordinary traffic: the default partition key
+    /// `0xffff`, no AckReq, no padding, no solicited event, migration state
+    /// and congestion bits clear, transport version and reserved bits zero.
+    /// Set another field with [`with_ack_req`](Self::with_ack_req),
+    /// [`with_pad_count`](Self::with_pad_count) or struct update syntax.
+    pub const fn new(opcode: Opcode, dest_qp: u32, psn: u32) -> Repr {
+        Repr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_count: 0,
+            tver: 0,
+            p_key: 0xffff,
+            fecn: false,
+            becn: false,
+            resv6a: 0,
+            dest_qp,
+            ack_req: false,
+            resv7: 0,
+            psn,
+        }
+    }
+
+    /// This header with the AckReq bit set to `ack_req`.
+    #[must_use]
+    pub const fn with_ack_req(self, ack_req: bool) -> Repr {
+        Repr { ack_req, ..self }
+    }
+
+    /// This header with `pad_count` (0..=3) bytes of padding after the payload.
+    #[must_use]
+    pub const fn with_pad_count(self, pad_count: u8) -> Repr {
+        Repr { pad_count, ..self }
+    }
+
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Repr {
         Repr {
             opcode: packet.opcode(),
@@ -264,6 +300,30 @@ mod test {
         assert_eq!(packet.dest_qp(), 0x11);
         assert!(packet.ack_req());
         assert_eq!(Repr::parse(&packet), repr());
+    }
+
+    #[test]
+    fn test_new_takes_the_defaults_of_ordinary_traffic() {
+        let built = Repr::new(Opcode::RcRdmaWriteOnly, 0x11, 9_209_053)
+            .with_pad_count(2)
+            .with_ack_req(true);
+        assert_eq!(built, repr());
+        let mut bytes = vec![0xa5; HEADER_LEN];
+        built.emit(&mut Packet::new_unchecked(&mut bytes));
+        assert_eq!(bytes, BTH_BYTES);
+
+        let plain = Repr::new(Opcode::RcAcknowledge, 0xab_cdef, 0x12_3456);
+        assert_eq!(
+            (plain.opcode, plain.dest_qp, plain.psn),
+            (Opcode::RcAcknowledge, 0xab_cdef, 0x12_3456)
+        );
+        assert_eq!(plain.p_key, 0xffff);
+        assert!(!(plain.ack_req || plain.solicited || plain.mig_req || plain.fecn || plain.becn));
+        assert_eq!(
+            (plain.pad_count, plain.tver, plain.resv6a, plain.resv7),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(plain.with_ack_req(true).with_ack_req(false), plain);
     }
 
     #[test]

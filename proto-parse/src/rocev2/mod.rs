@@ -643,19 +643,10 @@ mod test {
     fn write_imm_repr() -> Repr {
         Repr {
             bth: bth::Repr {
-                opcode: Opcode::RcRdmaWriteOnlyImm,
-                solicited: false,
-                mig_req: false,
-                pad_count: 3,
-                tver: 0,
-                p_key: 0xffff,
                 fecn: true,
-                becn: false,
-                resv6a: 0,
-                dest_qp: 0x12,
-                ack_req: true,
-                resv7: 0,
-                psn: 7,
+                ..bth::Repr::new(Opcode::RcRdmaWriteOnlyImm, 0x12, 7)
+                    .with_pad_count(3)
+                    .with_ack_req(true)
             },
             deth: None,
             reth: Some(reth::Repr {

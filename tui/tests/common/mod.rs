@@ -191,19 +191,9 @@ pub fn rocev2_script(base_ns: u64) -> Vec<(u64, Vec<u8>)> {
             let payload_len = if opcode == Send { 100 } else { 0 };
             let repr = rocev2::Repr {
                 bth: bth::Repr {
-                    opcode,
-                    solicited: false,
-                    mig_req: false,
-                    pad_count: 0,
-                    tver: 0,
-                    p_key: 0xffff,
                     fecn,
                     becn,
-                    resv6a: 0,
-                    dest_qp: qp,
-                    ack_req: from_a,
-                    resv7: 0,
-                    psn,
+                    ..bth::Repr::new(opcode, qp, psn).with_ack_req(from_a)
                 },
                 deth: None,
                 reth: None,
