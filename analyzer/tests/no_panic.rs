@@ -182,6 +182,7 @@ proptest! {
             lint: true,
             lint_point: analyzer::lint::CapturePoint::Auto,
             lint_cnp_interval_ns: 50_000,
+            lint_timings: analyzer::lint::LintTimings::default(),
         };
         let mut engine = Engine::new(cfg);
         let mut multi = MultiEngine::new(2, cfg, MergeConfig { window_ns: 100_000, max_pending: 16, samples: 8 });

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use analyzer::engine::{MsgDone, Observation, Verdict};
-use analyzer::lint::{self, CapturePoint, Finding, LintConfig, LintReport, RuleId, Severity};
+use analyzer::lint::{
+    self, CapturePoint, Finding, LintConfig, LintReport, LintTimings, RuleId, Severity,
+};
 use clap::Args;
 use metaroce_analyze::pipeline::{self, CaptureResult, Sink};
 
@@ -62,6 +64,49 @@ pub(crate) struct LintArgs {
     /// of a flow (DCQCN's default 50us; 0 turns the rule off).
     #[arg(long, value_name = "DURATION", default_value = "50us", value_parser = parse_duration)]
     cnp_interval: u64,
+    #[command(flatten)]
+    timings: TimingArgs,
+}
+
+/// The rules' timing bounds (`analyzer::lint::LintTimings`), for an
+/// implementation whose timers differ from the lint's defaults.
+#[derive(Debug, Args)]
+struct TimingArgs {
+    /// MR-RCV-008's ack delay: how long a DATA packet with AR may wait
+    /// for its acknowledgement.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    ack_delay: u64,
+    /// MR-SND-005: a NACK GAP or TRIMMED is answered within this many of
+    /// the direction's largest RTT...
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    nack_rtts: u64,
+    /// ...and at least this long.
+    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
+    nack_min: u64,
+    /// MR-SND-007: the DATA rate after a CNP or ECE is measured over this
+    /// many RTTs...
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    rate_window_rtts: u64,
+    /// ...and at least this long.
+    #[arg(long, value_name = "DURATION", default_value = "100us", value_parser = parse_duration)]
+    rate_window_min: u64,
+    /// MR-SND-007: the window starts one RTT, and at least this long,
+    /// after the signal.
+    #[arg(long, value_name = "DURATION", default_value = "10us", value_parser = parse_duration)]
+    reaction_min: u64,
+}
+
+impl TimingArgs {
+    fn timings(&self) -> LintTimings {
+        LintTimings {
+            ack_delay_ns: self.ack_delay,
+            nack_rtts: self.nack_rtts,
+            nack_min_ns: self.nack_min,
+            rate_window_rtts: self.rate_window_rtts,
+            rate_window_min_ns: self.rate_window_min,
+            reaction_min_ns: self.reaction_min,
+        }
+    }
 }
 
 fn parse_point(s: &str) -> Result<CapturePoint, String> {
@@ -148,6 +193,7 @@ pub(crate) fn run(args: &LintArgs) -> ExitCode {
     analysis.engine.lint = true;
     analysis.engine.lint_point = args.vantage;
     analysis.engine.lint_cnp_interval_ns = args.cnp_interval;
+    analysis.engine.lint_timings = args.timings.timings();
     let mut collector = Collector::default();
     let progress = TermProgress::new(&args.analysis);
     let captures = &args.analysis.captures;
@@ -513,5 +559,21 @@ mod tests {
             Ok(CapturePoint::Host("10.0.0.1".parse().unwrap()))
         );
         assert!(parse_point("sender").is_err());
+    }
+
+    /// The options' defaults are the engine's.
+    #[test]
+    fn timing_defaults_are_the_lints() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Lint {
+            #[command(flatten)]
+            args: LintArgs,
+        }
+        let cli = Lint::parse_from(["lint", "capture.pcap"]);
+        assert_eq!(cli.args.timings.timings(), LintTimings::default());
+        let cli = Lint::parse_from(["lint", "--ack-delay", "4ms", "--nack-rtts", "3", "c.pcap"]);
+        let t = cli.args.timings.timings();
+        assert_eq!((t.ack_delay_ns, t.nack_rtts), (4_000_000, 3));
     }
 }

@@ -295,3 +295,114 @@ fn cnp_interval_sets_rc_cnp_001s_interval_and_0_turns_it_off() {
     let out = run(&["--cnp-interval", "soon", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }
+
+/// A MetaRoCE capture: a DATA packet with AR from A to B, and B's ACK of
+/// it `ack_after_ns` later (frames 1 and 2).
+fn metaroce_late_ack(path: &Path, ack_after_ns: u64) {
+    use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
+    use proto_parse::capture::PcapWriter;
+    use proto_parse::metaroce::{
+        AckRepr, Body, DEFAULT_PORT, DataRepr, FbFlags, FeedbackRepr, Flags, Op, Repr, SackBitmap,
+        udp_source_port,
+    };
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    let a = Ipv4Addr::new(10, 9, 0, 1);
+    let b = Ipv4Addr::new(10, 9, 0, 2);
+    let start_ns: u64 = 1_764_000_000_000_000_000;
+    let payload = [0x5Au8; 256];
+    let data = Repr {
+        flags: Flags::SOM | Flags::EOM | Flags::AR,
+        tx_attempt: 0,
+        ev: 0,
+        path_seq: 1,
+        dst_conn: 0x200,
+        src_conn: 0x100,
+        psn: 1000,
+        tx_ts: start_ns as u32,
+        body: Body::Data(DataRepr {
+            op: Op::Write {
+                remote_va: 0x10_0000,
+                rkey: 0x42,
+            },
+            payload_len: payload.len() as u16,
+            msg_id: 1,
+            msg_offset: 0,
+            msg_len: payload.len() as u32,
+        }),
+        tlvs: Vec::new(),
+        payload: &payload,
+        crc: true,
+    };
+    let ack_ts = start_ns + ack_after_ns;
+    let ack = Repr {
+        flags: Flags::empty(),
+        path_seq: 1,
+        dst_conn: 0x100,
+        src_conn: 0x200,
+        psn: 1001,
+        tx_ts: ack_ts as u32,
+        body: Body::Ack(AckRepr {
+            feedback: FeedbackRepr {
+                flags: FbFlags::empty(),
+                echo_ev: 0,
+                echo_psn: 1000,
+                echo_tx_ts: start_ns as u32,
+                rx_ts: ack_ts as u32,
+                ce_count: 0,
+                rx_buf_level: 0,
+                fwd_hops: 0,
+                credit: u32::MAX,
+            },
+            sack_base: 1001,
+            sack: SackBitmap::default(),
+        }),
+        payload: &[],
+        ..data.clone()
+    };
+    let frame = |src, dst, repr: &Repr<'_>| {
+        UdpFrameBuilder::new(
+            SocketAddr::from((src, udp_source_port(0))),
+            SocketAddr::from((dst, DEFAULT_PORT)),
+        )
+        .with_ecn(ECN_ECT0)
+        .build(&repr.to_vec())
+    };
+    let mut w = PcapWriter::create(path).unwrap();
+    w.write_frame(start_ns, &frame(a, b, &data)).unwrap();
+    w.write_frame(ack_ts, &frame(b, a, &ack)).unwrap();
+    w.flush().unwrap();
+}
+
+#[test]
+fn ack_delay_sets_mr_rcv_008s_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("late-ack.pcap");
+    // The ACK 2 ms after the AR packet.
+    metaroce_late_ack(&path, 2_000_000);
+    let findings = |extra: &[&str]| -> Vec<(u64, String)> {
+        let mut args = vec!["--json", "--vantage", "10.9.0.2", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        // MR-RCV-008 is a warning: exit 0.
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", text(&out));
+        text(&out)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|v| {
+                let rule = v["rule"].as_str().unwrap().to_string();
+                assert_eq!(rule, "MR-RCV-008", "{v}");
+                (v["frame"].as_u64().unwrap(), v["evidence"].to_string())
+            })
+            .collect()
+    };
+    let default = findings(&[]);
+    assert_eq!(default.len(), 1, "{default:?}");
+    assert_eq!(default[0].0, 2, "the default ack delay, 1 ms");
+    assert!(default[0].1.contains("ack delay 1000 us"), "{default:?}");
+    assert_eq!(findings(&["--ack-delay", "4ms"]), []);
+    let shorter = findings(&["--ack-delay", "1500us"]);
+    assert!(shorter[0].1.contains("ack delay 1500 us"), "{shorter:?}");
+    let out = run(&["--ack-delay", "soon", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+}

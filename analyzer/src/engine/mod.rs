@@ -78,7 +78,7 @@ pub use verdict::{MsgDone, MsgView, Retransmission, RetxKind, StallMark, Verdict
 pub(crate) use metaroce::Dir;
 use metaroce::{DirKey, PackedKey};
 
-use crate::lint::{CapturePoint, Finding, LintState};
+use crate::lint::{CapturePoint, Finding, LintState, LintTimings};
 pub(crate) use rocev2::{Flow as RoceFlow, RoceTable};
 pub(crate) use rocev2::{OpKind as RoceOp, Role as RoceRole, role as roce_role, sext24};
 
@@ -123,6 +123,10 @@ pub struct Config {
     /// one flow (DCQCN's notification point sends at most one per 50 us
     /// by default); 0 switches the rule off. Default 50,000 ns.
     pub lint_cnp_interval_ns: u64,
+    /// The lint's timing bounds (the ack delay of MR-RCV-008, the NACK
+    /// bound of MR-SND-005, the rate window of MR-SND-007). Default
+    /// `LintTimings::default()`.
+    pub lint_timings: LintTimings,
 }
 
 impl Default for Config {
@@ -138,6 +142,7 @@ impl Default for Config {
             lint: false,
             lint_point: CapturePoint::Auto,
             lint_cnp_interval_ns: 50_000,
+            lint_timings: LintTimings::default(),
         }
     }
 }
@@ -229,9 +234,13 @@ impl Engine {
             evicted_dirs: 0,
             roce: RoceTable::default(),
             done: Vec::new(),
-            lint: cfg
-                .lint
-                .then(|| Box::new(LintState::new(cfg.lint_point, cfg.lint_cnp_interval_ns))),
+            lint: cfg.lint.then(|| {
+                Box::new(LintState::new(
+                    cfg.lint_point,
+                    cfg.lint_cnp_interval_ns,
+                    cfg.lint_timings,
+                ))
+            }),
         }
     }
 

@@ -64,11 +64,13 @@ mod receiver;
 mod rocev2;
 mod rule;
 mod sender;
+mod timings;
 
 use std::net::IpAddr;
 
 pub use finding::{Conn, Finding};
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
+pub use timings::LintTimings;
 
 use crate::engine::{
     Dir, MrBody, MrObs, Observation, RoceFlow, RoceFlowReport, RoceObs, RoceTable, Verdict,
@@ -406,6 +408,9 @@ struct Recorder {
     dropped: u64,
     /// Findings on no direction (a malformed packet), per rule.
     undirected: RuleCounts,
+    /// The rules' timing bounds: here because every check's context
+    /// holds the recorder already, so reading them costs a packet nothing.
+    timings: LintTimings,
 }
 
 /// What a check sees of one packet, and where it records what it finds.
@@ -468,6 +473,11 @@ impl Ctx<'_> {
             },
             ConnIds::RoceV2 { dest_qp } => Conn::RoceV2 { src, dst, dest_qp },
         }
+    }
+
+    /// The rules' timing bounds (`Config::lint_timings`).
+    pub fn timings(&self) -> &LintTimings {
+        &self.out.timings
     }
 
     /// Whether a rule of `vantage` is judged on this packet's direction.
@@ -560,8 +570,9 @@ pub(crate) struct LintState {
 }
 
 impl LintState {
-    /// `cnp_interval_ns`: `Config::lint_cnp_interval_ns` (RC-CNP-001).
-    pub fn new(point: CapturePoint, cnp_interval_ns: u64) -> LintState {
+    /// `cnp_interval_ns`: `Config::lint_cnp_interval_ns` (RC-CNP-001);
+    /// `timings`: `Config::lint_timings`.
+    pub fn new(point: CapturePoint, cnp_interval_ns: u64, timings: LintTimings) -> LintState {
         LintState {
             point,
             guess: HostGuess::default(),
@@ -571,6 +582,7 @@ impl LintState {
                 findings: Vec::new(),
                 dropped: 0,
                 undirected: RuleCounts::default(),
+                timings,
             },
             connection: connection::State::default(),
             rocev2: rocev2::State::new(cnp_interval_ns),

@@ -111,8 +111,8 @@ pub(super) const RULES: &[Rule] = &[
         Severity::Warning,
         Vantage::Receiver,
         "2",
-        "A DATA packet with AR (ack requested now) is acknowledged within the ack delay (1 \
-         ms): a feedback echoes it or a later arrival.",
+        "A DATA packet with AR (ack requested now) is acknowledged within the ack delay \
+         (--ack-delay, default 1 ms): a feedback echoes it or a later arrival.",
         "{observed} us after the AR packet of frame {related}, no feedback had echoed it \
          (ack delay {expected} us).",
     ),
@@ -156,8 +156,6 @@ const GAP_ABOVE_CUM: RuleId = RuleId::of("MR-RCV-009");
 const GAP_HOLE: RuleId = RuleId::of("MR-RCV-010");
 const GAP_REORDER: RuleId = RuleId::of("MR-RCV-011");
 
-/// MR-RCV-008: the ack delay an AR packet may wait.
-const AR_DELAY_NS: u64 = 1_000_000;
 /// PSNs whose arrival is remembered (MR-RCV-003, 010): a ring of bits.
 const RECEIVED_BITS: u32 = 1024;
 /// Duplicate arrivals awaiting their ACK (MR-RCV-006), and NACK GAPs
@@ -362,11 +360,12 @@ fn check_data_slow(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirSt
 fn check_ar_deadline(ctx: &mut Ctx<'_>, state: &mut DirState) {
     if let Some((frame, ts)) = state.ar {
         let now = ctx.obs.ts_ns;
-        if now > ts.saturating_add(AR_DELAY_NS) {
+        let delay = ctx.timings().ack_delay_ns;
+        if now > ts.saturating_add(delay) {
             state.ar = None;
             ctx.report(
                 AR_HONOURED,
-                Evidence::new((now - ts) / 1000, AR_DELAY_NS / 1000).related(Some(frame)),
+                Evidence::new((now - ts) / 1000, delay / 1000).related(Some(frame)),
             );
         }
     }

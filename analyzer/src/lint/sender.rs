@@ -79,7 +79,8 @@ pub(super) const RULES: &[Rule] = &[
         Severity::Warning,
         "4",
         "A NACK GAP or TRIMMED is answered: the named PSN is retransmitted (or acknowledged) \
-         within 8 RTTs of the NACK, and at least 2 ms.",
+         within the NACK bound: --nack-rtts RTTs of the NACK (default 8), and at least \
+         --nack-min (default 2 ms).",
         "DATA {observed} us after the NACK of frame {related}, whose PSN {expected} was \
          neither retransmitted nor acknowledged since.",
     ),
@@ -96,8 +97,10 @@ pub(super) const RULES: &[Rule] = &[
         "MR-SND-007",
         Severity::Warning,
         "1, 4",
-        "After a CNP or an ECE, the sender's DATA rate over the next window (4 RTTs, at least \
-         100 us, from one RTT after it) is lower than before it.",
+        "After a CNP or an ECE, the sender's DATA rate over the next window is lower than \
+         before it: the window lasts --rate-window-rtts RTTs (default 4), at least \
+         --rate-window-min (default 100 us), and starts one RTT, at least --reaction-min \
+         (default 10 us), after the signal.",
         "{observed} bit/s sent in the window after the congestion signal of frame {related}, \
          where {expected} bit/s were sent before it.",
     ),
@@ -111,20 +114,9 @@ const NACK_ANSWERED: RuleId = RuleId::of("MR-SND-005");
 const CREDIT: RuleId = RuleId::of("MR-SND-006");
 const CONGESTION: RuleId = RuleId::of("MR-SND-007");
 
-/// MR-SND-005: a NACK is answered within this many RTTs...
-const NACK_RTTS: u64 = 8;
-/// ...and no sooner than this.
-const NACK_MIN_NS: u64 = 2_000_000;
-/// NACKs awaiting an answer, per direction; more are not judged.
+/// NACKs awaiting an answer, per direction; more are not judged
+/// (MR-SND-005's bound and MR-SND-007's window: `LintTimings`).
 const NACKS: usize = 4;
-
-/// MR-SND-007: the window the rate is measured over after a congestion
-/// signal: this many RTTs...
-const RATE_WINDOW_RTTS: u64 = 4;
-/// ...and at least this long; it starts one RTT (at least this) after the
-/// signal.
-const RATE_WINDOW_MIN_NS: u64 = 100_000;
-const REACTION_MIN_NS: u64 = 10_000;
 
 /// MR-SND-006: byte offsets kept for the latest PSNs sent.
 const OFFSETS: usize = 64;
@@ -256,20 +248,6 @@ impl Credit {
     }
 }
 
-impl DirState {
-    fn nack_bound(&self) -> u64 {
-        (self.max_rtt_ns * NACK_RTTS).max(NACK_MIN_NS)
-    }
-
-    fn reaction_delay(&self) -> u64 {
-        self.max_rtt_ns.max(REACTION_MIN_NS)
-    }
-
-    fn rate_window(&self) -> u64 {
-        (self.max_rtt_ns * RATE_WINDOW_RTTS).max(RATE_WINDOW_MIN_NS)
-    }
-}
-
 /// A DATA packet of the direction. The common packet (the next PSN, no
 /// NACK pending, no credit limit, no rate window due) takes the short
 /// path; the rest is out of line.
@@ -376,7 +354,7 @@ fn check_psn(ctx: &mut Ctx<'_>, mr: &MrObs, bytes: u64, state: &mut DirState) {
 #[inline(never)]
 fn check_nacks(ctx: &mut Ctx<'_>, psn: u32, retx: bool, state: &mut DirState) {
     let ts = ctx.obs.ts_ns;
-    let bound = state.nack_bound();
+    let bound = ctx.timings().nack_bound(state.max_rtt_ns);
     for slot in &mut state.nacks {
         let Some(n) = *slot else { continue };
         let acked = ctx.own.is_some_and(|dir| dir.acked(n.psn));
@@ -399,7 +377,7 @@ fn check_nacks(ctx: &mut Ctx<'_>, psn: u32, retx: bool, state: &mut DirState) {
 /// the bytes sent before this packet.
 #[inline(never)]
 fn check_rate(ctx: &mut Ctx<'_>, ts: u64, before: u64, state: &mut DirState) {
-    let window = state.rate_window();
+    let window = ctx.timings().rate_window(state.max_rtt_ns);
     let rate = &mut state.rate;
     let [older, latest] = &mut rate.checkpoints;
     match latest {
@@ -637,15 +615,16 @@ pub(super) fn check_feedback(
             _ => 0,
         };
         if before_bps > 0 {
-            let start_ts = ts + state.reaction_delay();
+            let t = ctx.timings();
+            let start_ts = ts.saturating_add(t.reaction_delay(state.max_rtt_ns));
+            let window = t.rate_window(state.max_rtt_ns);
             state.rate.measuring = Some(Measure {
                 signal_frame: ctx.obs.frame,
                 before_bps,
                 start_ts,
-                end_ts: start_ts + state.rate_window(),
+                end_ts: start_ts.saturating_add(window),
                 start_bytes: None,
             });
-            let window = state.rate_window();
             state.rate.update_due(window);
         }
     }

@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
 use analyzer::engine::{Config, Engine, Observation, Report, Verdict};
-use analyzer::lint::{CapturePoint, Finding, LintReport};
+use analyzer::lint::{CapturePoint, Finding, LintReport, LintTimings};
 use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
 use proto_parse::capture::Reader;
 use proto_parse::frame::{DecodeConfig, LinkType};
@@ -59,9 +59,16 @@ pub struct Outcome {
 
 /// Lints `frames` (numbered from 1) as `metaroce-analyze lint` does.
 pub fn run(frames: &[Frame], point: CapturePoint) -> Outcome {
+    run_with(frames, point, LintTimings::default())
+}
+
+/// [`run`] with the rules' timing bounds `timings` (the CLI's
+/// `--ack-delay`, `--nack-min`, ...).
+pub fn run_with(frames: &[Frame], point: CapturePoint, timings: LintTimings) -> Outcome {
     let mut engine = Engine::new(Config {
         lint: true,
         lint_point: point,
+        lint_timings: timings,
         ..Config::default()
     });
     let decode = DecodeConfig::default();

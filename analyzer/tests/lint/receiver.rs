@@ -3,7 +3,7 @@
 //! every transmission is captured); and what the rules say about clean
 //! captures.
 
-use analyzer::lint::{CapturePoint, Severity};
+use analyzer::lint::{CapturePoint, LintTimings, Severity};
 use proto_parse::metaroce::{Body, FbFlags, Flags, NackCode, SackBitmap};
 
 use super::cases::*;
@@ -295,4 +295,32 @@ fn the_other_generated_captures_give_no_error_finding() {
             assert!(errors.is_empty(), "{name} {point:?}: {errors:?}");
         }
     }
+}
+
+/// MR-RCV-008 judges against the ack delay it is given: the AR packet
+/// left unacknowledged 2 ms is a finding at the default 1 ms, none with a
+/// 3 ms ack delay.
+#[test]
+fn the_ack_delay_is_an_option() {
+    let case = cases()
+        .into_iter()
+        .find(|c| c.rule == "MR-RCV-008")
+        .unwrap();
+    let capture = (case.build)();
+    let found = |ack_delay_ns| {
+        let timings = LintTimings {
+            ack_delay_ns,
+            ..LintTimings::default()
+        };
+        run_with(&capture.frames, case.point, timings)
+            .findings
+            .iter()
+            .filter(|f| f.rule().id == "MR-RCV-008")
+            .map(|f| (f.frame, f.expected))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(LintTimings::default().ack_delay_ns, 1_000_000);
+    assert_eq!(found(1_000_000), [(capture.expect[0], 1_000)]);
+    assert_eq!(found(1_500_000), [(capture.expect[0], 1_500)]);
+    assert!(found(3_000_000).is_empty());
 }

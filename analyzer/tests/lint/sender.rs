@@ -2,7 +2,7 @@
 //! capture on host A, which sends the DATA; and what the rules say about
 //! clean captures.
 
-use analyzer::lint::{CapturePoint, RuleId, Severity};
+use analyzer::lint::{CapturePoint, LintTimings, RuleId, Severity};
 use proto_parse::metaroce::{
     Body, CnpReason, CnpRepr, CtrlOp, FbFlags, FeedbackRepr, NackCode, NackRepr,
 };
@@ -348,4 +348,61 @@ fn the_multipath_sender_capture_has_its_one_spurious_retransmission() {
         .map(|f| (f.rule().id, f.rule().severity, f.observed))
         .collect();
     assert_eq!(found, [("MR-SND-004", Severity::Warning, 1005)]);
+}
+
+/// The frames where `rule` fires on `capture` (taken at A) with `timings`.
+fn found_with(capture: &Capture, rule: &str, timings: LintTimings) -> Vec<u64> {
+    run_with(&capture.frames, CapturePoint::Host(ip(A)), timings)
+        .findings
+        .iter()
+        .filter(|f| f.rule().id == rule)
+        .map(|f| f.frame)
+        .collect()
+}
+
+/// MR-SND-005's bound is an option: the NACK left 3 ms unanswered (RTT
+/// 10 us) is a finding with the default 8 RTTs and 2 ms, none with a
+/// 5 ms floor or with 400 RTTs (4 ms).
+#[test]
+fn the_nack_bound_is_an_option() {
+    let capture = (cases()
+        .into_iter()
+        .find(|c| c.rule == "MR-SND-005")
+        .unwrap()
+        .build)();
+    let t = LintTimings::default();
+    assert_eq!((t.nack_rtts, t.nack_min_ns), (8, 2_000_000));
+    assert_eq!(found_with(&capture, "MR-SND-005", t), capture.expect);
+    let floor = LintTimings {
+        nack_min_ns: 5_000_000,
+        ..t
+    };
+    assert_eq!(found_with(&capture, "MR-SND-005", floor), Vec::<u64>::new());
+    let rtts = LintTimings {
+        nack_rtts: 400,
+        ..t
+    };
+    assert_eq!(found_with(&capture, "MR-SND-005", rtts), Vec::<u64>::new());
+}
+
+/// MR-SND-007's window is an option: with a window of at least 300 us the
+/// faster sending after the CNP (200 us of it) does not fill a window
+/// before the capture ends, and is no finding.
+#[test]
+fn the_rate_window_is_an_option() {
+    let capture = rate_after_cnp::<5_000>();
+    let t = LintTimings::default();
+    assert_eq!(
+        (t.rate_window_rtts, t.rate_window_min_ns, t.reaction_min_ns),
+        (4, 100_000, 10_000)
+    );
+    assert_eq!(found_with(&capture, "MR-SND-007", t), capture.expect);
+    let longer = LintTimings {
+        rate_window_min_ns: 300_000,
+        ..t
+    };
+    assert_eq!(
+        found_with(&capture, "MR-SND-007", longer),
+        Vec::<u64>::new()
+    );
 }
