@@ -94,6 +94,10 @@ struct TimingArgs {
     /// after the signal.
     #[arg(long, value_name = "DURATION", default_value = "10us", value_parser = parse_duration)]
     reaction_min: u64,
+    /// MR-CONN-010: a CLOSE is unanswered when the capture went on this
+    /// long after it with no CLOSE_ACK from the peer.
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
+    close_wait: u64,
 }
 
 impl TimingArgs {
@@ -105,6 +109,7 @@ impl TimingArgs {
             rate_window_rtts: self.rate_window_rtts,
             rate_window_min_ns: self.rate_window_min,
             reaction_min_ns: self.reaction_min,
+            close_wait_ns: self.close_wait,
         }
     }
 }

@@ -544,9 +544,13 @@ impl Engine {
     }
 
     /// Ends the capture at `end_ts_ns` (the last frame's time, or later):
-    /// stalls still open are reported as open.
+    /// stalls still open are reported as open, and the lint judges what
+    /// never came (its findings then wait in [`Engine::findings`]).
     pub fn finish(&mut self, end_ts_ns: u64) {
         self.advance_time(end_ts_ns);
+        if let Some(lint) = self.lint.as_deref_mut() {
+            lint.finish(self.now, &self.dirs);
+        }
     }
 
     /// Payload bytes in flight on MetaRoCE direction `flow` (the

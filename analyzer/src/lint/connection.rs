@@ -1,5 +1,7 @@
 //! Connection rules: the CTRL handshake (CONNECT, ACCEPT), the connection
 //! ids it sets, the first PSN it announces, and close (spec section 5).
+//! A CLOSE never answered (MR-CONN-010) is judged when the capture ends
+//! ([`State::finish`]).
 //!
 //! The state is per endpoint, `(address, own connection id)`, since a
 //! connection's CTRL packets travel on directions of their own (a CONNECT
@@ -14,8 +16,8 @@ use proto_parse::metaroce::{CtrlOp, Features, psn_lt};
 use rustc_hash::FxHashMap;
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
-use super::{Ctx, Evidence};
-use crate::engine::{CtrlObs, MrBody, MrObs};
+use super::{Conn, Ctx, DirLint, Evidence, Finding, Recorder};
+use crate::engine::{CtrlObs, Dir, MrBody, MrObs};
 
 const fn rule(
     id: &'static str,
@@ -32,6 +34,13 @@ const fn rule(
         vantage,
         protocol: Protocol::MetaRoce,
         evidence,
+    }
+}
+
+const fn warning(rule: Rule) -> Rule {
+    Rule {
+        severity: Severity::Warning,
+        ..rule
     }
 }
 
@@ -103,6 +112,15 @@ pub(super) const RULES: &[Rule] = &[
         "first DATA with PSN {observed} where the sender's CTRL (frame {related}) announced \
          init_psn {expected}.",
     ),
+    warning(rule(
+        "MR-CONN-010",
+        Vantage::Either,
+        "5",
+        "A CLOSE is answered: the peer's CLOSE_ACK (or ABORT) is captured before the capture \
+         has gone on for the close wait after it (--close-wait, default 10 ms).",
+        "no CLOSE_ACK from the peer in the {observed} us the capture went on after this CLOSE \
+         (close wait {expected} us).",
+    )),
 ];
 
 const CONNECT_DST_ZERO: RuleId = RuleId::of("MR-CONN-001");
@@ -114,6 +132,7 @@ const NO_DATA_AFTER_CLOSE: RuleId = RuleId::of("MR-CONN-006");
 const CLOSE_ACK_ANSWERS: RuleId = RuleId::of("MR-CONN-007");
 const PSN_FROM_INIT: RuleId = RuleId::of("MR-CONN-008");
 const FIRST_PSN_INIT: RuleId = RuleId::of("MR-CONN-009");
+const CLOSE_ANSWERED: RuleId = RuleId::of("MR-CONN-010");
 
 /// Most endpoints remembered; beyond, the table starts again (as the
 /// engine's per-sender maps do).
@@ -158,6 +177,17 @@ pub(super) struct State {
     connects: FxHashMap<(IpAddr, IpAddr), ()>,
     /// Changes of the table (directions refresh their copies).
     epoch: u64,
+    /// CLOSEs the peer has not answered, by the endpoint that sent them.
+    closes: FxHashMap<(IpAddr, u32), PendingClose>,
+}
+
+/// A CLOSE awaiting its CLOSE_ACK (MR-CONN-010): its first
+/// transmission.
+#[derive(Debug, Clone, Copy)]
+struct PendingClose {
+    frame: u64,
+    ts_ns: u64,
+    conn: Conn,
 }
 
 /// A direction's copy of its two endpoints.
@@ -314,8 +344,22 @@ impl State {
                 if let Some(e) = self.endpoints.get_mut(&me) {
                     e.closed.get_or_insert(obs.frame);
                 }
+                if c.op == CtrlOp::Close {
+                    if self.closes.len() >= MAX_ENDPOINTS {
+                        self.closes.clear();
+                    }
+                    self.closes.entry(me).or_insert(PendingClose {
+                        frame: obs.frame,
+                        ts_ns: obs.ts_ns,
+                        conn: ctx.conn(),
+                    });
+                } else {
+                    // The peer's ABORT ends the connection too.
+                    self.closes.remove(&(obs.dst, mr.dst_conn));
+                }
             }
             CtrlOp::CloseAck => {
+                self.closes.remove(&(obs.dst, mr.dst_conn));
                 if let Some(own) = self.endpoints.get(&me)
                     && let Some(peer) = own.peer
                     && let Some(p) = self.endpoints.get(&peer)
@@ -330,5 +374,64 @@ impl State {
             _ => return,
         }
         self.epoch += 1;
+    }
+}
+
+impl State {
+    /// The end of the capture at `end_ns`: MR-CONN-010 on every CLOSE
+    /// still unanswered that the capture outlived by the close wait, in
+    /// capture order. The finding counts for the CLOSE's direction when
+    /// the engine still holds it (`dirs`, the engine's; `lints`, the
+    /// lint's by the same index), at the top level otherwise.
+    pub(super) fn finish(
+        &mut self,
+        end_ns: u64,
+        dirs: &[Option<Dir>],
+        lints: &mut [DirLint],
+        out: &mut Recorder,
+    ) {
+        let wait = out.timings.close_wait_ns;
+        let mut unanswered: Vec<PendingClose> = self
+            .closes
+            .drain()
+            .map(|(_, close)| close)
+            .filter(|close| end_ns.saturating_sub(close.ts_ns) > wait)
+            .collect();
+        if unanswered.is_empty() {
+            return;
+        }
+        unanswered.sort_unstable_by_key(|close| close.frame);
+        let index: FxHashMap<(IpAddr, IpAddr, u32, u32), usize> = dirs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, dir)| dir.as_ref().map(|d| (d.key, i)))
+            .map(|(k, i)| ((k.src, k.dst, k.src_conn, k.dst_conn), i))
+            .collect();
+        for close in unanswered {
+            let counts = match close.conn {
+                Conn::MetaRoce {
+                    src,
+                    dst,
+                    src_conn,
+                    dst_conn,
+                } => index.get(&(src, dst, src_conn, dst_conn)),
+                Conn::RoceV2 { .. } => None,
+            }
+            .and_then(|&i| lints.get_mut(i))
+            .map(|lint| &mut lint.counts);
+            out.record(
+                counts,
+                Finding {
+                    rule: CLOSE_ANSWERED,
+                    frame: close.frame,
+                    ts_ns: close.ts_ns,
+                    related_frame: None,
+                    conn: close.conn,
+                    ev: None,
+                    observed: (end_ns - close.ts_ns) / 1000,
+                    expected: wait / 1000,
+                },
+            );
+        }
     }
 }

@@ -45,7 +45,9 @@
 //! 2. In this file: `mod <family>;`, the family's `RULES` appended to
 //!    [`FAMILIES`], its states added to [`LintState`] / [`DirLint`], and
 //!    its check called from [`LintState::metaroce`] or
-//!    [`LintState::rocev2`].
+//!    [`LintState::rocev2`] (a rule judged on what never came, from
+//!    [`LintState::finish`], when the capture ends: its finding marks no
+//!    packet's verdict).
 //! 3. Each rule gets violating cases in the lint test table
 //!    (`analyzer/tests/lint/`, one file per family: see `cases.rs` there)
 //!    and a line in `docs/lint.md` (a test compares the doc's table with
@@ -411,6 +413,22 @@ struct Recorder {
     /// The rules' timing bounds: here because every check's context
     /// holds the recorder already, so reading them costs a packet nothing.
     timings: LintTimings,
+}
+
+impl Recorder {
+    /// A finding made with no packet at hand (at the end of the capture):
+    /// counted in `counts` (its direction's) or, without, at the top level.
+    fn record(&mut self, counts: Option<&mut RuleCounts>, finding: Finding) {
+        match counts {
+            Some(c) => c.add(finding.rule),
+            None => self.undirected.add(finding.rule),
+        }
+        if self.findings.len() >= MAX_PENDING {
+            self.dropped += 1;
+        } else {
+            self.findings.push(finding);
+        }
+    }
 }
 
 /// What a check sees of one packet, and where it records what it finds.
@@ -783,6 +801,13 @@ impl LintState {
         };
         rocev2::check_rocev2(&mut ctx, r, state, &mut self.rocev2);
         v.lint = ctx.marks;
+    }
+
+    /// The end of the capture at `end_ns` (`Engine::finish`): the rules
+    /// judged on what never came (MR-CONN-010, a CLOSE never answered).
+    pub fn finish(&mut self, end_ns: u64, dirs: &[Option<Dir>]) {
+        self.connection
+            .finish(end_ns, dirs, &mut self.dirs, &mut self.out);
     }
 
     /// The report's `lint`: per-rule counts of the directions' findings

@@ -23,6 +23,11 @@ pub struct LintTimings {
     /// MR-SND-007: the window starts one RTT, and at least this long,
     /// after the signal (the sender's reaction time). Default 10 us.
     pub reaction_min_ns: u64,
+    /// MR-CONN-010: a CLOSE is unanswered when the capture went on this
+    /// long after it with no CLOSE_ACK (or ABORT) from the peer. Default
+    /// 10 ms: a CLOSE_ACK is sent at once, this leaves room for RTTs and
+    /// a lost CLOSE sent again.
+    pub close_wait_ns: u64,
 }
 
 impl Default for LintTimings {
@@ -34,6 +39,7 @@ impl Default for LintTimings {
             rate_window_rtts: 4,
             rate_window_min_ns: 100_000,
             reaction_min_ns: 10_000,
+            close_wait_ns: 10_000_000,
         }
     }
 }

@@ -50,7 +50,11 @@ pub struct Frame {
 
 /// What the engine said about a capture.
 pub struct Outcome {
+    /// Every finding, those made when the capture ended last.
     pub findings: Vec<Finding>,
+    /// The findings made when the capture ended (`Engine::finish`): no
+    /// packet's verdict holds their rule.
+    pub at_end: Vec<Finding>,
     pub verdicts: Vec<Verdict>,
     pub report: LintReport,
     #[allow(dead_code)] // for the families' own checks
@@ -86,9 +90,12 @@ pub fn run_with(frames: &[Frame], point: CapturePoint, timings: LintTimings) -> 
         engine.clear_findings();
     }
     engine.finish(last);
+    let at_end = engine.findings().to_vec();
+    findings.extend_from_slice(&at_end);
     let full = engine.snapshot();
     Outcome {
         findings,
+        at_end,
         verdicts,
         report: full.lint.clone().expect("the lint ran"),
         full,
