@@ -6,8 +6,11 @@
 //! Captures are built with proto-parse's emit API (`Repr`,
 //! `UdpFrameBuilder`), never by writing bytes: most cases take the clean
 //! [`conversation`] (a handshake, a two-packet WRITE and its ACKs, a close)
-//! and change one packet, or read a capture the fixtures generator wrote.
-//! To add a case: append `Case { rule, what, build, point }` to your
+//! and change one packet ([`edited`]), or script the packets between a
+//! handshake and a close ([`whole`]: A's WRITE from [`message`], feedback
+//! from [`ack`], [`nack`], [`cnp`], changed with [`Pkt::with_fb`],
+//! [`Pkt::with_sack`], ...), or read a capture the fixtures generator
+//! wrote. To add a case: append `Case { rule, what, build, point }` to your
 //! family's `cases()`; `build` returns the frames and the numbers of the
 //! frames that must be found (exactly those).
 
@@ -20,8 +23,9 @@ use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
 use proto_parse::capture::Reader;
 use proto_parse::frame::{DecodeConfig, LinkType};
 use proto_parse::metaroce::{
-    AckRepr, Body, CcAlgo, CtrlOp, CtrlRepr, DEFAULT_PORT, DataRepr, FbFlags, Features,
-    FeedbackRepr, Flags, Op, Packet, Repr, SackBitmap, udp_source_port,
+    AckRepr, Body, CcAlgo, CnpReason, CnpRepr, CtrlOp, CtrlRepr, DEFAULT_PORT, DataRepr, FbFlags,
+    Features, FeedbackRepr, Flags, NackCode, NackRepr, Op, Packet, Repr, SackBitmap,
+    udp_source_port,
 };
 
 /// One violating case of the table.
@@ -34,6 +38,26 @@ pub struct Case {
     pub build: fn() -> Capture,
     /// Where the capture is taken (side-specific rules need a host).
     pub point: CapturePoint,
+}
+
+/// The first case of `rule` in `cases` (a family's table).
+pub fn case_of(cases: Vec<Case>, rule: &str) -> Case {
+    cases
+        .into_iter()
+        .find(|c| c.rule == rule)
+        .unwrap_or_else(|| panic!("no case of {rule}"))
+}
+
+impl Case {
+    /// The first finding of the case's rule on its capture.
+    pub fn first_finding(&self) -> Finding {
+        let capture = (self.build)();
+        run(&capture.frames, self.point)
+            .findings
+            .into_iter()
+            .find(|f| f.rule().id == self.rule)
+            .unwrap_or_else(|| panic!("{}: no finding", self.what))
+    }
 }
 
 /// Frames (Ethernet) and the numbers of the frames that break the rule.
@@ -119,6 +143,9 @@ pub fn read_fixture(name: &str) -> Vec<Frame> {
     }
     frames
 }
+
+/// The capture time of the first frame of [`render`].
+const RENDER_START_NS: u64 = 1_764_000_000_000_000_000;
 
 pub const A: [u8; 4] = [10, 9, 0, 1];
 pub const B: [u8; 4] = [10, 9, 0, 2];
@@ -276,6 +303,135 @@ pub fn conversation() -> Vec<Pkt> {
     ]
 }
 
+/// The packets of one WRITE of `N` packets from A: packet `i` carries PSN
+/// `A_INIT_PSN + i` on ev `i`.
+pub fn message<const N: usize>() -> [Pkt; N] {
+    std::array::from_fn(|i| {
+        let i = i as u32;
+        write(true, i as u16, A_INIT_PSN + i, 1, i, N as u32)
+    })
+}
+
+/// A capture of a whole connection with `middle` between the handshake
+/// and the close ([`with_handshake`]: `middle[0]` is frame 3), `expect`
+/// the frames that break the rule.
+pub fn whole(middle: Vec<Pkt>, expect: &[u64]) -> Capture {
+    Capture {
+        frames: render(&with_handshake(middle)),
+        expect: expect.to_vec(),
+    }
+}
+
+/// CONNECT and ACCEPT, `middle`, CLOSE and CLOSE_ACK: `middle[0]` is
+/// frame 3.
+pub fn with_handshake(middle: Vec<Pkt>) -> Vec<Pkt> {
+    let mut pkts = vec![ctrl(true, CtrlOp::Connect), ctrl(false, CtrlOp::Accept)];
+    pkts.extend(middle);
+    pkts.push(ctrl(true, CtrlOp::Close));
+    pkts.push(ctrl(false, CtrlOp::CloseAck));
+    pkts
+}
+
+impl Capture {
+    /// Frame `n` (1-based) and those after it captured `ns` later.
+    pub fn delayed_from(mut self, n: u64, ns: u64) -> Capture {
+        delay(&mut self.frames, n, ns);
+        self
+    }
+}
+
+/// Frames rendered from `pkts`, frame `n` (1-based) and those after it
+/// captured `ns` later.
+pub fn delayed(pkts: &[Pkt], n: u64, ns: u64) -> Vec<Frame> {
+    let mut frames = render(pkts);
+    delay(&mut frames, n, ns);
+    frames
+}
+
+fn delay(frames: &mut [Frame], n: u64, ns: u64) {
+    for f in frames.iter_mut().skip(n as usize - 1) {
+        f.ts_ns += ns;
+    }
+}
+
+/// The render's clock: frame `i` (0-based) is captured, and was sent, at
+/// this time ([`render`]).
+pub fn render_ts(i: usize) -> u64 {
+    RENDER_START_NS + i as u64 * 10_000
+}
+
+/// The feedback block of `p` (an ACK, NACK or CNP).
+pub fn fb_mut(p: &mut Pkt) -> &mut FeedbackRepr {
+    match &mut p.repr.body {
+        Body::Ack(a) => &mut a.feedback,
+        Body::Nack(n) => &mut n.feedback,
+        Body::Cnp(c) => &mut c.feedback,
+        _ => panic!("not a feedback"),
+    }
+}
+
+impl Pkt {
+    /// This feedback with its feedback block changed by `edit`.
+    pub fn with_fb(mut self, edit: impl FnOnce(&mut FeedbackRepr)) -> Pkt {
+        edit(fb_mut(&mut self));
+        self
+    }
+
+    /// This ACK with a SACK bitmap from `base` holding `psns`.
+    pub fn with_sack(mut self, base: u32, psns: &[u32]) -> Pkt {
+        if let Body::Ack(a) = &mut self.repr.body {
+            a.sack_base = base;
+            a.sack = SackBitmap::from_psns(base, psns.iter().copied());
+        }
+        self
+    }
+
+    /// This packet on `ev` with path_seq `seq`, not numbered by the
+    /// render.
+    pub fn with_path_seq(mut self, ev: u16, seq: u16) -> Pkt {
+        self.repr.ev = ev;
+        self.repr.path_seq = seq;
+        self.auto_path_seq = false;
+        self
+    }
+}
+
+/// A NACK `code` for `nack_psn` with cumulative ack `cum`, echoing `echo`.
+pub fn nack(echo: &Pkt, cum: u32, code: NackCode, nack_psn: u32) -> Pkt {
+    let mut p = ack(echo, cum);
+    let feedback = *fb_mut(&mut p);
+    p.repr.body = Body::Nack(NackRepr {
+        feedback,
+        code,
+        rnr_timer: 0,
+        nack_psn,
+    });
+    p
+}
+
+/// A CNP (ECN) with cumulative ack `cum` echoing `echo`, which the render
+/// makes frame `echo_index` + 1 (the CNP's echo_tx_ts is set here: the
+/// render fills it for ACKs and NACKs only).
+pub fn cnp(echo: &Pkt, echo_index: usize, cum: u32) -> Pkt {
+    let mut p = ack(echo, cum);
+    let mut feedback = *fb_mut(&mut p);
+    feedback.flags = FbFlags::ECE;
+    feedback.echo_tx_ts = render_ts(echo_index) as u32;
+    p.repr.body = Body::Cnp(CnpRepr {
+        feedback,
+        reason: CnpReason::Ecn,
+    });
+    p
+}
+
+/// A retransmission of `p` (tx_attempt `attempt`) on `ev`.
+pub fn again(p: &Pkt, ev: u16, attempt: u8) -> Pkt {
+    let mut r = p.clone();
+    r.repr.ev = ev;
+    r.repr.tx_attempt = attempt;
+    r
+}
+
 /// Frame numbers of [`conversation`].
 pub const CONNECT: u64 = 1;
 pub const ACCEPT: u64 = 2;
@@ -295,12 +451,11 @@ pub fn at(pkts: &mut [Pkt], frame: u64) -> &mut Pkt {
 /// tx_ts and ev of the latest packet of the other side with its echo_psn,
 /// and its rx_ts is the capture time of its own (the hold time is 0).
 pub fn render(pkts: &[Pkt]) -> Vec<Frame> {
-    const START_NS: u64 = 1_764_000_000_000_000_000;
     let mut path_seq: std::collections::HashMap<(bool, u16), u16> = Default::default();
     let mut sent: Vec<(bool, u32, u32)> = Vec::new();
     let mut frames = Vec::new();
     for (i, p) in pkts.iter().enumerate() {
-        let ts = START_NS + i as u64 * 10_000;
+        let ts = render_ts(i);
         let mut repr = p.repr.clone();
         repr.tx_ts = ts as u32;
         if p.auto_path_seq && !matches!(repr.body, Body::Ctrl(_)) {

@@ -4,7 +4,6 @@ use analyzer::lint::{CapturePoint, LintTimings};
 use proto_parse::metaroce::{Body, CtrlOp};
 
 use super::cases::*;
-use super::sender::delayed;
 
 fn case(rule: &'static str, what: &'static str, build: fn() -> Capture) -> Case {
     Case {

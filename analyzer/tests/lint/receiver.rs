@@ -4,10 +4,9 @@
 //! captures.
 
 use analyzer::lint::{CapturePoint, LintTimings, Severity};
-use proto_parse::metaroce::{Body, FbFlags, Flags, NackCode, SackBitmap};
+use proto_parse::metaroce::{FbFlags, Flags, NackCode};
 
 use super::cases::*;
-use super::sender::{again, delayed, fb_mut, nack, with_handshake};
 
 fn at(host: [u8; 4], rule: &'static str, what: &'static str, build: fn() -> Capture) -> Case {
     Case {
@@ -24,74 +23,37 @@ fn case(rule: &'static str, what: &'static str, build: fn() -> Capture) -> Case 
 
 const P0: u32 = A_INIT_PSN;
 
-fn sack(p: &mut Pkt, base: u32, psns: &[u32]) {
-    if let Body::Ack(a) = &mut p.repr.body {
-        a.sack_base = base;
-        a.sack = SackBitmap::from_psns(base, psns.iter().copied());
-    }
-}
-
 pub fn cases() -> Vec<Case> {
     vec![
         case("MR-RCV-001", "cumulative ack 1001, then 1000", || {
-            let d0 = write(true, 0, P0, 1, 0, 2);
-            let d1 = write(true, 1, P0 + 1, 1, 1, 2);
-            Capture {
-                frames: render(&with_handshake(vec![
-                    d0.clone(),
-                    ack(&d0, P0 + 1),
-                    d1.clone(),
-                    ack(&d1, P0),
-                ])),
-                expect: vec![6],
-            }
+            let [d0, d1] = message();
+            whole(
+                vec![d0.clone(), ack(&d0, P0 + 1), d1.clone(), ack(&d1, P0)],
+                &[6],
+            )
         }),
         case(
             "MR-RCV-002",
             "a SACK bit for the cumulative ack itself",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 2);
-                let d1 = write(true, 1, P0 + 1, 1, 1, 2);
-                let mut a = ack(&d0, P0 + 1);
-                sack(&mut a, P0 + 1, &[P0 + 1]);
-                Capture {
-                    frames: render(&with_handshake(vec![
-                        d0.clone(),
-                        d1.clone(),
-                        a,
-                        ack(&d1, P0 + 2),
-                    ])),
-                    expect: vec![5],
-                }
+                let [d0, d1] = message();
+                let a = ack(&d0, P0 + 1).with_sack(P0 + 1, &[P0 + 1]);
+                whole(vec![d0, d1.clone(), a, ack(&d1, P0 + 2)], &[5])
             },
         ),
         case("MR-RCV-003", "a SACK bit for PSN 1003, never sent", || {
-            let d0 = write(true, 0, P0, 1, 0, 2);
-            let d1 = write(true, 1, P0 + 1, 1, 1, 2);
-            let mut a = ack(&d0, P0 + 1);
-            sack(&mut a, P0 + 1, &[P0 + 3]);
-            Capture {
-                frames: render(&with_handshake(vec![
-                    d0.clone(),
-                    a,
-                    d1.clone(),
-                    ack(&d1, P0 + 2),
-                ])),
-                expect: vec![4],
-            }
+            let [d0, d1] = message();
+            let a = ack(&d0, P0 + 1).with_sack(P0 + 1, &[P0 + 3]);
+            whole(vec![d0, a, d1.clone(), ack(&d1, P0 + 2)], &[4])
         }),
         at(
             A,
             "MR-RCV-004",
             "an ACK echoing ev 5, where the DATA went on ev 0",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 1);
-                let mut a = ack(&d0, P0 + 1);
-                fb_mut(&mut a).echo_ev = 5;
-                Capture {
-                    frames: render(&with_handshake(vec![d0.clone(), a])),
-                    expect: vec![4],
-                }
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_ev = 5);
+                whole(vec![d0, a], &[4])
             },
         ),
         at(
@@ -99,120 +61,78 @@ pub fn cases() -> Vec<Case> {
             "MR-RCV-004",
             "an ACK echoing PSN 1007, never sent",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 1);
-                let mut a = ack(&d0, P0 + 1);
-                fb_mut(&mut a).echo_psn = P0 + 7;
-                Capture {
-                    frames: render(&with_handshake(vec![d0.clone(), a])),
-                    expect: vec![4],
-                }
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 + 7);
+                whole(vec![d0, a], &[4])
             },
         ),
         case("MR-RCV-005", "DUP on the first arrival", || {
-            let d0 = write(true, 0, P0, 1, 0, 1);
-            let mut a = ack(&d0, P0 + 1);
-            fb_mut(&mut a).flags = FbFlags::DUP;
-            Capture {
-                frames: render(&with_handshake(vec![d0.clone(), a])),
-                expect: vec![4],
-            }
+            let [d0] = message();
+            let a = ack(&d0, P0 + 1).with_fb(|f| f.flags = FbFlags::DUP);
+            whole(vec![d0, a], &[4])
         }),
         case(
             "MR-RCV-006",
             "no DUP on the ACK of a PSN already acknowledged",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 1);
+                let [d0] = message();
                 let r0 = again(&d0, 1, 1);
-                Capture {
-                    frames: render(&with_handshake(vec![
-                        d0.clone(),
-                        ack(&d0, P0 + 1),
-                        r0.clone(),
-                        ack(&r0, P0 + 1),
-                    ])),
-                    expect: vec![6],
-                }
+                whole(
+                    vec![d0.clone(), ack(&d0, P0 + 1), r0.clone(), ack(&r0, P0 + 1)],
+                    &[6],
+                )
             },
         ),
         case("MR-RCV-007", "ce_count 3, then 2", || {
-            let d0 = write(true, 0, P0, 1, 0, 2);
-            let d1 = write(true, 1, P0 + 1, 1, 1, 2);
-            let mut a0 = ack(&d0, P0 + 1);
-            fb_mut(&mut a0).ce_count = 3;
-            let mut a1 = ack(&d1, P0 + 2);
-            fb_mut(&mut a1).ce_count = 2;
-            Capture {
-                frames: render(&with_handshake(vec![d0.clone(), a0, d1.clone(), a1])),
-                expect: vec![6],
-            }
+            let [d0, d1] = message();
+            let a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = 3);
+            let a1 = ack(&d1, P0 + 2).with_fb(|f| f.ce_count = 2);
+            whole(vec![d0, a0, d1, a1], &[6])
         }),
         case(
             "MR-RCV-008",
             "an AR packet not acknowledged 2 ms later",
             || {
-                let mut d0 = write(true, 0, P0, 1, 0, 2);
+                let [mut d0, d1] = message();
                 d0.repr.flags.insert(Flags::AR);
-                let d1 = write(true, 1, P0 + 1, 1, 1, 2);
-                let pkts = with_handshake(vec![d0.clone(), d1.clone(), ack(&d1, P0 + 2)]);
-                Capture {
-                    frames: delayed(&pkts, 4, 2_000_000),
-                    expect: vec![4],
-                }
+                whole(vec![d0, d1.clone(), ack(&d1, P0 + 2)], &[4]).delayed_from(4, 2_000_000)
             },
         ),
         case(
             "MR-RCV-009",
             "a NACK GAP for PSN 1000 below its cumulative ack 1001",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 1);
-                Capture {
-                    frames: render(&with_handshake(vec![
-                        d0.clone(),
-                        nack(&d0, P0 + 1, NackCode::Gap, P0),
-                        ack(&d0, P0 + 1),
-                    ])),
-                    expect: vec![4],
-                }
+                let [d0] = message();
+                let stale = nack(&d0, P0 + 1, NackCode::Gap, P0);
+                whole(vec![d0.clone(), stale, ack(&d0, P0 + 1)], &[4])
             },
         ),
         case(
             "MR-RCV-010",
             "a NACK GAP for PSN 1001 when 1000 is the highest received",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 2);
-                let d1 = write(true, 1, P0 + 1, 1, 1, 2);
-                Capture {
-                    frames: render(&with_handshake(vec![
+                let [d0, d1] = message();
+                let no_hole = nack(&d0, P0 + 1, NackCode::Gap, P0 + 1);
+                whole(
+                    vec![
                         d0.clone(),
                         ack(&d0, P0 + 1),
-                        nack(&d0, P0 + 1, NackCode::Gap, P0 + 1),
+                        no_hole,
                         d1.clone(),
                         ack(&d1, P0 + 2),
-                    ])),
-                    expect: vec![5],
-                }
+                    ],
+                    &[5],
+                )
             },
         ),
         case(
             "MR-RCV-011",
             "PSN 1001 arrives from its first transmission after a NACK GAP",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 3);
-                let d1 = write(true, 1, P0 + 1, 1, 1, 3);
-                let d2 = write(true, 2, P0 + 2, 1, 2, 3);
-                let mut a2 = ack(&d2, P0 + 1);
-                sack(&mut a2, P0 + 1, &[P0 + 2]);
-                Capture {
-                    frames: render(&with_handshake(vec![
-                        d0.clone(),
-                        d2.clone(),
-                        a2,
-                        nack(&d2, P0 + 1, NackCode::Gap, P0 + 1),
-                        d1.clone(),
-                        ack(&d1, P0 + 3),
-                    ])),
-                    expect: vec![7],
-                }
+                let [d0, d1, d2] = message();
+                let a2 = ack(&d2, P0 + 1).with_sack(P0 + 1, &[P0 + 2]);
+                let early = nack(&d2, P0 + 1, NackCode::Gap, P0 + 1);
+                whole(vec![d0, d2, a2, early, d1.clone(), ack(&d1, P0 + 3)], &[7])
             },
         ),
     ]
@@ -302,10 +222,7 @@ fn the_other_generated_captures_give_no_error_finding() {
 /// 3 ms ack delay.
 #[test]
 fn the_ack_delay_is_an_option() {
-    let case = cases()
-        .into_iter()
-        .find(|c| c.rule == "MR-RCV-008")
-        .unwrap();
+    let case = case_of(cases(), "MR-RCV-008");
     let capture = (case.build)();
     let found = |ack_delay_ns| {
         let timings = LintTimings {

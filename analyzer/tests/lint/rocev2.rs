@@ -63,6 +63,21 @@ fn req(t_us: u64, opcode: Opcode, psn: u32, payload: usize) -> Rc {
     }
 }
 
+/// A SEND of 64 bytes in one packet (AckReq set).
+fn send(t_us: u64, psn: u32) -> Rc {
+    req(t_us, Opcode::RcSendOnly, psn, 64)
+}
+
+/// A WRITE of three packets, PSNs 100 to 102 at 0, 1 and 2 us: two of a
+/// PMTU, the last of 100 bytes.
+fn write3() -> [Rc; 3] {
+    [
+        req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
+        req(1, Opcode::RcRdmaWriteMiddle, 101, PMTU),
+        req(2, Opcode::RcRdmaWriteLast, 102, 100),
+    ]
+}
+
 fn read(t_us: u64, psn: u32, len: u32) -> Rc {
     Rc {
         dma_len: Some(len),
@@ -108,6 +123,11 @@ fn cnp(t_us: u64) -> Rc {
 impl Rc {
     fn with_opcode(self, opcode: Opcode) -> Rc {
         Rc { opcode, ..self }
+    }
+
+    /// The same packet captured at `t_us` (sent again).
+    fn at(self, t_us: u64) -> Rc {
+        Rc { t_us, ..self }
     }
 }
 
@@ -229,16 +249,9 @@ pub fn cases() -> Vec<Case> {
             "go-back-N restarts after the NAK's PSN",
             at_a,
             || {
-                capture(
-                    &[
-                        req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
-                        req(1, Opcode::RcRdmaWriteMiddle, 101, PMTU),
-                        req(2, Opcode::RcRdmaWriteLast, 102, 100),
-                        ack(10, 101, NAK_SEQ, 0),
-                        req(12, Opcode::RcRdmaWriteLast, 102, 100),
-                    ],
-                    &[5],
-                )
+                let [first, middle, last] = write3();
+                let nak = ack(10, 101, NAK_SEQ, 0);
+                capture(&[first, middle, last, nak, last.at(12)], &[5])
             },
         ),
         case(
@@ -246,27 +259,14 @@ pub fn cases() -> Vec<Case> {
             "go-back-N restarts before the NAK's PSN",
             at_a,
             || {
-                capture(
-                    &[
-                        req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
-                        req(1, Opcode::RcRdmaWriteMiddle, 101, PMTU),
-                        req(2, Opcode::RcRdmaWriteLast, 102, 100),
-                        ack(10, 101, NAK_SEQ, 0),
-                        req(12, Opcode::RcRdmaWriteFirst, 100, PMTU),
-                    ],
-                    &[5],
-                )
+                let [first, middle, last] = write3();
+                let nak = ack(10, 101, NAK_SEQ, 0);
+                capture(&[first, middle, last, nak, first.at(12)], &[5])
             },
         ),
         case("RC-REQ-002", "a new PSN skipped", at_a, || {
-            capture(
-                &[
-                    req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
-                    req(1, Opcode::RcRdmaWriteMiddle, 101, PMTU),
-                    req(2, Opcode::RcRdmaWriteLast, 103, 100),
-                ],
-                &[3],
-            )
+            let [first, middle, last] = write3();
+            capture(&[first, middle, Rc { psn: 103, ..last }], &[3])
         }),
         case(
             "RC-REQ-002",
@@ -289,14 +289,8 @@ pub fn cases() -> Vec<Case> {
             "a retry 500 us after an RNR NAK asking for 1.28 ms",
             auto,
             || {
-                capture(
-                    &[
-                        req(0, Opcode::RcSendOnly, 100, 64),
-                        ack(10, 100, 0x20 | 14, 0),
-                        req(510, Opcode::RcSendOnly, 100, 64),
-                    ],
-                    &[3],
-                )
+                let rnr_nak = ack(10, 100, 0x20 | 14, 0);
+                capture(&[send(0, 100), rnr_nak, send(510, 100)], &[3])
             },
         ),
         case(
@@ -304,15 +298,8 @@ pub fn cases() -> Vec<Case> {
             "a duplicate SEND twice with no ACK in between",
             at_b,
             || {
-                capture(
-                    &[
-                        req(0, Opcode::RcSendOnly, 100, 64),
-                        ack(5, 100, ACK, 1),
-                        req(1000, Opcode::RcSendOnly, 100, 64),
-                        req(2000, Opcode::RcSendOnly, 100, 64),
-                    ],
-                    &[4],
-                )
+                let s = send(0, 100);
+                capture(&[s, ack(5, 100, ACK, 1), s.at(1000), s.at(2000)], &[4])
             },
         ),
         case(
@@ -320,14 +307,8 @@ pub fn cases() -> Vec<Case> {
             "an ACK covering a PSN that never arrived, after an out-of-sequence one",
             at_b,
             || {
-                capture(
-                    &[
-                        req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
-                        req(2, Opcode::RcRdmaWriteLast, 102, 100),
-                        ack(10, 102, ACK, 1),
-                    ],
-                    &[3],
-                )
+                let [first, _, last] = write3();
+                capture(&[first, last, ack(10, 102, ACK, 1)], &[3])
             },
         ),
         case(
@@ -335,14 +316,8 @@ pub fn cases() -> Vec<Case> {
             "the expected PSN retransmitted, no NAK sent for the sequence error",
             at_b,
             || {
-                capture(
-                    &[
-                        req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
-                        req(2, Opcode::RcRdmaWriteLast, 102, 100),
-                        req(1000, Opcode::RcRdmaWriteMiddle, 101, PMTU),
-                    ],
-                    &[3],
-                )
+                let [first, middle, last] = write3();
+                capture(&[first, last, middle.at(1000)], &[3])
             },
         ),
         case(
@@ -350,61 +325,34 @@ pub fn cases() -> Vec<Case> {
             "a sequence error NAK naming another PSN",
             at_b,
             || {
-                capture(
-                    &[
-                        req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
-                        req(2, Opcode::RcRdmaWriteLast, 102, 100),
-                        ack(10, 102, NAK_SEQ, 0),
-                    ],
-                    &[3],
-                )
+                let [first, _, last] = write3();
+                capture(&[first, last, ack(10, 102, NAK_SEQ, 0)], &[3])
             },
         ),
         case("RC-RSP-007", "an ACK of a PSN never sent", at_b, || {
-            capture(
-                &[req(0, Opcode::RcSendOnly, 100, 64), ack(5, 101, ACK, 1)],
-                &[2],
-            )
+            capture(&[send(0, 100), ack(5, 101, ACK, 1)], &[2])
         }),
         case(
             "RC-RSP-003",
             "the same sequence error NAKed twice",
             auto,
             || {
-                capture(
-                    &[
-                        req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
-                        req(1, Opcode::RcRdmaWriteMiddle, 101, PMTU),
-                        req(2, Opcode::RcRdmaWriteLast, 102, 100),
-                        ack(10, 101, NAK_SEQ, 0),
-                        ack(11, 101, NAK_SEQ, 0),
-                    ],
-                    &[5],
-                )
+                let [first, middle, last] = write3();
+                let nak = ack(10, 101, NAK_SEQ, 0);
+                capture(&[first, middle, last, nak, nak.at(11)], &[5])
             },
         ),
         case(
             "RC-RSP-004",
             "the reserved syndrome kind 0b10",
             auto,
-            || {
-                capture(
-                    &[req(0, Opcode::RcSendOnly, 100, 64), ack(5, 100, 0x41, 1)],
-                    &[2],
-                )
-            },
+            || capture(&[send(0, 100), ack(5, 100, 0x41, 1)], &[2]),
         ),
         case("RC-RSP-004", "a reserved NAK code (7)", auto, || {
-            capture(
-                &[req(0, Opcode::RcSendOnly, 100, 64), ack(5, 100, 0x67, 0)],
-                &[2],
-            )
+            capture(&[send(0, 100), ack(5, 100, 0x67, 0)], &[2])
         }),
         case("RC-RSP-004", "the reserved bit 7 set", auto, || {
-            capture(
-                &[req(0, Opcode::RcSendOnly, 100, 64), ack(5, 100, 0x9f, 1)],
-                &[2],
-            )
+            capture(&[send(0, 100), ack(5, 100, 0x9f, 1)], &[2])
         }),
         case(
             "RC-RSP-004",
@@ -419,8 +367,8 @@ pub fn cases() -> Vec<Case> {
         case("RC-RSP-005", "MSN 2, then MSN 1", auto, || {
             capture(
                 &[
-                    req(0, Opcode::RcSendOnly, 100, 64),
-                    req(1, Opcode::RcSendOnly, 101, 64),
+                    send(0, 100),
+                    send(1, 101),
                     ack(5, 101, ACK, 2),
                     ack(6, 101, ACK, 1),
                 ],
@@ -434,10 +382,10 @@ pub fn cases() -> Vec<Case> {
             || {
                 capture(
                     &[
-                        req(0, Opcode::RcSendOnly, 100, 64),
+                        send(0, 100),
                         ack(5, 100, ACK, 0xFF_FFFF),
-                        req(6, Opcode::RcSendOnly, 101, 64),
-                        req(7, Opcode::RcSendOnly, 102, 64),
+                        send(6, 101),
+                        send(7, 102),
                         ack(8, 102, ACK, 1),
                         ack(9, 102, ACK, 0xFF_FFFE),
                     ],
@@ -448,24 +396,16 @@ pub fn cases() -> Vec<Case> {
         case("RC-RSP-006", "MSN up by 3 after two messages", auto, || {
             capture(
                 &[
-                    req(0, Opcode::RcSendOnly, 100, 64),
+                    send(0, 100),
                     ack(5, 100, ACK, 5),
-                    req(6, Opcode::RcSendOnly, 101, 64),
+                    send(6, 101),
                     ack(10, 101, ACK, 8),
                 ],
                 &[4],
             )
         }),
         case("RC-CNP-001", "two CNPs 20 us apart", auto, || {
-            capture(
-                &[
-                    req(0, Opcode::RcSendOnly, 100, 64),
-                    cnp(10),
-                    cnp(30),
-                    cnp(90),
-                ],
-                &[3],
-            )
+            capture(&[send(0, 100), cnp(10), cnp(30), cnp(90)], &[3])
         }),
     ]
 }
@@ -549,11 +489,8 @@ fn recovery_by_the_rules_gives_no_finding() {
 /// rule found on B's ACK is kept at B's capture, named A -> B.
 #[test]
 fn a_responder_finding_names_the_request_flow() {
-    let frames = render_rc(&[
-        req(0, Opcode::RcRdmaWriteFirst, 100, PMTU),
-        req(2, Opcode::RcRdmaWriteLast, 102, 100),
-        ack(10, 102, ACK, 1),
-    ]);
+    let [first, _, last] = write3();
+    let frames = render_rc(&[first, last, ack(10, 102, ACK, 1)]);
     let out = run(&frames, CapturePoint::Host(ip(B)));
     let f = out.findings.first().expect("RC-RSP-007 on the ACK");
     assert_eq!((f.rule().id, f.frame), ("RC-RSP-007", 3));

@@ -3,9 +3,7 @@
 //! clean captures.
 
 use analyzer::lint::{CapturePoint, LintTimings, RuleId, Severity};
-use proto_parse::metaroce::{
-    Body, CnpReason, CnpRepr, CtrlOp, FbFlags, FeedbackRepr, NackCode, NackRepr,
-};
+use proto_parse::metaroce::NackCode;
 
 use super::cases::*;
 
@@ -18,208 +16,78 @@ fn case(rule: &'static str, what: &'static str, build: fn() -> Capture) -> Case 
     }
 }
 
-/// The render's clock: frame `i` (0-based) is captured, and was sent, at
-/// this time (`cases::render`).
-pub fn render_ts(i: usize) -> u64 {
-    1_764_000_000_000_000_000 + i as u64 * 10_000
-}
-
-/// CONNECT and ACCEPT, `middle`, CLOSE and CLOSE_ACK: `middle[0]` is
-/// frame 3.
-pub fn with_handshake(middle: Vec<Pkt>) -> Vec<Pkt> {
-    let mut pkts = vec![ctrl(true, CtrlOp::Connect), ctrl(false, CtrlOp::Accept)];
-    pkts.extend(middle);
-    pkts.push(ctrl(true, CtrlOp::Close));
-    pkts.push(ctrl(false, CtrlOp::CloseAck));
-    pkts
-}
-
-/// The feedback block of `p` (an ACK, NACK or CNP).
-pub fn fb_mut(p: &mut Pkt) -> &mut FeedbackRepr {
-    match &mut p.repr.body {
-        Body::Ack(a) => &mut a.feedback,
-        Body::Nack(n) => &mut n.feedback,
-        Body::Cnp(c) => &mut c.feedback,
-        _ => panic!("not a feedback"),
-    }
-}
-
-/// A NACK `code` for `nack_psn` with cumulative ack `cum`, echoing `echo`.
-pub fn nack(echo: &Pkt, cum: u32, code: NackCode, nack_psn: u32) -> Pkt {
-    let mut p = ack(echo, cum);
-    let feedback = *fb_mut(&mut p);
-    p.repr.body = Body::Nack(NackRepr {
-        feedback,
-        code,
-        rnr_timer: 0,
-        nack_psn,
-    });
-    p
-}
-
-/// A CNP (ECN) with cumulative ack `cum` echoing `echo`, sent as frame
-/// `echo_frame` + 1 of the render (its echo_tx_ts is set here: the render
-/// fills it for ACKs and NACKs only).
-pub fn cnp(echo: &Pkt, echo_index: usize, cum: u32) -> Pkt {
-    let mut p = ack(echo, cum);
-    let mut feedback = *fb_mut(&mut p);
-    feedback.flags = FbFlags::ECE;
-    feedback.echo_tx_ts = render_ts(echo_index) as u32;
-    p.repr.body = Body::Cnp(CnpRepr {
-        feedback,
-        reason: CnpReason::Ecn,
-    });
-    p
-}
-
-/// A retransmission of `p` (tx_attempt `attempt`) on `ev`.
-pub fn again(p: &Pkt, ev: u16, attempt: u8) -> Pkt {
-    let mut r = p.clone();
-    r.repr.ev = ev;
-    r.repr.tx_attempt = attempt;
-    r
-}
-
-/// Frames rendered from `pkts`, frame `n` (1-based) and those after it
-/// captured `ns` later.
-pub fn delayed(pkts: &[Pkt], n: u64, ns: u64) -> Vec<Frame> {
-    let mut frames = render(pkts);
-    for f in frames.iter_mut().skip(n as usize - 1) {
-        f.ts_ns += ns;
-    }
-    frames
-}
-
 const P0: u32 = A_INIT_PSN;
 
 pub fn cases() -> Vec<Case> {
     vec![
         case("MR-SND-001", "PSN 1001 skipped", || {
-            let d0 = write(true, 0, P0, 1, 0, 2);
-            let d2 = write(true, 1, P0 + 2, 1, 1, 2);
-            Capture {
-                frames: render(&with_handshake(vec![
-                    d0.clone(),
-                    ack(&d0, P0 + 1),
-                    d2.clone(),
-                    ack(&d2, P0 + 1),
-                ])),
-                expect: vec![5],
-            }
+            let [d0, mut d2] = message();
+            d2.repr.psn = P0 + 2;
+            whole(
+                vec![d0.clone(), ack(&d0, P0 + 1), d2.clone(), ack(&d2, P0 + 1)],
+                &[5],
+            )
         }),
         case("MR-SND-002", "a retransmission with tx_attempt 0", || {
-            let d0 = write(true, 0, P0, 1, 0, 1);
-            Capture {
-                frames: render(&with_handshake(vec![
-                    d0.clone(),
-                    again(&d0, 1, 0),
-                    ack(&d0, P0 + 1),
-                ])),
-                expect: vec![4],
-            }
+            let [d0] = message();
+            whole(vec![d0.clone(), again(&d0, 1, 0), ack(&d0, P0 + 1)], &[4])
         }),
         case(
             "MR-SND-002",
             "tx_attempt 2 on the first retransmission (every transmission captured)",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 1);
-                Capture {
-                    frames: render(&with_handshake(vec![
+                let [d0] = message();
+                whole(
+                    vec![
                         d0.clone(),
                         again(&d0, 1, 2),
                         again(&d0, 2, 2),
                         ack(&d0, P0 + 1),
-                    ])),
-                    expect: vec![4],
-                }
+                    ],
+                    &[4],
+                )
             },
         ),
         case("MR-SND-003", "path_seq 3 after 1 on ev 0", || {
-            let d0 = write(true, 0, P0, 1, 0, 2);
-            let mut d1 = write(true, 0, P0 + 1, 1, 1, 2);
-            d1.auto_path_seq = false;
-            d1.repr.path_seq = 3;
-            Capture {
-                frames: render(&with_handshake(vec![
-                    d0.clone(),
-                    d1.clone(),
-                    ack(&d1, P0 + 2),
-                ])),
-                expect: vec![4],
-            }
+            let [d0, d1] = message();
+            let d1 = d1.with_path_seq(0, 3);
+            whole(vec![d0, d1.clone(), ack(&d1, P0 + 2)], &[4])
         }),
         case("MR-SND-003", "path_seq 1 twice on ev 0", || {
-            let d0 = write(true, 0, P0, 1, 0, 2);
-            let mut d1 = write(true, 0, P0 + 1, 1, 1, 2);
-            d1.auto_path_seq = false;
-            d1.repr.path_seq = 1;
-            Capture {
-                frames: render(&with_handshake(vec![
-                    d0.clone(),
-                    d1.clone(),
-                    ack(&d1, P0 + 2),
-                ])),
-                expect: vec![4],
-            }
+            let [d0, d1] = message();
+            let d1 = d1.with_path_seq(0, 1);
+            whole(vec![d0, d1.clone(), ack(&d1, P0 + 2)], &[4])
         }),
         case(
             "MR-SND-004",
             "PSN 1000 retransmitted after its cumulative ack",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 1);
+                let [d0] = message();
                 let r0 = again(&d0, 1, 1);
-                Capture {
-                    frames: render(&with_handshake(vec![
-                        d0.clone(),
-                        ack(&d0, P0 + 1),
-                        r0.clone(),
-                        ack(&r0, P0 + 1),
-                    ])),
-                    expect: vec![5],
-                }
+                whole(
+                    vec![d0.clone(), ack(&d0, P0 + 1), r0.clone(), ack(&r0, P0 + 1)],
+                    &[5],
+                )
             },
         ),
         case(
             "MR-SND-005",
             "new DATA 3 ms after a NACK GAP, the PSN not retransmitted",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 3);
-                let d1 = write(true, 1, P0 + 1, 1, 1, 3);
-                let d2 = write(true, 1, P0 + 2, 1, 2, 3);
+                let [d0, d1, d2] = message();
                 let r0 = again(&d0, 2, 1);
-                let pkts = with_handshake(vec![
-                    d0.clone(),
-                    d1.clone(),
-                    nack(&d1, P0, NackCode::Gap, P0),
-                    d2.clone(),
-                    r0.clone(),
-                    ack(&r0, P0 + 3),
-                ]);
-                Capture {
-                    frames: delayed(&pkts, 6, 3_000_000),
-                    expect: vec![6],
-                }
+                let nacked = nack(&d1, P0, NackCode::Gap, P0);
+                whole(vec![d0, d1, nacked, d2, r0.clone(), ack(&r0, P0 + 3)], &[6])
+                    .delayed_from(6, 3_000_000)
             },
         ),
         case(
             "MR-SND-006",
             "a second packet past a credit of one packet",
             || {
-                let d0 = write(true, 0, P0, 1, 0, 3);
-                let d1 = write(true, 1, P0 + 1, 1, 1, 3);
-                let d2 = write(true, 2, P0 + 2, 1, 2, 3);
-                let mut a0 = ack(&d0, P0 + 1);
-                fb_mut(&mut a0).credit = PAYLOAD as u32;
-                Capture {
-                    frames: render(&with_handshake(vec![
-                        d0.clone(),
-                        a0,
-                        d1.clone(),
-                        d2.clone(),
-                        ack(&d2, P0 + 3),
-                    ])),
-                    expect: vec![6],
-                }
+                let [d0, d1, d2] = message();
+                let a0 = ack(&d0, P0 + 1).with_fb(|f| f.credit = PAYLOAD as u32);
+                whole(vec![d0, a0, d1, d2.clone(), ack(&d2, P0 + 3)], &[6])
             },
         ),
         case(
@@ -285,17 +153,7 @@ fn a_rate_reduced_after_a_cnp_is_not_a_finding() {
 /// MR-SND-004 names the ACK that covered the PSN, and MR-SND-005 the NACK.
 #[test]
 fn the_evidence_names_the_feedback() {
-    let capture = (cases()
-        .into_iter()
-        .find(|c| c.rule == "MR-SND-004")
-        .unwrap()
-        .build)();
-    let out = run(&capture.frames, CapturePoint::Host(ip(A)));
-    let f = out
-        .findings
-        .iter()
-        .find(|f| f.rule().id == "MR-SND-004")
-        .expect("a finding");
+    let f = case_of(cases(), "MR-SND-004").first_finding();
     assert_eq!((f.frame, f.related_frame, f.observed), (5, Some(4), 1000));
     assert_eq!(
         f.evidence(),
@@ -303,17 +161,7 @@ fn the_evidence_names_the_feedback() {
          acknowledged (cumulatively or by SACK)."
     );
 
-    let capture = (cases()
-        .into_iter()
-        .find(|c| c.rule == "MR-SND-005")
-        .unwrap()
-        .build)();
-    let out = run(&capture.frames, CapturePoint::Host(ip(A)));
-    let f = out
-        .findings
-        .iter()
-        .find(|f| f.rule().id == "MR-SND-005")
-        .expect("a finding");
+    let f = case_of(cases(), "MR-SND-005").first_finding();
     assert_eq!((f.related_frame, f.expected), (Some(5), u64::from(P0)));
 }
 
@@ -365,11 +213,7 @@ fn found_with(capture: &Capture, rule: &str, timings: LintTimings) -> Vec<u64> {
 /// 5 ms floor or with 400 RTTs (4 ms).
 #[test]
 fn the_nack_bound_is_an_option() {
-    let capture = (cases()
-        .into_iter()
-        .find(|c| c.rule == "MR-SND-005")
-        .unwrap()
-        .build)();
+    let capture = (case_of(cases(), "MR-SND-005").build)();
     let t = LintTimings::default();
     assert_eq!((t.nack_rtts, t.nack_min_ns), (8, 2_000_000));
     assert_eq!(found_with(&capture, "MR-SND-005", t), capture.expect);
