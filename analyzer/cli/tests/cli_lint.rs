@@ -406,3 +406,77 @@ fn ack_delay_sets_mr_rcv_008s_bound() {
     let out = run(&["--ack-delay", "soon", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }
+
+/// A MetaRoCE capture: A's CLOSE, then a KEEPALIVE of B's `after_ns`
+/// later and no CLOSE_ACK (frames 1 and 2).
+fn metaroce_unanswered_close(path: &Path, after_ns: u64) {
+    use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
+    use proto_parse::capture::PcapWriter;
+    use proto_parse::metaroce::{
+        Body, CcAlgo, CtrlOp, CtrlRepr, DEFAULT_PORT, Features, Flags, Repr, udp_source_port,
+    };
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    let a = Ipv4Addr::new(10, 9, 0, 1);
+    let b = Ipv4Addr::new(10, 9, 0, 2);
+    let start_ns: u64 = 1_764_000_000_000_000_000;
+    let ctrl = |op, src_conn, dst_conn, ts: u64| Repr {
+        flags: Flags::empty(),
+        tx_attempt: 0,
+        ev: 0,
+        path_seq: 0,
+        dst_conn,
+        src_conn,
+        psn: 0,
+        tx_ts: ts as u32,
+        body: Body::Ctrl(CtrlRepr {
+            op,
+            cc_algo: CcAlgo::DelayBased,
+            mtu: 1024,
+            init_psn: 0,
+            features: Features::empty(),
+            ts_unit_ps: 1000,
+        }),
+        tlvs: Vec::new(),
+        payload: &[],
+        crc: false,
+    };
+    let frame = |src, dst, repr: &Repr<'_>| {
+        UdpFrameBuilder::new(
+            SocketAddr::from((src, udp_source_port(0))),
+            SocketAddr::from((dst, DEFAULT_PORT)),
+        )
+        .with_ecn(ECN_ECT0)
+        .build(&repr.to_vec())
+    };
+    let later = start_ns + after_ns;
+    let mut w = PcapWriter::create(path).unwrap();
+    let close = ctrl(CtrlOp::Close, 0x100, 0x200, start_ns);
+    w.write_frame(start_ns, &frame(a, b, &close)).unwrap();
+    let keepalive = ctrl(CtrlOp::Keepalive, 0x200, 0x100, later);
+    w.write_frame(later, &frame(b, a, &keepalive)).unwrap();
+    w.flush().unwrap();
+}
+
+/// MR-CONN-010 is judged when the capture ends, and reaches the output.
+#[test]
+fn an_unanswered_close_is_reported_and_close_wait_sets_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("close.pcap");
+    metaroce_unanswered_close(&path, 20_000_000);
+    let frames = |extra: &[&str]| -> Vec<u64> {
+        let mut args = vec!["--json", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        // MR-CONN-010 is a warning: exit 0.
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", text(&out));
+        text(&out)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["rule"] == "MR-CONN-010")
+            .map(|v| v["frame"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(frames(&[]), [1], "the default close wait, 10 ms");
+    assert_eq!(frames(&["--close-wait", "30ms"]), Vec::<u64>::new());
+}
