@@ -3,6 +3,7 @@
 //! (`src/main.rs`) and the benchmark's examples: the per-frame decoder
 //! ([`decode`]), the two-thread analysis pipeline ([`pipeline`]), the
 //! terminal report ([`text`]), the self-contained HTML report ([`html`]),
+//! both laying out the same report tables ([`columns`]),
 //! Chrome/Perfetto traces ([`trace`]), Parquet/CSV export ([`export`],
 //! feature `export`) and charts ([`plot`], feature `plot`); the charts of
 //! `html` and `plot` draw the verdict stream's [`series`]. None of it
@@ -10,6 +11,7 @@
 //! engine (the `analyzer` crate); this crate reads, schedules and presents.
 #![forbid(unsafe_code)]
 
+pub mod columns;
 pub mod decode;
 pub mod html;
 pub mod pipeline;

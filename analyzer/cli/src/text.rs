@@ -12,8 +12,9 @@ use std::io::{self, Write};
 
 use owo_colors::{OwoColorize, Style};
 
+use crate::columns::{self, BetweenRow, Cell, Named, OFFENDERS, StallRow, Table, Tone};
 use crate::pipeline::CaptureResult;
-use analyzer::engine::{DirectionReport, PathReport, Report, Summary};
+use analyzer::engine::{DirectionReport, PathReport, Report, RoceFlowReport};
 use analyzer::fmt;
 
 /// Nanoseconds as a short human duration: `850ns`, `24.0us`, `5.03ms`,
@@ -43,135 +44,48 @@ pub fn fmt_bps(bps: u64) -> String {
     fmt::si(bps as f64, "", "b/s")
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Tone {
-    Plain,
-    /// A count of trouble: red when non-zero.
-    Bad,
-    /// Yellow when non-zero.
-    Warn,
-    Dim,
-}
-
-struct Cell {
-    text: String,
-    tone: Tone,
-    left: bool,
-}
-
-impl Cell {
-    fn n(v: u64) -> Cell {
-        Cell {
-            text: v.to_string(),
-            tone: Tone::Plain,
-            left: false,
-        }
-    }
-    fn bad(v: u64) -> Cell {
-        Cell {
-            text: v.to_string(),
-            tone: if v > 0 { Tone::Bad } else { Tone::Dim },
-            left: false,
-        }
-    }
-    fn warn(v: u64) -> Cell {
-        Cell {
-            text: v.to_string(),
-            tone: if v > 0 { Tone::Warn } else { Tone::Dim },
-            left: false,
-        }
-    }
-    fn s(text: impl Into<String>) -> Cell {
-        Cell {
-            text: text.into(),
-            tone: Tone::Plain,
-            left: false,
-        }
-    }
-    fn l(text: impl Into<String>) -> Cell {
-        Cell {
-            text: text.into(),
-            tone: Tone::Plain,
-            left: true,
-        }
-    }
-    fn ns(v: u64, count: u64) -> Cell {
-        if count == 0 {
-            Cell {
-                text: "-".into(),
-                tone: Tone::Dim,
-                left: false,
-            }
-        } else {
-            Cell::s(fmt_ns(v))
-        }
-    }
-}
-
-/// A table: headers and rows, printed with padded columns.
-struct Table {
-    headers: Vec<&'static str>,
-    rows: Vec<Vec<Cell>>,
-}
-
-impl Table {
-    fn new(headers: &[&'static str]) -> Table {
-        Table {
-            headers: headers.to_vec(),
-            rows: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, row: Vec<Cell>) {
-        self.rows.push(row);
-    }
-
-    fn render(&self, out: &mut String) {
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (i, c) in row.iter().enumerate() {
-                if i < widths.len() {
-                    widths[i] = widths[i].max(c.text.chars().count());
-                }
+/// Writes `table` with padded columns, a bold header and each cell in
+/// its tone.
+fn render_table(table: &Table, out: &mut String) {
+    let mut widths: Vec<usize> = table.headers.iter().map(|h| h.chars().count()).collect();
+    for row in &table.rows {
+        for (i, c) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(c.text.chars().count());
             }
         }
-        let header_style = Style::new().bold();
+    }
+    let header_style = Style::new().bold();
+    let _ = write!(out, "  ");
+    for (i, h) in table.headers.iter().enumerate() {
+        let padded = pad(h, widths[i], table.left(i));
+        let _ = write!(out, "{}", padded.style(header_style));
+        if i + 1 < table.headers.len() {
+            out.push_str("  ");
+        }
+    }
+    out.push('\n');
+    for row in &table.rows {
         let _ = write!(out, "  ");
-        for (i, h) in self.headers.iter().enumerate() {
-            let left = self
-                .rows
-                .first()
-                .and_then(|r| r.get(i))
-                .is_some_and(|c| c.left);
-            let padded = pad(h, widths[i], left);
-            let _ = write!(out, "{}", padded.style(header_style));
-            if i + 1 < self.headers.len() {
+        for (i, c) in row.iter().enumerate() {
+            let w = widths.get(i).copied().unwrap_or(0);
+            let padded = pad(&c.text, w, c.left);
+            let style = match c.tone {
+                Tone::Plain => Style::new(),
+                Tone::Bad => Style::new().red().bold(),
+                Tone::Warn => Style::new().yellow(),
+                Tone::Dim => Style::new().dimmed(),
+            };
+            let _ = write!(out, "{}", padded.style(style));
+            if i + 1 < row.len() {
                 out.push_str("  ");
             }
         }
-        out.push('\n');
-        for row in &self.rows {
-            let _ = write!(out, "  ");
-            for (i, c) in row.iter().enumerate() {
-                let w = widths.get(i).copied().unwrap_or(0);
-                let padded = pad(&c.text, w, c.left);
-                let style = match c.tone {
-                    Tone::Plain => Style::new(),
-                    Tone::Bad => Style::new().red().bold(),
-                    Tone::Warn => Style::new().yellow(),
-                    Tone::Dim => Style::new().dimmed(),
-                };
-                let _ = write!(out, "{}", padded.style(style));
-                if i + 1 < row.len() {
-                    out.push_str("  ");
-                }
-            }
-            // No trailing spaces.
-            while out.ends_with(' ') {
-                out.pop();
-            }
-            out.push('\n');
+        // No trailing spaces.
+        while out.ends_with(' ') {
+            out.pop();
         }
+        out.push('\n');
     }
 }
 
@@ -207,27 +121,6 @@ fn label(captures: usize, stem: &str, d: &DirectionReport) -> String {
     } else {
         direction_name(d)
     }
-}
-
-fn latency_row(table: &mut Table, what: String, s: &Summary) {
-    table.push(vec![
-        Cell::l(what),
-        Cell::n(s.count),
-        Cell::ns(s.min, s.count),
-        Cell::ns(s.p50, s.count),
-        Cell::ns(s.p90, s.count),
-        Cell::ns(s.p99, s.count),
-        Cell::ns(s.p999, s.count),
-        Cell::ns(s.max, s.count),
-    ]);
-}
-
-const LATENCY_HEADERS: [&str; 8] = ["", "count", "min", "p50", "p90", "p99", "p99.9", "max"];
-
-/// A path with its direction, for the offender lists.
-struct PathRef<'a> {
-    dir: String,
-    path: &'a PathReport,
 }
 
 /// Renders the report of `results` (one or several captures) as text with
@@ -353,53 +246,8 @@ fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         out,
         "Connections (one row per direction; feedback counted on the direction it acknowledges)",
     );
-    let mut t = Table::new(&[
-        "direction",
-        "data",
-        "bytes",
-        "goodput",
-        "retx",
-        "fast",
-        "timeout",
-        "spurious",
-        "ooo",
-        "reorder",
-        "trim",
-        "CE",
-        "ECE",
-        "acks",
-        "nacks",
-        "cnps",
-        "lost",
-        "msgs",
-        "stalls",
-        "unacked",
-    ]);
-    for (name, d) in dirs {
-        t.push(vec![
-            Cell::l(name.clone()),
-            Cell::n(d.data_packets),
-            Cell::s(fmt_bytes(d.data_bytes)),
-            Cell::s(fmt_bps(d.goodput_bps)),
-            Cell::bad(d.retransmissions),
-            Cell::n(d.fast_retransmissions),
-            Cell::bad(d.timeout_retransmissions),
-            Cell::warn(d.spurious_retransmissions),
-            Cell::n(d.out_of_order),
-            Cell::n(u64::from(d.max_reorder_distance)),
-            Cell::warn(d.trimmed),
-            Cell::warn(d.ce_marked),
-            Cell::warn(d.ece),
-            Cell::n(d.acks),
-            Cell::warn(d.nacks),
-            Cell::warn(d.cnps),
-            Cell::bad(d.path_loss + d.paths.iter().map(|p| p.lost_inferred).sum::<u64>()),
-            Cell::n(d.messages_completed.max(d.messages_delivered)),
-            Cell::bad(d.stalls.len() as u64 + d.stalls_dropped),
-            Cell::n(d.outstanding_packets),
-        ]);
-    }
-    t.render(out);
+    let rows = dirs.iter().map(|(name, d)| Named { name, item: *d });
+    render_table(&Table::of(&columns::directions(), rows), out);
     let _ = writeln!(
         out,
         "  {}",
@@ -416,32 +264,23 @@ fn render_directions(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         out,
         "Latency per direction (p50/p90/p99/p99.9 are HdrHistogram buckets, 3 digits)",
     );
-    let mut t = Table::new(&LATENCY_HEADERS);
+    let headers = std::iter::once("").chain(columns::SUMMARY.iter().map(|c| c.header));
+    let mut t = Table::new(headers.collect());
     for (name, d) in dirs {
-        let rows: [(&str, &Summary); 4] = [
-            ("ack RTT", &d.ack_rtt_ns),
-            ("fabric RTT", &d.fabric_rtt_ns),
-            ("msg completion", &d.msg_completion_ns),
-            ("msg delivery", &d.msg_delivery_ns),
-        ];
-        let mut any = false;
-        for (what, s) in rows {
-            if s.count > 0 {
-                latency_row(&mut t, format!("{name}  {what}"), s);
-                any = true;
-            }
-        }
-        for (op, s) in &d.msg_completion_by_op_ns {
-            if s.count > 0 {
-                latency_row(&mut t, format!("{name}  completion {op}"), s);
-                any = true;
-            }
-        }
-        if !any {
+        let latencies = columns::latencies(d);
+        if latencies.is_empty() {
             t.push(vec![Cell::l(format!("{name}  (no samples)"))]);
         }
+        for (what, s) in latencies {
+            let label = Cell::l(format!("{name}  {what}"));
+            t.push(
+                std::iter::once(label)
+                    .chain(columns::SUMMARY.iter().map(|c| (c.cell)(s)))
+                    .collect(),
+            );
+        }
     }
-    t.render(out);
+    render_table(&t, out);
 }
 
 /// What a direction's row leaves out: "NACKs: GAP 1, TRIMMED 1; CNPs: ECN
@@ -478,56 +317,13 @@ fn render_paths(out: &mut String, dirs: &[(String, &DirectionReport)]) {
         out,
         "Paths (direction, ev; evs that carried DATA or PROBEs)",
     );
-    let mut t = Table::new(&[
-        "direction",
-        "ev",
-        "packets",
-        "data",
-        "bytes",
-        "retx",
-        "rx lost",
-        "rx loss%",
-        "tx lost",
-        "tx loss%",
-        "reord",
-        "CE",
-        "rtt n",
-        "rtt p50",
-        "rtt p90",
-        "rtt p99",
-        "rtt p99.9",
-        "rtt max",
-    ]);
-    for (name, d) in dirs {
-        for p in d
-            .paths
+    let rows = dirs.iter().flat_map(|(name, d)| {
+        d.paths
             .iter()
-            .filter(|p| p.data_packets > 0 || p.ack_rtt_ns.count > 0)
-        {
-            let s = &p.ack_rtt_ns;
-            t.push(vec![
-                Cell::l(name.clone()),
-                Cell::n(u64::from(p.ev)),
-                Cell::n(p.packets),
-                Cell::n(p.data_packets),
-                Cell::s(fmt_bytes(p.data_bytes)),
-                Cell::bad(p.retransmissions),
-                Cell::bad(p.lost),
-                Cell::s(fmt_rate(p.receive_loss_rate())),
-                Cell::bad(p.lost_inferred),
-                Cell::s(fmt_rate(p.send_loss_rate())),
-                Cell::warn(p.reordered),
-                Cell::warn(p.ce_marked),
-                Cell::n(s.count),
-                Cell::ns(s.p50, s.count),
-                Cell::ns(s.p90, s.count),
-                Cell::ns(s.p99, s.count),
-                Cell::ns(s.p999, s.count),
-                Cell::ns(s.max, s.count),
-            ]);
-        }
-    }
-    t.render(out);
+            .filter(|p| columns::listed_path(p))
+            .map(move |p| Named { name, item: p })
+    });
+    render_table(&Table::of(&columns::paths(), rows), out);
     let _ = writeln!(
         out,
         "  {}",
@@ -554,42 +350,12 @@ fn render_stalls(out: &mut String, dirs: &[(String, &DirectionReport)], origin: 
         return;
     }
     stalls.sort_by_key(|(_, s)| s.start_ns);
-    let mut t = Table::new(&[
-        "start",
-        "duration",
-        "direction",
-        "state",
-        "first event",
-        "end frame",
-        "cum_ack",
-        "unacked",
-        "retx",
-        "evs in flight",
-    ]);
-    for (name, s) in stalls {
-        let evs: Vec<String> = s.paths_in_flight.iter().map(ToString::to_string).collect();
-        t.push(vec![
-            Cell::s(format!("+{}", fmt_ns(s.start_ns.saturating_sub(origin)))),
-            Cell {
-                text: fmt_ns(s.duration_ns),
-                tone: Tone::Bad,
-                left: false,
-            },
-            Cell::l(name.clone()),
-            Cell {
-                text: if s.open { "OPEN" } else { "ended" }.into(),
-                tone: if s.open { Tone::Bad } else { Tone::Plain },
-                left: true,
-            },
-            Cell::l(s.end_cause),
-            Cell::s(s.end_frame.map_or_else(|| "-".into(), |f| f.to_string())),
-            Cell::s(s.cum_ack.map_or_else(|| "-".into(), |a| a.to_string())),
-            Cell::n(s.outstanding_packets),
-            Cell::n(s.retransmissions),
-            Cell::l(evs.join(",")),
-        ]);
-    }
-    t.render(out);
+    let rows = stalls.into_iter().map(|(name, stall)| StallRow {
+        name,
+        stall,
+        origin,
+    });
+    render_table(&Table::of(&columns::stalls(), rows), out);
     if dropped > 0 {
         let _ = writeln!(
             out,
@@ -599,64 +365,35 @@ fn render_stalls(out: &mut String, dirs: &[(String, &DirectionReport)], origin: 
     }
 }
 
-/// A top-offender list: title, ranking key, whether the key is a time.
-type OffenderList<'a> = (&'a str, Box<dyn Fn(&PathReport) -> u64>, bool);
-
 fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: usize) {
-    let paths: Vec<PathRef<'_>> = dirs
+    let paths: Vec<(&str, &PathReport)> = dirs
         .iter()
-        .flat_map(|(name, d)| {
-            d.paths.iter().map(move |p| PathRef {
-                dir: name.clone(),
-                path: p,
-            })
-        })
+        .flat_map(|(name, d)| d.paths.iter().map(move |p| (name.as_str(), p)))
         .collect();
     if paths.is_empty() || top == 0 {
         return;
     }
     heading(out, &format!("Top offenders (worst {top} paths)"));
-    let lost = |p: &PathReport| p.lost + p.lost_inferred;
-    let lists: [OffenderList<'_>; 3] = [
-        ("by loss (rx lost + tx lost)", Box::new(lost), false),
-        (
-            "by ack RTT p99",
-            Box::new(|p: &PathReport| p.ack_rtt_ns.p99),
-            true,
-        ),
-        (
-            "by retransmissions",
-            Box::new(|p: &PathReport| p.retransmissions),
-            false,
-        ),
-    ];
-    for (what, key, is_time) in lists {
-        let mut ranked: Vec<&PathRef<'_>> = paths.iter().filter(|p| key(p.path) > 0).collect();
-        ranked.sort_by(|a, b| {
-            key(b.path)
-                .cmp(&key(a.path))
-                .then(a.path.ev.cmp(&b.path.ev))
-        });
-        let _ = writeln!(out, "  {}", what.bold());
+    for list in &OFFENDERS {
+        let ranked = list.rank(paths.iter().copied(), top);
+        let _ = writeln!(out, "  {}", list.title.bold());
         if ranked.is_empty() {
             let _ = writeln!(out, "    {}", "none".dimmed());
             continue;
         }
-        for p in ranked.into_iter().take(top) {
-            let v = key(p.path);
-            let value = if is_time { fmt_ns(v) } else { v.to_string() };
+        for (dir, p) in ranked {
             let _ = writeln!(
                 out,
                 "    {:>8}  {} ev {}  ({} data, {} retx, {} rx lost, {} tx lost, rtt p99 {})",
-                value.red(),
-                p.dir,
-                p.path.ev,
-                p.path.data_packets,
-                p.path.retransmissions,
-                p.path.lost,
-                p.path.lost_inferred,
-                if p.path.ack_rtt_ns.count > 0 {
-                    fmt_ns(p.path.ack_rtt_ns.p99)
+                list.value(p).red(),
+                dir,
+                p.ev,
+                p.data_packets,
+                p.retransmissions,
+                p.lost,
+                p.lost_inferred,
+                if p.ack_rtt_ns.count > 0 {
+                    fmt_ns(p.ack_rtt_ns.p99)
                 } else {
                     "-".into()
                 },
@@ -678,11 +415,7 @@ fn render_between(out: &mut String, results: &[CaptureResult], merged: &Report) 
     if merged.between_captures.is_empty() {
         return;
     }
-    let name = |i: u64| {
-        results
-            .get(i as usize)
-            .map_or_else(|| format!("#{i}"), |r| r.stem.clone())
-    };
+    let name = |i: u64| capture_name(results, i);
     heading(
         out,
         "Between captures (same transmissions seen at two capture points)",
@@ -705,53 +438,32 @@ fn render_between(out: &mut String, results: &[CaptureResult], merged: &Report) 
             name(b.capture_b),
             b.matched_packets
         );
-        let mut t = Table::new(&[
-            "direction",
-            "ev/port",
-            "from",
-            "to",
-            "matched",
-            "lost",
-            "unknown",
-            "owd n",
-            "owd min",
-            "owd p50",
-            "owd p99",
-            "owd max",
-        ]);
-        for p in &b.paths {
-            let s = &p.one_way_delay_ns;
-            t.push(vec![
-                Cell::l(if p.proto == "rocev2" {
-                    format!("{} -> {} qp 0x{:06x}", p.src, p.dst, p.dst_conn)
-                } else {
-                    format!("{}:{} -> {}:{}", p.src, p.src_conn, p.dst, p.dst_conn)
-                }),
-                Cell::n(u64::from(p.ev)),
-                Cell::l(name(p.upstream)),
-                Cell::l(name(p.downstream)),
-                Cell::n(p.matched),
-                Cell::bad(p.lost_between),
-                Cell::warn(p.unknown),
-                Cell::n(s.count),
-                Cell::ns(s.min, s.count),
-                Cell::ns(s.p50, s.count),
-                Cell::ns(s.p99, s.count),
-                Cell::ns(s.max, s.count),
-            ]);
-        }
-        t.render(out);
+        let rows = b.paths.iter().map(|path| BetweenRow {
+            path,
+            captures: results,
+        });
+        render_table(&Table::of(&columns::between(), rows), out);
     }
 }
 
-fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
-    let n = results.len();
-    let flows: Vec<(String, &analyzer::engine::RoceFlowReport)> = results
+/// A capture's name (its file stem) by index; `#i` past the end.
+pub fn capture_name(results: &[CaptureResult], i: u64) -> String {
+    results
+        .get(i as usize)
+        .map_or_else(|| format!("#{i}"), |r| r.stem.clone())
+}
+
+/// The RoCEv2 flows of every capture in order, each with its name
+/// (`10.0.0.1 -> 10.0.0.2 qp 0x000011`, after `[stem] ` with several
+/// captures).
+pub fn rocev2_flows(results: &[CaptureResult]) -> Vec<(String, &RoceFlowReport)> {
+    let many = results.len() > 1;
+    results
         .iter()
         .flat_map(|r| {
             r.report.rocev2.iter().map(move |f| {
                 let name = format!("{} -> {} qp 0x{:06x}", f.src, f.dst, f.dest_qp);
-                let name = if n > 1 {
+                let name = if many {
                     format!("[{}] {name}", r.stem)
                 } else {
                     name
@@ -759,7 +471,11 @@ fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
                 (name, f)
             })
         })
-        .collect();
+        .collect()
+}
+
+fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
+    let flows = rocev2_flows(results);
     if flows.is_empty() {
         return;
     }
@@ -767,55 +483,8 @@ fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
         out,
         "RoCEv2 flows (requests; responses counted on their request flow)",
     );
-    let mut t = Table::new(&[
-        "flow",
-        "data",
-        "bytes",
-        "retx",
-        "fast",
-        "timeout",
-        "spurious",
-        "naks",
-        "rnr",
-        "acks",
-        "cnps",
-        "CE",
-        "reads",
-        "msgs",
-        "rtt n",
-        "rtt p50",
-        "rtt p99",
-        "rtt max",
-        "compl p50",
-        "compl p99",
-    ]);
-    for (name, f) in &flows {
-        let r = &f.ack_rtt_ns;
-        let m = &f.msg_completion_ns;
-        t.push(vec![
-            Cell::l(name.clone()),
-            Cell::n(f.data_packets),
-            Cell::s(fmt_bytes(f.data_bytes)),
-            Cell::bad(f.retransmissions),
-            Cell::n(f.fast_retransmissions),
-            Cell::bad(f.timeout_retransmissions),
-            Cell::warn(f.spurious_retransmissions),
-            Cell::bad(f.naks),
-            Cell::warn(f.rnr_naks),
-            Cell::n(f.acks),
-            Cell::warn(f.cnps),
-            Cell::warn(f.ce_marked),
-            Cell::n(f.read_requests),
-            Cell::n(f.messages_completed),
-            Cell::n(r.count),
-            Cell::ns(r.p50, r.count),
-            Cell::ns(r.p99, r.count),
-            Cell::ns(r.max, r.count),
-            Cell::ns(m.p50, m.count),
-            Cell::ns(m.p99, m.count),
-        ]);
-    }
-    t.render(out);
+    let rows = flows.iter().map(|(name, f)| Named { name, item: *f });
+    render_table(&Table::of(&columns::rocev2(), rows), out);
     for (name, f) in &flows {
         if let Some(details) = flow_details(f) {
             let _ = writeln!(out, "  {name}: {details}");
@@ -825,7 +494,7 @@ fn render_rocev2(out: &mut String, results: &[CaptureResult]) {
 
 /// What a RoCEv2 flow's row leaves out: NAKs by code, PSNs unacknowledged,
 /// FECN/BECN; `None` when there is nothing.
-pub fn flow_details(f: &analyzer::engine::RoceFlowReport) -> Option<String> {
+pub fn flow_details(f: &RoceFlowReport) -> Option<String> {
     let mut parts = Vec::new();
     if !f.naks_by_code.is_empty() {
         parts.push(format!("NAKs: {}", counts(&f.naks_by_code)));

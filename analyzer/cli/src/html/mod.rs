@@ -36,6 +36,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
+use crate::columns;
 use crate::pipeline::CaptureResult;
 use crate::series::{Caps, Collector, DirKey, DirSeries};
 use crate::text;
@@ -103,19 +104,14 @@ impl Dir<'_> {
             .unwrap_or(0)
     }
 
+    /// Stalls listed or beyond the cap, as the `stalls` column.
     pub fn stall_count(&self) -> u64 {
-        self.report.stalls.len() as u64 + self.report.stalls_dropped
+        columns::stall_count(self.report)
     }
 
-    /// rx lost + tx lost, as the text report's `lost` column.
+    /// rx lost + tx lost, as the `lost` column.
     pub fn lost(&self) -> u64 {
-        self.report.path_loss
-            + self
-                .report
-                .paths
-                .iter()
-                .map(|p| p.lost_inferred)
-                .sum::<u64>()
+        columns::lost(self.report)
     }
 
     /// The ranking key: longest stall, then loss, then retransmissions,
@@ -211,9 +207,7 @@ impl<'a> Page<'a> {
 
     /// A capture's name (its file stem) by index.
     pub fn capture_name(&self, i: u64) -> String {
-        self.results
-            .get(i as usize)
-            .map_or_else(|| format!("#{i}"), |r| r.stem.clone())
+        text::capture_name(self.results, i)
     }
 }
 
