@@ -3,9 +3,11 @@
 //! reads it, and decode every frame into an observation, without the
 //! analysis; with `--engine`, also feed every packet to the engine on this
 //! one thread, so that the analysis' instruction count does not depend on
-//! how the report's two threads shared the decoding.
+//! how the report's two threads shared the decoding; with `--lint`, the
+//! engine with the conformance lint on and the decoding `lint` does (the
+//! parser's checks), as `metaroce-analyze lint` analyses.
 //!
-//!     walk CAPTURE [--engine]
+//!     walk CAPTURE [--engine | --lint]
 //!
 //! Prints one JSON object: frames, MetaRoCE and RoCEv2 packets, corrupt
 //! records, seconds and frames per second.
@@ -21,21 +23,33 @@ use proto_parse::frame::DecodeConfig;
 fn main() -> ExitCode {
     let mut capture = None;
     let mut engine = false;
+    let mut lint = false;
     for arg in std::env::args_os().skip(1) {
         match arg.to_str() {
             Some("--engine") => engine = true,
+            Some("--lint") => lint = true,
             _ if capture.is_none() => capture = Some(PathBuf::from(arg)),
             _ => capture = None,
         }
     }
     let Some(capture) = capture else {
-        eprintln!("usage: walk CAPTURE [--engine]");
+        eprintln!("usage: walk CAPTURE [--engine | --lint]");
         return ExitCode::from(1);
     };
-    // The decode settings of the analysis (the ICRC check off).
-    let decode = Options::new(DecodeConfig::default(), Config::default()).decode;
+    // The decode settings of the analysis (the ICRC check off), and the
+    // lint's checks on as `metaroce-analyze lint` asks for them.
+    let mut decode = Options::new(DecodeConfig::default(), Config::default()).decode;
+    decode.verify_crc = lint;
+    let cfg = Config {
+        lint,
+        ..Config::default()
+    };
     let start = Instant::now();
-    match pipeline::walk(&capture, &decode, engine.then(Engine::default)) {
+    match pipeline::walk(
+        &capture,
+        &decode,
+        (engine || lint).then(|| Engine::new(cfg)),
+    ) {
         Ok(stats) => {
             let secs = start.elapsed().as_secs_f64();
             println!(

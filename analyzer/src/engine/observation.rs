@@ -88,13 +88,19 @@ impl MrChecks {
             warnings: packet.warning_flags_in(layout),
             crc: match layout.trailer {
                 None => CrcCheck::NotPresent,
-                Some(_) => match packet.crc_status(layout) {
-                    CrcStatus::Good => CrcCheck::Good,
-                    CrcStatus::Bad { .. } => CrcCheck::Bad,
-                    CrcStatus::NotPresent => CrcCheck::NotPresent,
-                    CrcStatus::NotChecked => CrcCheck::NotChecked,
-                },
+                Some(_) => Self::crc(packet, layout),
             },
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn crc<T: AsRef<[u8]>>(packet: &Packet<T>, layout: &Layout) -> CrcCheck {
+        match packet.crc_status(layout) {
+            CrcStatus::Good => CrcCheck::Good,
+            CrcStatus::Bad { .. } => CrcCheck::Bad,
+            CrcStatus::NotPresent => CrcCheck::NotPresent,
+            CrcStatus::NotChecked => CrcCheck::NotChecked,
         }
     }
 }
@@ -275,10 +281,18 @@ impl MrObs {
         };
         MrObs {
             checks: if checks && !matches!(body, MrBody::Malformed) {
-                // A copy made on this branch only: the caller's layout
-                // then stays in registers (its address is not taken on the
-                // path without checks), not copied to memory per packet.
-                MrChecks::of(packet, &layout.clone())
+                // The warnings read the layout's fixed length only; a copy
+                // of the layout is made for the rare trailer alone, so the
+                // caller's layout stays in registers (its address is not
+                // taken on the common path), not copied to memory per
+                // packet.
+                MrChecks {
+                    warnings: packet.warning_flags_fixed_len(layout.fixed_len),
+                    crc: match layout.trailer {
+                        None => CrcCheck::NotPresent,
+                        Some(_) => MrChecks::crc(packet, &layout.clone()),
+                    },
+                }
             } else {
                 MrChecks::default()
             },

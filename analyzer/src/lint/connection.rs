@@ -213,14 +213,21 @@ impl State {
         mr: &MrObs,
         dir: &mut DirState,
     ) -> Announced {
-        if dir.epoch == self.epoch
-            && dir.own.is_none()
-            && mr.dst_conn != 0
-            && !matches!(mr.body, MrBody::Ctrl(_))
-        {
+        if self.quiet(mr, dir) {
             return Announced::default();
         }
         self.on_packet_slow(ctx, mr, dir)
+    }
+
+    /// Whether a packet has no connection rule to judge and nothing
+    /// announced to be judged against: [`State::on_packet`]'s short path,
+    /// also read by the lint's fast path (`LintState::metaroce`).
+    #[inline(always)]
+    pub(super) fn quiet(&self, mr: &MrObs, dir: &DirState) -> bool {
+        dir.epoch == self.epoch
+            && dir.own.is_none()
+            && mr.dst_conn != 0
+            && !matches!(mr.body, MrBody::Ctrl(_))
     }
 
     #[inline(never)]

@@ -75,7 +75,7 @@ pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 pub use timings::LintTimings;
 
 use crate::engine::{
-    Dir, MrBody, MrObs, Observation, RoceFlow, RoceFlowReport, RoceObs, RoceTable, Verdict,
+    DataObs, Dir, MrBody, MrObs, Observation, RoceFlow, RoceFlowReport, RoceObs, RoceTable, Verdict,
 };
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
@@ -673,10 +673,82 @@ impl LintState {
 
     /// One MetaRoCE packet the engine analysed: `own` is the index of its
     /// direction, `peer` that of the direction a feedback acknowledges.
-    /// A feedback is judged twice with one context: as a packet of its
-    /// own direction, then as part of the direction it acknowledges (that
-    /// direction's side of the capture, connection, counts and state).
+    /// Most packets are DATA that break no rule and change little lint
+    /// state: [`LintState::plain_data`] tells them and records them
+    /// without a check context; the rest go through every family's
+    /// checks ([`LintState::check_metaroce`]).
+    #[inline(never)]
     pub fn metaroce(
+        &mut self,
+        obs: &Observation,
+        mr: &MrObs,
+        v: &mut Verdict,
+        dirs: &[Option<Dir>],
+        own: u32,
+        peer: Option<u32>,
+    ) {
+        if let MrBody::Data(d) = &mr.body
+            && self.plain_data(obs, mr, d, v, dirs, own)
+        {
+            return;
+        }
+        self.check_metaroce(obs, mr, v, dirs, own, peer);
+    }
+
+    /// A DATA packet that is common for every family (the connection's
+    /// [`connection::State::quiet`], no packet rule broken, the sender's
+    /// and the receiver's `plain_data`): recorded as those say, and
+    /// `true`. Otherwise `false`, and nothing changed. A direction's first
+    /// packet is never plain: it decides the direction's side and host
+    /// guess sources.
+    #[inline(always)]
+    fn plain_data(
+        &mut self,
+        obs: &Observation,
+        mr: &MrObs,
+        d: &DataObs,
+        v: &Verdict,
+        dirs: &[Option<Dir>],
+        own: u32,
+    ) -> bool {
+        let Some(lint) = self.dirs.get_mut(own as usize) else {
+            return false;
+        };
+        let Some(side) = lint.side else {
+            return false;
+        };
+        let sources = match (self.point, lint.sources) {
+            (CapturePoint::Auto, None) => return false,
+            (_, sources) => sources,
+        };
+        let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
+        let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
+        let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
+        let plain = self.connection.quiet(mr, &lint.connection)
+            && !packet::breaks_alone(obs, mr)
+            && (!sender || sender::plain_data(&lint.sender, obs, mr, v, own_dir))
+            && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));
+        if !plain {
+            return false;
+        }
+        if sender {
+            sender::record_plain_data(&mut lint.sender, mr, d);
+        }
+        if receiver {
+            receiver::record_plain_data(&mut lint.receiver, mr, own_dir);
+        }
+        if let Some(sources) = sources {
+            self.guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
+        }
+        true
+    }
+
+    /// [`LintState::metaroce`] through every family's checks. A feedback
+    /// is judged twice with one context: as a packet of its own
+    /// direction, then as part of the direction it acknowledges (that
+    /// direction's side of the capture, connection, counts and state).
+    #[inline(never)]
+    fn check_metaroce(
         &mut self,
         obs: &Observation,
         mr: &MrObs,

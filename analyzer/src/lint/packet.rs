@@ -8,7 +8,7 @@ use proto_parse::metaroce::{DataOp, Flags, WarningFlags, udp_source_port};
 use super::connection::Announced;
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{CrcCheck, FbKind, MrBody, MrObs};
+use crate::engine::{CrcCheck, DataObs, FbKind, FeedbackObs, MrBody, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -182,24 +182,8 @@ pub(super) fn check_metaroce(
     _state: &mut DirState,
     announced: Announced,
 ) {
-    let obs = ctx.obs;
-    let port = udp_source_port(mr.ev);
-    if obs.src_port != port {
-        ctx.report(SOURCE_PORT, Evidence::new(obs.src_port, port).ev(mr.ev));
-    }
-    let warnings = mr.checks.warnings & WARNINGS;
-    if !warnings.is_empty() {
-        ctx.report(
-            PARSER_WARNINGS,
-            Evidence::new(warnings.bits(), 0u8).ev(mr.ev),
-        );
-    }
-    if mr.checks.crc == CrcCheck::Bad {
-        ctx.report(CRC_GOOD, Evidence::default().ev(mr.ev));
-    }
-    let ecn = Ecn::from_bits(obs.ecn);
-    if !matches!(ecn, Ecn::Ect0 | Ecn::Ce) {
-        ctx.report(ECN, Evidence::new(obs.ecn, 2u8).ev(mr.ev));
+    if breaks_alone(ctx.obs, mr) {
+        report_alone(ctx, mr);
     }
     if let Some(crc) = announced.crc
         && !matches!(mr.body, MrBody::Ctrl(_))
@@ -210,11 +194,8 @@ pub(super) fn check_metaroce(
             Evidence::new(mr.flags.contains(Flags::CRC), crc).related(announced.frame),
         );
     }
-    match &mr.body {
+    let path_seq_used = match &mr.body {
         MrBody::Data(d) => {
-            if announced.path_seq && mr.path_seq == 0 {
-                ctx.report(PATH_SEQ_USED, Evidence::default().ev(mr.ev));
-            }
             if let Some(mtu) = announced.mtu
                 && d.payload_len > mtu
             {
@@ -223,50 +204,150 @@ pub(super) fn check_metaroce(
                     Evidence::new(d.payload_len, mtu).related(announced.frame),
                 );
             }
-            let end = u64::from(d.msg_offset) + u64::from(d.payload_len);
-            let som = mr.flags.contains(Flags::SOM);
-            let eom = mr.flags.contains(Flags::EOM);
-            if d.op == DataOp::ReadReq {
-                if !(som && eom) || end != 0 {
-                    let flags = mr.flags & (Flags::SOM | Flags::EOM);
-                    ctx.report(READ_REQ_ONE_PACKET, Evidence::new(flags.bits(), end));
-                }
-                return;
+            true
+        }
+        MrBody::Feedback(_) | MrBody::Probe => true,
+        MrBody::Ctrl(_) | MrBody::Other | MrBody::Malformed => false,
+    };
+    if path_seq_used && announced.path_seq && mr.path_seq == 0 {
+        ctx.report(PATH_SEQ_USED, Evidence::default().ev(mr.ev));
+    }
+}
+
+/// Whether a packet breaks a rule of its own, whatever its connection
+/// announced. Nearly never, so the lint's fast path
+/// (`LintState::metaroce`) only asks this, with one compare per rule, and
+/// [`report_alone`] works out which rules and their evidence for the rare
+/// packet that does.
+#[inline(always)]
+pub(super) fn breaks_alone(obs: &Observation, mr: &MrObs) -> bool {
+    wrong_source_port(obs, mr)
+        || !warnings(mr).is_empty()
+        || mr.checks.crc == CrcCheck::Bad
+        || wrong_ecn(obs)
+        || match &mr.body {
+            MrBody::Data(d) if d.op == DataOp::ReadReq => read_req_not_alone(mr, d),
+            MrBody::Data(d) => wrong_som(mr, d) || outside_message(d) || wrong_eom(mr, d),
+            MrBody::Ctrl(_) => ctrl_not_zero(mr),
+            MrBody::Feedback(fb) => wrong_sack_base(mr, fb).is_some(),
+            MrBody::Probe | MrBody::Other | MrBody::Malformed => false,
+        }
+}
+
+/// Reports the rules a packet breaks on its own ([`breaks_alone`]), with
+/// their evidence.
+#[cold]
+#[inline(never)]
+fn report_alone(ctx: &mut Ctx<'_>, mr: &MrObs) {
+    let obs = ctx.obs;
+    if wrong_source_port(obs, mr) {
+        let port = udp_source_port(mr.ev);
+        ctx.report(SOURCE_PORT, Evidence::new(obs.src_port, port).ev(mr.ev));
+    }
+    let warnings = warnings(mr);
+    if !warnings.is_empty() {
+        ctx.report(
+            PARSER_WARNINGS,
+            Evidence::new(warnings.bits(), 0u8).ev(mr.ev),
+        );
+    }
+    if mr.checks.crc == CrcCheck::Bad {
+        ctx.report(CRC_GOOD, Evidence::default().ev(mr.ev));
+    }
+    if wrong_ecn(obs) {
+        ctx.report(ECN, Evidence::new(obs.ecn, 2u8).ev(mr.ev));
+    }
+    match &mr.body {
+        MrBody::Data(d) if d.op == DataOp::ReadReq => {
+            if read_req_not_alone(mr, d) {
+                let flags = mr.flags & (Flags::SOM | Flags::EOM);
+                ctx.report(
+                    READ_REQ_ONE_PACKET,
+                    Evidence::new(flags.bits(), message_end(d)),
+                );
             }
-            if som != (d.msg_offset == 0) {
+        }
+        MrBody::Data(d) => {
+            if wrong_som(mr, d) {
+                let som = mr.flags.contains(Flags::SOM);
                 ctx.report(SOM, Evidence::new(d.msg_offset, som));
             }
-            if end > u64::from(d.msg_len) {
-                ctx.report(INSIDE_MESSAGE, Evidence::new(end, d.msg_len));
-            } else if eom != (end == u64::from(d.msg_len)) {
-                ctx.report(EOM, Evidence::new(end, d.msg_len));
+            if outside_message(d) {
+                ctx.report(INSIDE_MESSAGE, Evidence::new(message_end(d), d.msg_len));
+            }
+            if wrong_eom(mr, d) {
+                ctx.report(EOM, Evidence::new(message_end(d), d.msg_len));
             }
         }
         MrBody::Ctrl(_) => {
-            if mr.path_seq != 0 || mr.psn != 0 {
+            if ctrl_not_zero(mr) {
                 ctx.report(CTRL_ZEROS, Evidence::new(mr.path_seq, mr.psn));
             }
         }
         MrBody::Feedback(fb) => {
-            if announced.path_seq && mr.path_seq == 0 {
-                ctx.report(PATH_SEQ_USED, Evidence::default().ev(mr.ev));
-            }
-            if let FbKind::Ack {
-                sack_base,
-                sack_words,
-                ..
-            } = fb.kind
-                && sack_words > 0
-                && sack_base != mr.psn
-            {
+            if let Some(sack_base) = wrong_sack_base(mr, fb) {
                 ctx.report(SACK_BASE, Evidence::new(sack_base, mr.psn));
             }
         }
-        MrBody::Probe => {
-            if announced.path_seq && mr.path_seq == 0 {
-                ctx.report(PATH_SEQ_USED, Evidence::default().ev(mr.ev));
-            }
-        }
-        MrBody::Other | MrBody::Malformed => {}
+        MrBody::Probe | MrBody::Other | MrBody::Malformed => {}
+    }
+}
+
+/// MR-PKT-002.
+fn wrong_source_port(obs: &Observation, mr: &MrObs) -> bool {
+    obs.src_port != udp_source_port(mr.ev)
+}
+
+/// MR-PKT-013: the parser's warnings this rule is about.
+fn warnings(mr: &MrObs) -> WarningFlags {
+    mr.checks.warnings & WARNINGS
+}
+
+/// MR-PKT-012.
+fn wrong_ecn(obs: &Observation) -> bool {
+    !matches!(Ecn::from_bits(obs.ecn), Ecn::Ect0 | Ecn::Ce)
+}
+
+/// Where a DATA packet's payload ends in its message.
+fn message_end(d: &DataObs) -> u64 {
+    u64::from(d.msg_offset) + u64::from(d.payload_len)
+}
+
+/// MR-PKT-006: a READ_REQ is a one-packet message without payload.
+fn read_req_not_alone(mr: &MrObs, d: &DataObs) -> bool {
+    !mr.flags.contains(Flags::SOM | Flags::EOM) || message_end(d) != 0
+}
+
+/// MR-PKT-003.
+fn wrong_som(mr: &MrObs, d: &DataObs) -> bool {
+    mr.flags.contains(Flags::SOM) != (d.msg_offset == 0)
+}
+
+/// MR-PKT-005.
+fn outside_message(d: &DataObs) -> bool {
+    message_end(d) > u64::from(d.msg_len)
+}
+
+/// MR-PKT-004 (judged inside the message only: MR-PKT-005 covers the rest).
+fn wrong_eom(mr: &MrObs, d: &DataObs) -> bool {
+    let end = message_end(d);
+    end <= u64::from(d.msg_len) && mr.flags.contains(Flags::EOM) != (end == u64::from(d.msg_len))
+}
+
+/// MR-PKT-009.
+fn ctrl_not_zero(mr: &MrObs) -> bool {
+    mr.path_seq != 0 || mr.psn != 0
+}
+
+/// MR-PKT-011: an ACK with SACK words whose sack_base is not its
+/// cumulative ack (the sack_base).
+fn wrong_sack_base(mr: &MrObs, fb: &FeedbackObs) -> Option<u32> {
+    match fb.kind {
+        FbKind::Ack {
+            sack_base,
+            sack_words,
+            ..
+        } if sack_words > 0 && sack_base != mr.psn => Some(sack_base),
+        _ => None,
     }
 }

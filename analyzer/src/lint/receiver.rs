@@ -21,7 +21,7 @@ use proto_parse::metaroce::{FbFlags, Flags, NackCode, psn_diff, psn_lt};
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{DataObs, FbKind, FeedbackObs, MrObs};
+use crate::engine::{DataObs, Dir, FbKind, FeedbackObs, MrObs, Verdict};
 
 const fn rule(
     id: &'static str,
@@ -300,23 +300,38 @@ impl Received {
 }
 
 /// A DATA packet of the direction (the context is its own). The common
-/// packet (a first arrival, intact, no AR, no AR or NACK GAP pending)
-/// only marks its PSN received.
+/// packet ([`plain_data`]) only marks its PSN received.
 #[inline(never)]
 pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
     if !ctx.judges(Vantage::Receiver) {
         return;
     }
-    if state.ar.is_some()
+    if plain_data(state, mr, d, ctx.verdict) {
+        record_plain_data(state, mr, ctx.own);
+    } else {
+        check_data_slow(ctx, mr, d, state);
+    }
+}
+
+/// Whether a DATA packet is the common one, with no receiver rule to
+/// judge: a first arrival, intact, no AR, no AR or NACK GAP pending. Such
+/// a packet only marks its PSN received ([`record_plain_data`]). Read
+/// without a check context by the lint's fast path
+/// (`LintState::metaroce`).
+#[inline(always)]
+pub(super) fn plain_data(state: &DirState, mr: &MrObs, d: &DataObs, v: &Verdict) -> bool {
+    !(state.ar.is_some()
         || state.gaps_pending
         || mr.flags.contains(Flags::AR)
         || d.trimmed
-        || ctx.verdict.retransmission.is_some()
-    {
-        check_data_slow(ctx, mr, d, state);
-    } else if ctx.own.is_some_and(|dir| dir.start_seen) {
-        // Only a direction whose start was captured is judged on what
-        // arrived (MR-RCV-003, 010).
+        || v.retransmission.is_some())
+}
+
+/// What a [`plain_data`] packet changes: only a direction whose start was
+/// captured is judged on what arrived (MR-RCV-003, 010).
+#[inline(always)]
+pub(super) fn record_plain_data(state: &mut DirState, mr: &MrObs, own: Option<&Dir>) {
+    if own.is_some_and(|dir| dir.start_seen) {
         state.received.insert(mr.psn);
     }
 }

@@ -18,7 +18,7 @@ use proto_parse::metaroce::{FbFlags, NackCode, psn_lt};
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{DataObs, FbKind, FeedbackObs, MrObs, RetxKind};
+use crate::engine::{DataObs, Dir, FbKind, FeedbackObs, MrObs, Observation, RetxKind, Verdict};
 
 const fn rule(
     id: &'static str,
@@ -248,9 +248,8 @@ impl Credit {
     }
 }
 
-/// A DATA packet of the direction. The common packet (the next PSN, no
-/// NACK pending, no credit limit, no rate window due) takes the short
-/// path; the rest is out of line.
+/// A DATA packet of the direction. The common packet ([`plain_data`])
+/// takes the short path; the rest is out of line.
 // Out of line, as every family's entry: inlined, the families' checks
 // made the caller spill and keep the packet and connection checks out of
 // line (+40 instructions per packet on the bench capture).
@@ -259,28 +258,44 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
     if !ctx.judges(Vantage::Sender) {
         return;
     }
-    let psn = mr.psn;
-    let bytes = u64::from(d.payload_len);
-    // The common packet: the next first transmission on a path in order,
-    // nothing pending; no call, so no registers to save.
-    let path_in_order = mr.path_seq == 0
-        || ctx.verdict.path_loss.is_none()
-            && ctx
-                .own
-                .is_some_and(|dir| dir.c.path_reordered == state.path_reordered);
-    if path_in_order
-        && state.next_psn == Some(psn)
-        && mr.tx_attempt == 0
-        && ctx.verdict.retransmission.is_none()
-        && state.credit.is_none()
-        && !state.nacks_pending
-        && ctx.obs.ts_ns < state.rate.due_ts
-    {
-        state.next_psn = Some(psn.wrapping_add(1));
-        state.bytes_sent += bytes;
+    if plain_data(state, ctx.obs, mr, ctx.verdict, ctx.own) {
+        record_plain_data(state, mr, d);
         return;
     }
-    check_data_slow(ctx, mr, bytes, state);
+    check_data_slow(ctx, mr, u64::from(d.payload_len), state);
+}
+
+/// Whether a DATA packet is the common one, with no sender rule to judge:
+/// the next first transmission, on a path in order, with no NACK
+/// pending, no credit limit and no rate window due. Such a packet only
+/// moves the next PSN and the bytes sent ([`record_plain_data`]). Read
+/// without a check context by the lint's fast path
+/// (`LintState::metaroce`).
+#[inline(always)]
+pub(super) fn plain_data(
+    state: &DirState,
+    obs: &Observation,
+    mr: &MrObs,
+    v: &Verdict,
+    own: Option<&Dir>,
+) -> bool {
+    let path_in_order = mr.path_seq == 0
+        || v.path_loss.is_none()
+            && own.is_some_and(|dir| dir.c.path_reordered == state.path_reordered);
+    path_in_order
+        && state.next_psn == Some(mr.psn)
+        && mr.tx_attempt == 0
+        && v.retransmission.is_none()
+        && state.credit.is_none()
+        && !state.nacks_pending
+        && obs.ts_ns < state.rate.due_ts
+}
+
+/// What a [`plain_data`] packet changes.
+#[inline(always)]
+pub(super) fn record_plain_data(state: &mut DirState, mr: &MrObs, d: &DataObs) {
+    state.next_psn = Some(mr.psn.wrapping_add(1));
+    state.bytes_sent += u64::from(d.payload_len);
 }
 
 /// [`check_data`] for any other packet.

@@ -379,8 +379,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// [`Packet::warning_flags`] of a packet whose layout was computed
     /// (its fixed header length is known): for a check on every packet,
     /// the analyzer's lint.
+    #[inline]
     pub fn warning_flags_in(&self, layout: &Layout) -> WarningFlags {
-        self.warning_flags_fixed(Some(layout.fixed_len))
+        self.warning_flags_fixed_len(layout.fixed_len)
+    }
+
+    /// [`Packet::warning_flags_in`] given the layout's `fixed_len` alone.
+    #[inline]
+    pub fn warning_flags_fixed_len(&self, fixed_len: usize) -> WarningFlags {
+        self.warning_flags_fixed(Some(fixed_len))
     }
 
     /// The warnings, given the fixed header length (`None`: the header is
@@ -400,9 +407,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
         );
         let ptype = self.packet_type();
         if ptype == PacketType::Data {
-            if let Some(data) = self.data() {
-                found.set(WarningFlags::RESERVED_DATA, data.reserved() != 0);
-            }
+            // A known fixed length holds the DATA header: no view to make.
+            let holds_header =
+                fixed.is_some_and(|f| f > field::DATA_RESERVED) || self.data().is_some();
+            found.set(
+                WarningFlags::RESERVED_DATA,
+                holds_header && buf.get(field::DATA_RESERVED).is_some_and(|&b| b != 0),
+            );
         } else if ptype.has_feedback() && buf.len() >= field::FEEDBACK_LEN {
             found.set(
                 WarningFlags::RESERVED_FB_FLAGS,
