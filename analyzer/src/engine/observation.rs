@@ -4,6 +4,7 @@
 //! that the engine never touches bytes.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroU32;
 
 use proto_parse::frame::{self, DecodeConfig, Ecn, Frame, LinkType, PortChoice, Transport};
 use proto_parse::metaroce::{
@@ -65,6 +66,34 @@ pub struct MrObs {
 pub struct MrChecks {
     pub warnings: WarningFlags,
     pub crc: CrcCheck,
+    /// IPv6 only: the flow label, when it is not the packet's ev (spec 1:
+    /// it SHOULD be); `None` on IPv4 and when the label is the ev.
+    pub flow_label_not_ev: Option<FlowLabel>,
+}
+
+/// An IPv6 flow label (20 bits) in four bytes with its `None`: an
+/// `Option<u32>` would take eight and grow [`MrObs`], which is copied per
+/// packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowLabel(NonZeroU32);
+
+impl FlowLabel {
+    /// The bit above the label's 20 that makes every label, 0 too, non-zero.
+    const MARK: u32 = 1 << 20;
+
+    /// `label` when it is not `ev`.
+    pub fn not_ev(label: u32, ev: u16) -> Option<FlowLabel> {
+        let label = label & (Self::MARK - 1);
+        if label == u32::from(ev) {
+            return None;
+        }
+        NonZeroU32::new(label | Self::MARK).map(FlowLabel)
+    }
+
+    /// The 20-bit label.
+    pub fn value(self) -> u32 {
+        self.0.get() & (Self::MARK - 1)
+    }
 }
 
 /// The CRC32C trailer's check (spec 7), without the values.
@@ -90,6 +119,7 @@ impl MrChecks {
                 None => CrcCheck::NotPresent,
                 Some(_) => Self::crc(packet, layout),
             },
+            flow_label_not_ev: None,
         }
     }
 
@@ -292,6 +322,9 @@ impl MrObs {
                         None => CrcCheck::NotPresent,
                         Some(_) => MrChecks::crc(packet, &layout.clone()),
                     },
+                    // Only IPv4 comes this way (`Observation::decode`'s
+                    // fast path): no flow label.
+                    flow_label_not_ev: None,
                 }
             } else {
                 MrChecks::default()
@@ -434,6 +467,11 @@ impl Observation {
             && !obs.malformed
         {
             mr.checks = MrChecks::of(packet, layout);
+            mr.checks.flow_label_not_ev = frame
+                .ip
+                .as_ref()
+                .and_then(|ip| ip.flow_label)
+                .and_then(|label| FlowLabel::not_ev(label, mr.ev));
         }
         Some(obs)
     }
@@ -592,5 +630,30 @@ mod test {
             }
         }
         assert!(fast_hits > 100, "the fast path was taken {fast_hits} times");
+    }
+
+    /// The observation is copied per packet (the report's instructions per
+    /// packet depend on its size): the lint's facts fit in `MrObs`'s
+    /// padding, and a field that grows it is a decision, not an accident.
+    #[test]
+    fn the_observation_does_not_grow() {
+        assert_eq!(std::mem::size_of::<MrChecks>(), 8);
+        assert_eq!(std::mem::size_of::<MrObs>(), 96);
+        assert_eq!(std::mem::size_of::<Observation>(), 152);
+    }
+
+    #[test]
+    fn a_flow_label_is_kept_only_when_it_is_not_the_ev() {
+        assert_eq!(FlowLabel::not_ev(7, 7), None);
+        assert_eq!(FlowLabel::not_ev(0, 0), None);
+        assert_eq!(FlowLabel::not_ev(0, 7).map(FlowLabel::value), Some(0));
+        assert_eq!(
+            FlowLabel::not_ev(0xF_FFFF, 0xFFFF).map(FlowLabel::value),
+            Some(0xF_FFFF)
+        );
+        assert_eq!(
+            FlowLabel::not_ev(0x1_0007, 7).map(FlowLabel::value),
+            Some(0x1_0007)
+        );
     }
 }

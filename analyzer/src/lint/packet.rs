@@ -8,7 +8,9 @@ use proto_parse::metaroce::{DataOp, Flags, WarningFlags, udp_source_port};
 use super::connection::Announced;
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{CrcCheck, DataObs, FbKind, FeedbackObs, MrBody, MrObs, Observation};
+use crate::engine::{
+    CrcCheck, DataObs, FbKind, FeedbackObs, FlowLabel, MrBody, MrObs, Observation,
+};
 
 const fn rule(
     id: &'static str,
@@ -139,6 +141,14 @@ pub(super) const RULES: &[Rule] = &[
          payload.",
         "the CRC32C trailer does not match the packet.",
     ),
+    rule(
+        "MR-PKT-015",
+        Severity::Warning,
+        "1",
+        "On IPv6 the flow label equals the ev, so that switches hashing on the flow label \
+         spread the paths too.",
+        "IPv6 flow label {observed:x} where the ev is {expected} ({expected:x}).",
+    ),
 ];
 
 const MALFORMED: RuleId = RuleId::of("MR-PKT-001");
@@ -155,6 +165,7 @@ const SACK_BASE: RuleId = RuleId::of("MR-PKT-011");
 const ECN: RuleId = RuleId::of("MR-PKT-012");
 const PARSER_WARNINGS: RuleId = RuleId::of("MR-PKT-013");
 const CRC_GOOD: RuleId = RuleId::of("MR-PKT-014");
+const FLOW_LABEL: RuleId = RuleId::of("MR-PKT-015");
 
 /// The parser's warnings MR-PKT-013 reports (sack_base is MR-PKT-011's).
 const WARNINGS: WarningFlags = WarningFlags::RESERVED
@@ -225,6 +236,7 @@ pub(super) fn breaks_alone(obs: &Observation, mr: &MrObs) -> bool {
         || !warnings(mr).is_empty()
         || mr.checks.crc == CrcCheck::Bad
         || wrong_ecn(obs)
+        || wrong_flow_label(mr).is_some()
         || match &mr.body {
             MrBody::Data(d) if d.op == DataOp::ReadReq => read_req_not_alone(mr, d),
             MrBody::Data(d) => wrong_som(mr, d) || outside_message(d) || wrong_eom(mr, d),
@@ -256,6 +268,9 @@ fn report_alone(ctx: &mut Ctx<'_>, mr: &MrObs) {
     }
     if wrong_ecn(obs) {
         ctx.report(ECN, Evidence::new(obs.ecn, 2u8).ev(mr.ev));
+    }
+    if let Some(label) = wrong_flow_label(mr) {
+        ctx.report(FLOW_LABEL, Evidence::new(label, mr.ev).ev(mr.ev));
     }
     match &mr.body {
         MrBody::Data(d) if d.op == DataOp::ReadReq => {
@@ -306,6 +321,12 @@ fn warnings(mr: &MrObs) -> WarningFlags {
 /// MR-PKT-012.
 fn wrong_ecn(obs: &Observation) -> bool {
     !matches!(Ecn::from_bits(obs.ecn), Ecn::Ect0 | Ecn::Ce)
+}
+
+/// MR-PKT-015: the IPv6 flow label, when it is not the ev (the parser's
+/// fact, `MrChecks::flow_label_not_ev`).
+fn wrong_flow_label(mr: &MrObs) -> Option<u32> {
+    mr.checks.flow_label_not_ev.map(FlowLabel::value)
 }
 
 /// Where a DATA packet's payload ends in its message.

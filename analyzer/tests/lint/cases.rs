@@ -14,7 +14,7 @@
 //! family's `cases()`; `build` returns the frames and the numbers of the
 //! frames that must be found (exactly those).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 use analyzer::engine::{Config, Engine, Observation, Report, Verdict};
@@ -157,6 +157,10 @@ pub const MTU: u16 = 1024;
 pub const PAYLOAD: usize = 512;
 static BYTES: [u8; PAYLOAD] = [0x5A; PAYLOAD];
 
+/// A and B over IPv6 ([`render_ipv6`]).
+pub const A6: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 1);
+pub const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 2);
+
 pub fn ip(a: [u8; 4]) -> IpAddr {
     IpAddr::from(a)
 }
@@ -169,6 +173,8 @@ pub struct Pkt {
     /// UDP source port; `None`: `udp_source_port(ev)`.
     pub src_port: Option<u16>,
     pub ecn: u8,
+    /// The IPv6 flow label ([`render_ipv6`]); `None`: the ev.
+    pub flow_label: Option<u32>,
     /// Numbered by `render` (path_seq + 1 per packet on its ev; CTRL 0).
     pub auto_path_seq: bool,
     /// Changes the emitted packet through proto-parse's setters (what
@@ -183,6 +189,7 @@ impl Pkt {
             repr,
             src_port: None,
             ecn: ECN_ECT0,
+            flow_label: None,
             auto_path_seq: true,
             after_emit: None,
         }
@@ -451,6 +458,17 @@ pub fn at(pkts: &mut [Pkt], frame: u64) -> &mut Pkt {
 /// tx_ts and ev of the latest packet of the other side with its echo_psn,
 /// and its rx_ts is the capture time of its own (the hold time is 0).
 pub fn render(pkts: &[Pkt]) -> Vec<Frame> {
+    render_between(pkts, (ip(A), ip(B)))
+}
+
+/// [`render`] over IPv6, from [`A6`] and [`B6`], each packet with its flow
+/// label (`Pkt::flow_label`, by default its ev).
+pub fn render_ipv6(pkts: &[Pkt]) -> Vec<Frame> {
+    render_between(pkts, (IpAddr::V6(A6), IpAddr::V6(B6)))
+}
+
+/// [`render`] with A and B at `hosts`.
+fn render_between(pkts: &[Pkt], hosts: (IpAddr, IpAddr)) -> Vec<Frame> {
     let mut path_seq: std::collections::HashMap<(bool, u16), u16> = Default::default();
     let mut sent: Vec<(bool, u32, u32)> = Vec::new();
     let mut frames = Vec::new();
@@ -479,7 +497,7 @@ pub fn render(pkts: &[Pkt]) -> Vec<Frame> {
             Body::Data(_) => sent.push((p.from_a, repr.psn, repr.tx_ts)),
             _ => {}
         }
-        let (src, dst) = if p.from_a { (A, B) } else { (B, A) };
+        let (src, dst) = if p.from_a { hosts } else { (hosts.1, hosts.0) };
         let port = p.src_port.unwrap_or(udp_source_port(repr.ev));
         let mut payload = repr.to_vec();
         if let Some(edit) = p.after_emit {
@@ -490,6 +508,7 @@ pub fn render(pkts: &[Pkt]) -> Vec<Frame> {
             SocketAddr::from((dst, DEFAULT_PORT)),
         )
         .with_ecn(p.ecn)
+        .with_flow_label(p.flow_label.unwrap_or(u32::from(repr.ev)))
         .build(&payload);
         frames.push(Frame { ts_ns: ts, bytes });
     }

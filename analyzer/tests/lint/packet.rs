@@ -142,6 +142,18 @@ pub fn cases() -> Vec<Case> {
                 })
             },
         ),
+        case(
+            "MR-PKT-015",
+            "an IPv6 DATA whose flow label is its ev plus bit 16",
+            || {
+                let mut pkts = conversation();
+                at(&mut pkts, DATA_1).flow_label = Some(0x1_0001);
+                Capture {
+                    frames: render_ipv6(&pkts),
+                    expect: vec![DATA_1],
+                }
+            },
+        ),
     ]
 }
 
@@ -164,4 +176,26 @@ fn ce_marked_packets_are_not_an_ecn_finding() {
     at(&mut pkts, DATA_0).ecn = ECN_CE;
     let out = run(&render(&pkts), CapturePoint::Auto);
     assert!(out.findings.is_empty(), "{:?}", out.findings);
+}
+
+/// Over IPv6, the clean conversation (every flow label its packet's ev)
+/// gives no finding; the flow label rule names the label and the ev.
+#[test]
+fn the_flow_label_rule_judges_ipv6_packets_against_their_ev() {
+    let clean = run(&render_ipv6(&conversation()), CapturePoint::Auto);
+    assert!(clean.findings.is_empty(), "{:?}", clean.findings);
+    assert_eq!(clean.verdicts.len(), 8, "every frame analysed");
+
+    let mut pkts = conversation();
+    at(&mut pkts, DATA_0).flow_label = Some(0xABCDE);
+    let finding = run(&render_ipv6(&pkts), CapturePoint::Auto)
+        .findings
+        .into_iter()
+        .find(|f| f.rule().id == "MR-PKT-015")
+        .expect("a flow label finding");
+    assert_eq!(finding.frame, DATA_0);
+    assert_eq!(
+        finding.evidence(),
+        "IPv6 flow label 0xabcde where the ev is 0 (0x0)."
+    );
 }
