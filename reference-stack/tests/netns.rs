@@ -7,6 +7,8 @@
 //!   kernel must fragment, over IPv4 and IPv6, and refuses a `--mtu` that
 //!   does not fit; forced to fragment (a test-only switch), the analyzer
 //!   reassembles the wire capture into the same connection.
+//! - Over IPv6 the flow label on the wire is the packet's ev (spec 1), and
+//!   the wire capture lints with no error finding.
 //!
 //! Fails loudly without root, `ip netns` or tcpdump; the namespaces are
 //! deleted at the end, even on failure.
@@ -300,6 +302,11 @@ struct Wire {
     /// IP packets above the veth's 1500 bytes: in the stack's own --pcap,
     /// the datagrams the kernel had to fragment.
     above_1500: u64,
+    /// Whole MetaRoCE packets over IPv6, and their distinct flow labels.
+    ipv6_packets: u64,
+    flow_labels: std::collections::BTreeSet<u32>,
+    /// IPv6 MetaRoCE packets whose flow label is not their ev.
+    flow_label_not_ev: u64,
 }
 
 fn read_capture(file: &Path) -> Wire {
@@ -319,10 +326,17 @@ fn read_capture(file: &Path) -> Wire {
             wire.above_1500 += u64::from(ip.wire_len > 1500);
         }
         wire.fragments += u64::from(is_fragment(LinkType::Ethernet, rec.data));
-        if f.metaroce()
+        let packet = f.metaroce();
+        if packet
+            .as_ref()
             .is_some_and(|p| p.packet_type() == PacketType::Data)
         {
             wire.data_packets += 1;
+        }
+        if let (Some(p), Some(label)) = (&packet, f.ip.as_ref().and_then(|ip| ip.flow_label)) {
+            wire.ipv6_packets += 1;
+            wire.flow_labels.insert(label);
+            wire.flow_label_not_ev += u64::from(label != u32::from(p.ev()));
         }
     }
     wire
@@ -417,11 +431,14 @@ fn write_transfer(
 
 /// Without --mtu, both sides take the largest payload MTU that fits the
 /// 1500-byte link (`payload_mtu`), negotiate it in the CTRL handshake, and
-/// nothing on the wire is fragmented.
-fn transfer_fits_without_fragments(v: &Veth, payload_mtu: u64) {
+/// nothing on the wire is fragmented; the wire capture (at the server)
+/// lints with no error finding. Returns what the wire held and what the
+/// client's own --pcap recorded.
+fn transfer_fits_without_fragments(v: &Veth, payload_mtu: u64) -> (Wire, Wire) {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("wire.pcap");
-    let (client, server, counts) = write_transfer(v, &[], &pcap, None);
+    let own = dir.path().join("client.pcap");
+    let (client, server, counts) = write_transfer(v, &[], &pcap, Some(&own));
     assert_eq!(client["mtu"], payload_mtu, "{client}");
     assert_eq!(server["mtu"], payload_mtu, "{server}");
     assert_eq!(client["driver"]["tx_too_big"], 0, "{client}");
@@ -430,6 +447,16 @@ fn transfer_fits_without_fragments(v: &Veth, payload_mtu: u64) {
     assert!(wire.data_packets > 2000, "{wire:?}");
     assert_eq!(wire.fragments, 0, "{wire:?}");
     assert!(wire.largest_ip_packet <= 1500, "{wire:?}");
+    let findings = lint(&pcap, v.addr(0));
+    assert!(
+        findings.iter().all(|f| f["severity"] != "error"),
+        "{findings:#?}"
+    );
+    assert!(
+        findings.iter().all(|f| f["rule"] != "MR-PKT-015"),
+        "{findings:#?}"
+    );
+    (wire, read_capture(&own))
 }
 
 #[test]
@@ -443,7 +470,16 @@ fn transfer_fits_a_1500_byte_link_without_fragments() {
 #[test]
 fn ipv6_transfer_fits_a_1500_byte_link_without_fragments() {
     // 1500 - IPv6 40 - UDP 8 - WRITE_IMM header 56 - CRC 4.
-    transfer_fits_without_fragments(&Veth::new("mrs6", "fd00:213:10::"), 1392);
+    let (wire, own) = transfer_fits_without_fragments(&Veth::new("mrs6", "fd00:213:10::"), 1392);
+    // Spec 1: every packet's flow label is its ev, the client's DATA and
+    // the server's feedback (not a hash the kernel chose), on each of the
+    // client's 4 paths; the client's --pcap records the labels it sent
+    // and received.
+    for (what, w) in [("wire", &wire), ("client --pcap", &own)] {
+        assert!(w.ipv6_packets > w.data_packets, "{what}: {w:?}");
+        assert_eq!(w.flow_label_not_ev, 0, "{what}: {w:?}");
+        assert!(w.flow_labels.len() >= 4, "{what}: {w:?}");
+    }
 }
 
 /// An --mtu whose packets do not fit the path is refused at start, on both
@@ -481,6 +517,30 @@ fn mtu_above_the_path_is_refused_at_start() {
 #[test]
 fn ipv6_mtu_above_the_path_is_refused_at_start() {
     mtu_above_the_path_is_refused(&Veth::new("mrsq", "fd00:213:11::"), 1392);
+}
+
+/// The findings of `metaroce-analyze lint --json` on a capture taken on
+/// `host` (exit status 0: no error finding; 3: some, which the caller
+/// names).
+fn lint(capture: &Path, host: &str) -> Vec<serde_json::Value> {
+    let bin = workspace_bin(BIN, "metaroce-analyze", "metaroce-analyze", false);
+    let out = Command::new(bin)
+        .args(["lint", "--json", "--vantage", host])
+        .arg(capture)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "metaroce-analyze lint {}: {:?} {}",
+        capture.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice(line).unwrap())
+        .collect()
 }
 
 /// `metaroce-analyze report --json` of a capture.

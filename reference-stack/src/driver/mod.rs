@@ -5,7 +5,9 @@
 //! Sockets (IPv4 or IPv6, the family of `bind`): one receive socket bound to `bind:port` (the MetaRoCE
 //! port, 4794 by default) and one transmit socket per ev bound to
 //! `bind:udp_source_port(ev)`, so every packet leaves with the source port
-//! the spec derives from its ev (ECMP hashes on it). Peers are addressed at
+//! the spec derives from its ev (ECMP hashes on it); over IPv6 with the ev
+//! as its flow label too (spec 1), set per datagram in its destination
+//! address (`sys::set_flow_labels`). Peers are addressed at
 //! their MetaRoCE port. Client and server on one host therefore need two
 //! addresses (loopback: 127.0.0.1 for the server and 127.0.0.2 for the
 //! client, the defaults). Transmit sockets are created on demand (feedback
@@ -16,7 +18,8 @@
 //! turn leave in the order the core produced them, each run of consecutive
 //! datagrams on one ev socket in one `sendmmsg` call. The TOS byte
 //! (`IP_RECVTOS`) or traffic class (`IPV6_RECVTCLASS`) of received
-//! datagrams gives the CE bit; transmit sockets mark ECT(0). The driver never sends to an address nobody asked for:
+//! datagrams gives the CE bit (and IPv6's `IPV6_FLOWINFO` the flow label
+//! `--pcap` records); transmit sockets mark ECT(0). The driver never sends to an address nobody asked for:
 //! only to the peer given on the command line, or to the source of a
 //! CONNECT the server accepted.
 
@@ -115,6 +118,21 @@ struct TxMeta {
     ev: u16,
 }
 
+/// Where a received datagram came from, kept with it through the receive
+/// impairment for `--pcap`.
+#[derive(Debug, Clone, Copy)]
+struct RxFrom {
+    from: SocketAddr,
+    /// IPv6: its flow label (0 on IPv4).
+    flow_label: u32,
+}
+
+/// The IPv6 flow label of a datagram on `ev` (spec 1: it SHOULD equal the
+/// ev, as the UDP source port derives from it).
+fn flow_label(ev: u16) -> u32 {
+    u32::from(ev)
+}
+
 /// Sockets, clock, impairment, capture and event log around an endpoint.
 pub struct Driver {
     cfg: DriverConfig,
@@ -124,7 +142,7 @@ pub struct Driver {
     epoch_ns: u64,
     pub endpoint: Endpoint,
     imp_tx: Impairer<TxMeta>,
-    imp_rx: Impairer<SocketAddr>,
+    imp_rx: Impairer<RxFrom>,
     pcap: Option<PcapSink>,
     events: Option<BufWriter<File>>,
     pub stats: DriverStats,
@@ -154,6 +172,9 @@ fn bind_udp(
     } else {
         s.set_tos_v4(2)?;
         s.set_recv_tos_v4(true)?;
+    }
+    if addr.is_ipv6() {
+        sys::set_flow_labels(s.as_raw_fd())?;
     }
     let u: UdpSocket = s.into();
     sys::force_buffers(u.as_raw_fd(), 16 << 20);
@@ -277,7 +298,7 @@ impl Driver {
         let now = self.now();
         while let Some(r) = self.imp_rx.pop_due(now) {
             self.capture_rx(now, r.meta, r.ce, &r.bytes)?;
-            let remote = SocketAddr::new(r.meta.ip(), self.cfg.peer_port);
+            let remote = SocketAddr::new(r.meta.from.ip(), self.cfg.peer_port);
             self.endpoint
                 .handle_datagram(now, remote, RxMeta { ce: r.ce }, &r.bytes);
         }
@@ -324,13 +345,7 @@ impl Driver {
     /// With receive impairment, as the impairment layer releases it (late,
     /// trimmed, CE-marked, twice, or never): the impairment stands for the
     /// network, and the capture shows what reached this host.
-    fn capture_rx(
-        &mut self,
-        now: Time,
-        from: SocketAddr,
-        ce: bool,
-        bytes: &[u8],
-    ) -> io::Result<()> {
+    fn capture_rx(&mut self, now: Time, from: RxFrom, ce: bool, bytes: &[u8]) -> io::Result<()> {
         let to = SocketAddr::new(self.cfg.bind, self.cfg.port);
         record_rx(&mut self.pcap, self.epoch_ns + now, from, to, ce, bytes)
     }
@@ -338,7 +353,10 @@ impl Driver {
     /// Datagram `i` of the receive batch: to the endpoint (and captured),
     /// or to the receive impairment.
     fn receive_one(&mut self, now: Time, i: usize) -> anyhow::Result<()> {
-        let from = self.rxb.from[i];
+        let from = RxFrom {
+            from: self.rxb.from[i],
+            flow_label: self.rxb.flow_label[i],
+        };
         let ce = self.rxb.ce[i];
         self.stats.rx_datagrams += 1;
         self.stats.rx_bytes += self.rxb.datagram(i).len() as u64;
@@ -346,7 +364,7 @@ impl Driver {
         if self.imp_rx.is_passthrough() {
             let to = SocketAddr::new(self.cfg.bind, self.cfg.port);
             record_rx(&mut self.pcap, self.epoch_ns + now, from, to, ce, bytes)?;
-            let remote = SocketAddr::new(from.ip(), self.cfg.peer_port);
+            let remote = SocketAddr::new(from.from.ip(), self.cfg.peer_port);
             self.endpoint
                 .handle_datagram(now, remote, RxMeta { ce }, bytes);
         } else {
@@ -377,7 +395,9 @@ impl Driver {
             let bytes = buf[..t.len].to_vec();
             if let Some(p) = &mut self.pcap {
                 let src = SocketAddr::new(self.cfg.bind, t.src_port);
-                p.record(self.epoch_ns + now, src, remote, t.ecn.bits(), &bytes)?;
+                let ecn = t.ecn.bits();
+                let label = flow_label(t.ev);
+                p.record(self.epoch_ns + now, src, remote, ecn, label, &bytes)?;
             }
             if self.imp_tx.is_passthrough() {
                 self.out.push((t.ev, remote, bytes));
@@ -481,7 +501,7 @@ impl Driver {
                 self.rx.as_raw_fd()
             }
         };
-        let sent = sys::send_batch(fd, msgs)?;
+        let sent = sys::send_batch(fd, msgs, flow_label(ev))?;
         self.stats.tx_syscalls += sent.calls as u64;
         self.stats.tx_too_big += sent.too_big as u64;
         self.stats.tx_datagrams += msgs.len() as u64;
@@ -568,13 +588,14 @@ impl Driver {
 fn record_rx(
     pcap: &mut Option<PcapSink>,
     ts_ns: u64,
-    from: SocketAddr,
+    from: RxFrom,
     to: SocketAddr,
     ce: bool,
     bytes: &[u8],
 ) -> io::Result<()> {
+    let ecn = if ce { 3 } else { 2 };
     match pcap {
-        Some(p) => p.record(ts_ns, from, to, if ce { 3 } else { 2 }, bytes),
+        Some(p) => p.record(ts_ns, from.from, to, ecn, from.flow_label, bytes),
         None => Ok(()),
     }
 }

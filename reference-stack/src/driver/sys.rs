@@ -1,8 +1,9 @@
 //! The only `unsafe` of the crate: batched UDP system calls (`sendmmsg`,
-//! `recvmmsg` with the IPv4 TOS or IPv6 traffic class control message for
-//! ECN), `ppoll`, path MTU discovery and the route's MTU, the interface of
-//! an address, and forced socket buffer sizes, through `libc`. IPv4 and
-//! IPv6. Each block says why it is sound.
+//! `recvmmsg` with the control messages of the IPv4 TOS or IPv6 traffic
+//! class, for ECN, and of the IPv6 flow label), `ppoll`, path MTU
+//! discovery and the route's MTU, the interface of an address, and forced
+//! socket buffer sizes, through `libc`. IPv4 and IPv6. Each block says why
+//! it is sound.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -56,6 +57,8 @@ pub struct RecvBatch {
     pub lens: Vec<usize>,
     pub from: Vec<SocketAddr>,
     pub ce: Vec<bool>,
+    /// IPv6: the datagram's flow label (0 on IPv4).
+    pub flow_label: Vec<u32>,
 }
 
 impl RecvBatch {
@@ -68,6 +71,7 @@ impl RecvBatch {
             lens: vec![0; n],
             from: vec![SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)); n],
             ce: vec![false; n],
+            flow_label: vec![0; n],
         }
     }
 
@@ -131,10 +135,13 @@ pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
         b.from[i] = unsafe { socket_addr((&raw const b.addrs[i]).cast()) }
             .unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
         let mut ce = false;
+        // The kernel leaves out a flow label of 0.
+        let mut flow_label = 0;
         // SAFETY: the control buffer was filled by the kernel for this
         // message and `msg_controllen` says how much of it is valid; the
         // CMSG_* helpers stay inside it. IP_TOS carries one byte, the IPv6
-        // traffic class an int.
+        // traffic class an int, the IPv6 flow information a big-endian
+        // 32-bit word.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&raw const h.msg_hdr);
             while !c.is_null() {
@@ -144,25 +151,36 @@ pub fn recv_batch(fd: RawFd, b: &mut RecvBatch) -> io::Result<usize> {
                 } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS {
                     let tclass = libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned();
                     ce = tclass & 3 == 3;
+                } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_FLOWINFO {
+                    let info = libc::CMSG_DATA(c).cast::<u32>().read_unaligned();
+                    flow_label = u32::from_be(info) & FLOW_LABEL_MASK;
                 }
                 c = libc::CMSG_NXTHDR(&raw const h.msg_hdr, c);
             }
         }
         b.ce[i] = ce;
+        b.flow_label[i] = flow_label;
     }
     Ok(got)
 }
 
+/// The 20 bits of an IPv6 flow label.
+const FLOW_LABEL_MASK: u32 = 0xF_FFFF;
+
 /// Sends every datagram of `msgs` (blocking socket), in `sendmmsg` calls of
-/// up to 64. Returns the number of system calls.
+/// up to 64; IPv6 datagrams leave with `flow_label` (a socket set up by
+/// [`set_flow_labels`]). Returns the number of system calls.
 #[allow(clippy::needless_range_loop)]
-pub fn send_batch(fd: RawFd, msgs: &[(SocketAddr, &[u8])]) -> io::Result<Sent> {
+pub fn send_batch(fd: RawFd, msgs: &[(SocketAddr, &[u8])], flow_label: u32) -> io::Result<Sent> {
     let mut calls = 0;
     let mut too_big = 0;
     let mut done = 0;
     while done < msgs.len() {
         let chunk = &msgs[done..(done + 64).min(msgs.len())];
-        let addrs: Vec<SockAddr> = chunk.iter().map(|(a, _)| SockAddr::from(*a)).collect();
+        let addrs: Vec<SockAddr> = chunk
+            .iter()
+            .map(|(a, _)| SockAddr::from(with_flow_label(*a, flow_label)))
+            .collect();
         let mut iovs: Vec<libc::iovec> = chunk
             .iter()
             .map(|(_, d)| libc::iovec {
@@ -277,6 +295,34 @@ fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Resul
     } else {
         Ok(v)
     }
+}
+
+/// `addr` carrying `flow_label` in its `sin6_flowinfo` (IPv6; network
+/// order, as the kernel reads the field, which std and socket2 copy as
+/// is), for a socket that sends it ([`set_flow_labels`]).
+fn with_flow_label(addr: SocketAddr, flow_label: u32) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(a) => SocketAddr::V6(SocketAddrV6::new(
+            *a.ip(),
+            a.port(),
+            (flow_label & FLOW_LABEL_MASK).to_be(),
+            a.scope_id(),
+        )),
+        v4 => v4,
+    }
+}
+
+/// An IPv6 socket's flow labels (spec 1: the flow label SHOULD equal the
+/// ev). It sends the label [`send_batch`] puts in the destination address
+/// (IPV6_FLOWINFO_SEND; Linux takes it without a lease from the flow
+/// label manager unless the namespace has exclusive leases), 0 included,
+/// not the hash Linux derives from the flow by default (IPV6_AUTOFLOWLABEL
+/// off); and it reports the label of each datagram it receives
+/// (IPV6_FLOWINFO: [`recv_batch`]).
+pub fn set_flow_labels(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_FLOWINFO_SEND, 1)?;
+    setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_AUTOFLOWLABEL, 0)?;
+    setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_FLOWINFO, 1)
 }
 
 /// Path MTU discovery: with `on`, datagrams leave with the don't-fragment
