@@ -3,8 +3,13 @@
 # benchmark's bulk capture (fixtures-generator bulk: 8-packet WRITEs over
 # 16 evs, ACKs, losses NACKed and retransmitted), the issue's budget being
 # lint <= 1.25 x report per packet:
-# - instructions per packet of each (cachegrind, both threads: the figure
-#   docs/lint.md gives; deterministic, so one run each);
+# - instructions per packet of the one-thread analysis, the `walk`
+#   example of analyzer/cli with `--engine` against `--lint` (cachegrind;
+#   exact: the same decoding and engine as report and lint, without the
+#   two threads' sharing of the decoding, which moves the next figure by
+#   about 1 % between runs);
+# - instructions per packet of `report` and `lint` themselves
+#   (cachegrind, both threads);
 # - CPU time (perf's task-clock, every thread) over ROUNDS rounds, report
 #   then lint in each round (they see the same phase of a noisy host), the
 #   median of the per-round ratios.
@@ -19,7 +24,8 @@ mkdir -p "$dir"
 for tool in valgrind perf; do
     command -v "$tool" >/dev/null || { echo "bench-lint: $tool is needed (scripts/setup.sh)" >&2; exit 1; }
 done
-cargo build --quiet --release -p metaroce-analyze --no-default-features --bin metaroce-analyze
+cargo build --quiet --release -p metaroce-analyze --no-default-features --bin metaroce-analyze \
+    --example walk
 cargo build --quiet --release -p fixtures-generator
 bin=$target/release/metaroce-analyze
 f="$dir/bench-$n.pcap"
@@ -35,10 +41,16 @@ cpu() {
     perf stat -x, -e task-clock "$@" 2>&1 >/dev/null | awk -F, '/task-clock/ { print $1 }'
 }
 
+walk=$target/release/examples/walk
+engine_ir=$(instructions "$walk" "$f" --engine)
+walk_lint_ir=$(instructions "$walk" "$f" --lint)
+awk -v r="$engine_ir" -v l="$walk_lint_ir" -v n="$n" 'BEGIN {
+    printf "instructions per packet, one thread (%d frames): analysis %.0f, with the lint %.0f, ratio %.3f\n",
+        n, r / n, l / n, l / r }'
 report_ir=$(instructions "$bin" report --json --no-progress "$f")
 lint_ir=$(instructions "$bin" lint --json --no-progress "$f")
 awk -v r="$report_ir" -v l="$lint_ir" -v n="$n" 'BEGIN {
-    printf "instructions per packet (%d frames): report %.0f, lint %.0f, lint/report %.3f\n",
+    printf "instructions per packet, two threads (%d frames): report %.0f, lint %.0f, lint/report %.3f\n",
         n, r / n, l / n, l / r }'
 
 ratios=()

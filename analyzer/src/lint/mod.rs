@@ -44,7 +44,8 @@
 //!    `check_rocev2`).
 //! 2. In this file: `mod <family>;`, the family's `RULES` appended to
 //!    [`FAMILIES`], its states added to [`LintState`] / [`DirLint`], and
-//!    its check called from [`LintState::metaroce`] or
+//!    its check called from [`LintState::check_metaroce`] (and its
+//!    common DATA packet from [`LintState::plain_data`]) or
 //!    [`LintState::rocev2`] (a rule judged on what never came, from
 //!    [`LintState::finish`], when the capture ends: its finding marks no
 //!    packet's verdict).
@@ -55,9 +56,15 @@
 //!
 //! Per-packet cost matters: a check reads the observation and the state it
 //! keeps, and records a finding only when a rule is broken (a `Copy`
-//! struct, no `String`). Memory is bounded by the flows: per-direction state
-//! lives in [`DirLint`] (made only when the lint is on), per-engine maps are
-//! capped like the engine's.
+//! struct, no `String`). Most packets are DATA that no family has anything
+//! to say about: each family defines its common packet once (a `quiet`,
+//! `breaks_alone` or `plain_data` predicate, and what such a packet
+//! changes), and [`LintState::metaroce`] tests them all before it makes a
+//! check context; a family whose common case a new rule changes must keep
+//! its predicate in step (its violating cases in the test table catch a
+//! predicate that lets a broken packet through). Memory is bounded by the
+//! flows: per-direction state lives in [`DirLint`] (made only when the
+//! lint is on), per-engine maps are capped like the engine's.
 
 mod connection;
 mod finding;
