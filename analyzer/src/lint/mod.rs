@@ -237,7 +237,7 @@ impl HostGuess {
 
     /// A MetaRoCE packet's capture time and tx_ts, from a source that is
     /// the candidates `sources` ([`HostGuess::direction`]).
-    #[inline]
+    #[inline(always)]
     pub fn timestamps(&mut self, sources: [bool; 2], ts_ns: u64, tx_ts: u32) {
         for (&source, spread) in sources.iter().zip(self.spread.iter_mut()) {
             if source {

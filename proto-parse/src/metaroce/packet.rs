@@ -385,15 +385,34 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// [`Packet::warning_flags_in`] given the layout's `fixed_len` alone.
+    /// A DATA packet without a warning, the common packet, is told inline
+    /// from the four places a DATA warning can be (the reserved bits of
+    /// flags and of tx_attempt's byte, DATA byte 25, header padding
+    /// without flags.EXT); any other packet is read in full.
     #[inline]
     pub fn warning_flags_fixed_len(&self, fixed_len: usize) -> WarningFlags {
+        let buf = self.buf();
+        if let (Some(&ver_type), Some(&flags), Some(&tx_attempt), Some(&reserved)) = (
+            buf.get(field::VER_TYPE),
+            buf.get(field::FLAGS),
+            buf.get(field::TX_ATTEMPT),
+            buf.get(field::DATA_RESERVED),
+        ) && PacketType::from(ver_type & 0x0F) == PacketType::Data
+            && flags & Flags::RESERVED == 0
+            && tx_attempt & 0x0F == 0
+            && reserved == 0
+            && (flags & Flags::EXT.bits() != 0 || self.header_len() <= fixed_len)
+        {
+            return WarningFlags::empty();
+        }
         self.warning_flags_fixed(Some(fixed_len))
     }
 
     /// The warnings, given the fixed header length (`None`: the header is
     /// malformed there). The type is looked at once; each field is read
     /// only when the packet holds it, as its view would.
-    fn warning_flags_fixed(&self, fixed: Option<usize>) -> WarningFlags {
+    #[inline(never)]
+    pub(super) fn warning_flags_fixed(&self, fixed: Option<usize>) -> WarningFlags {
         let buf = self.buf();
         let mut found = WarningFlags::empty();
         if buf.len() < field::BASE_LEN {

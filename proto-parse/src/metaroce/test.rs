@@ -719,6 +719,32 @@ fn reserved_bits_are_warnings() {
     }
 }
 
+/// `warning_flags_in`'s inline shortcut for a DATA packet without a
+/// warning agrees with the full read for every value of each byte a DATA
+/// warning can be in, and on every fixture.
+#[test]
+fn the_data_shortcut_agrees_with_the_full_warning_read() {
+    for fixture in all_fixtures() {
+        let packet = Packet::new_checked(fixture).unwrap();
+        let layout = packet.layout(fixture.len()).unwrap();
+        if packet.packet_type() != PacketType::Data {
+            continue;
+        }
+        for at in [1, 2, 3, 25] {
+            for value in 0..=255u8 {
+                let mut bytes = fixture.to_vec();
+                bytes[at] = value;
+                let changed = Packet::new_unchecked(&bytes[..]);
+                assert_eq!(
+                    changed.warning_flags_in(&layout),
+                    changed.warning_flags_fixed(Some(layout.fixed_len)),
+                    "byte {at} = {value:#04x} of {fixture:02x?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn padding_tlv_ends_the_walk() {
     let mut padded = SEND_TLVS;
