@@ -13,7 +13,11 @@
 # - CPU time (perf's task-clock, every thread) over ROUNDS rounds, report
 #   then lint in each round (they see the same phase of a noisy host), the
 #   median of the per-round ratios.
-# Usage: scripts/bench-lint.sh [FRAMES]   (default 1000000; ROUNDS=5)
+# The bulk capture's connections start mid-stream, so the rules that need
+# a captured handshake are not judged; HANDSHAKE=1 measures a capture whose
+# connections open with CONNECT and ACCEPT (`bulk --handshake`: FRAMES
+# DATA and feedback frames plus 2 CTRL frames per connection), where they are.
+# Usage: [HANDSHAKE=1] scripts/bench-lint.sh [FRAMES]   (default 1000000; ROUNDS=5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000000}
@@ -28,8 +32,14 @@ cargo build --quiet --release -p metaroce-analyze --no-default-features --bin me
     --example walk
 cargo build --quiet --release -p fixtures-generator
 bin=$target/release/metaroce-analyze
-f="$dir/bench-$n.pcap"
-[ -s "$f" ] || "$target/release/fixtures-generator" bulk "$f" "$n" >&2
+if [ "${HANDSHAKE:-0}" = 1 ]; then
+    f="$dir/bench-hs-$n.pcap"
+    [ -s "$f" ] || "$target/release/fixtures-generator" bulk "$f" "$n" --handshake >&2
+else
+    f="$dir/bench-$n.pcap"
+    [ -s "$f" ] || "$target/release/fixtures-generator" bulk "$f" "$n" >&2
+fi
+echo "capture: $f"
 
 # Instructions of "$@" (stdout discarded).
 instructions() {
