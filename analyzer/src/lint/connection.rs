@@ -199,6 +199,42 @@ pub(super) struct DirState {
     peer: Option<Endpoint>,
     /// A DATA of this direction was seen (MR-CONN-009 judges the first).
     data_seen: bool,
+    /// What the direction's packets are judged against when they break no
+    /// connection rule, worked out by the full check at the copy's epoch
+    /// ([`State::steady`]); `None`: its packets take the full check.
+    steady: Option<Steady>,
+}
+
+/// The connection rules of a direction whose packets all pass them but
+/// for a per-packet compare: its ids are right (MR-CONN-002, 004: the ids
+/// are part of the direction), and for DATA its handshake is done, its
+/// sender sent no CLOSE and its first DATA was seen (MR-CONN-005, 006,
+/// 009), so only MR-CONN-008's PSN is left to compare.
+#[derive(Debug, Clone, Copy)]
+enum Steady {
+    /// No CTRL of the sender captured: nothing announced, nothing else to
+    /// judge.
+    Unannounced,
+    Announced {
+        announced: Announced,
+        /// The sender's init_psn (MR-CONN-008).
+        init_psn: u32,
+        /// A DATA needs nothing but the PSN compare; otherwise it takes
+        /// the full check.
+        data: bool,
+    },
+}
+
+/// What the connection rules say of a packet without their full check
+/// ([`State::steady`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Passes {
+    /// No saying: the full check ([`State::on_packet`]).
+    FullCheck,
+    /// No rule broken, nothing announced to judge the packet against.
+    Unannounced,
+    /// No rule broken; the packet rules judge it against this.
+    Announced(Announced),
 }
 
 impl State {
@@ -213,21 +249,33 @@ impl State {
         mr: &MrObs,
         dir: &mut DirState,
     ) -> Announced {
-        if self.quiet(mr, dir) {
-            return Announced::default();
+        match self.steady(mr, dir) {
+            Passes::Unannounced => Announced::default(),
+            Passes::Announced(announced) => announced,
+            Passes::FullCheck => self.on_packet_slow(ctx, mr, dir),
         }
-        self.on_packet_slow(ctx, mr, dir)
     }
 
-    /// Whether a packet has no connection rule to judge and nothing
-    /// announced to be judged against: [`State::on_packet`]'s short path,
-    /// also read by the lint's fast path (`LintState::metaroce`).
+    /// Whether a packet breaks no connection rule and changes nothing
+    /// here, told without the full check: a packet other than CTRL of a
+    /// direction whose copy is current and [`Steady`], a DATA at or above
+    /// its sender's init_psn. [`State::on_packet`]'s short path, also read
+    /// by the lint's fast path (`LintState::metaroce`).
     #[inline(always)]
-    pub(super) fn quiet(&self, mr: &MrObs, dir: &DirState) -> bool {
-        dir.epoch == self.epoch
-            && dir.own.is_none()
-            && mr.dst_conn != 0
-            && !matches!(mr.body, MrBody::Ctrl(_))
+    pub(super) fn steady(&self, mr: &MrObs, dir: &DirState) -> Passes {
+        match dir.steady {
+            _ if dir.epoch != self.epoch || matches!(mr.body, MrBody::Ctrl(_)) => Passes::FullCheck,
+            None => Passes::FullCheck,
+            Some(Steady::Unannounced) => Passes::Unannounced,
+            Some(Steady::Announced {
+                announced,
+                init_psn,
+                data,
+            }) => match &mr.body {
+                MrBody::Data(_) if !data || psn_lt(mr.psn, init_psn) => Passes::FullCheck,
+                _ => Passes::Announced(announced),
+            },
+        }
     }
 
     #[inline(never)]
@@ -247,13 +295,14 @@ impl State {
                 .and_then(|p| self.endpoints.get(&p).copied());
         }
         let Some(own) = dir.own else {
+            // No CTRL of the sender captured: only the ids to check.
+            dir.steady = (mr.dst_conn != 0).then_some(Steady::Unannounced);
             return Announced::default();
         };
-        if let Some((peer_ip, peer_conn)) = own.peer
-            && peer_ip == obs.dst
-            && mr.dst_conn != peer_conn
-            && mr.dst_conn != 0
-        {
+        let wrong_peer = own.peer.is_some_and(|(peer_ip, peer_conn)| {
+            peer_ip == obs.dst && mr.dst_conn != peer_conn && mr.dst_conn != 0
+        });
+        if wrong_peer && let Some((_, peer_conn)) = own.peer {
             ctx.report(
                 IDS_AFTER_HANDSHAKE,
                 Evidence::new(mr.dst_conn, peer_conn).related(Some(own.frame)),
@@ -290,14 +339,20 @@ impl State {
                 }
             }
         }
-        Announced {
+        let announced = Announced {
             crc: dir.peer.map(|peer| {
                 Features::from_bits_retain(own.features & peer.features).contains(Features::CRC)
             }),
             mtu: Some(own.mtu),
             path_seq: Features::from_bits_retain(own.features).contains(Features::PATH_SEQ),
             frame: Some(own.frame),
-        }
+        };
+        dir.steady = (mr.dst_conn != 0 && !wrong_peer).then_some(Steady::Announced {
+            announced,
+            init_psn: own.init_psn,
+            data: (!own.initiator || own.peer.is_some()) && own.closed.is_none() && dir.data_seen,
+        });
+        announced
     }
 
     fn on_ctrl(&mut self, ctx: &mut Ctx<'_>, mr: &MrObs, c: &CtrlObs) {

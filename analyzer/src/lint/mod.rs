@@ -57,7 +57,7 @@
 //! Per-packet cost matters: a check reads the observation and the state it
 //! keeps, and records a finding only when a rule is broken (a `Copy`
 //! struct, no `String`). Most packets are DATA that no family has anything
-//! to say about: each family defines its common packet once (a `quiet`,
+//! to say about: each family defines its common packet once (a `steady`,
 //! `breaks_alone` or `plain_data` predicate, and what such a packet
 //! changes), and [`LintState::metaroce`] tests them all before it makes a
 //! check context; a family whose common case a new rule changes must keep
@@ -77,6 +77,7 @@ mod timings;
 
 use std::net::IpAddr;
 
+use connection::Passes;
 pub use finding::{Conn, Finding};
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 pub use timings::LintTimings;
@@ -703,7 +704,7 @@ impl LintState {
     }
 
     /// A DATA packet that is common for every family (the connection's
-    /// [`connection::State::quiet`], no packet rule broken, the sender's
+    /// [`connection::State::steady`], no packet rule broken, the sender's
     /// and the receiver's `plain_data`): recorded as those say, and
     /// `true`. Otherwise `false`, and nothing changed. A direction's first
     /// packet is never plain: it decides the direction's side and host
@@ -731,7 +732,12 @@ impl LintState {
         let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
         let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
         let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
-        let plain = self.connection.quiet(mr, &lint.connection)
+        let connection = match self.connection.steady(mr, &lint.connection) {
+            Passes::FullCheck => return false,
+            Passes::Unannounced => true,
+            Passes::Announced(announced) => !packet::breaks_announced(mr, announced),
+        };
+        let plain = connection
             && !packet::breaks_alone(obs, mr)
             && (!sender || sender::plain_data(&lint.sender, obs, mr, v, own_dir))
             && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));

@@ -196,33 +196,65 @@ pub(super) fn check_metaroce(
     if breaks_alone(ctx.obs, mr) {
         report_alone(ctx, mr);
     }
-    if let Some(crc) = announced.crc
-        && !matches!(mr.body, MrBody::Ctrl(_))
-        && mr.flags.contains(Flags::CRC) != crc
-    {
+    if breaks_announced(mr, announced) {
+        report_announced(ctx, mr, announced);
+    }
+}
+
+/// Whether a packet breaks a rule against what its connection's CTRL
+/// packets announced ([`report_announced`] says which): the lint's fast
+/// path asks this as it asks [`breaks_alone`].
+#[inline(always)]
+pub(super) fn breaks_announced(mr: &MrObs, announced: Announced) -> bool {
+    crc_not_negotiated(mr, announced).is_some()
+        || above_mtu(mr, announced).is_some()
+        || path_seq_unused(mr, announced)
+}
+
+/// Reports the rules a packet breaks against what its connection
+/// announced ([`breaks_announced`]), with their evidence.
+#[cold]
+#[inline(never)]
+fn report_announced(ctx: &mut Ctx<'_>, mr: &MrObs, announced: Announced) {
+    if let Some(crc) = crc_not_negotiated(mr, announced) {
         ctx.report(
             CRC_NEGOTIATED,
             Evidence::new(mr.flags.contains(Flags::CRC), crc).related(announced.frame),
         );
     }
-    let path_seq_used = match &mr.body {
-        MrBody::Data(d) => {
-            if let Some(mtu) = announced.mtu
-                && d.payload_len > mtu
-            {
-                ctx.report(
-                    MTU,
-                    Evidence::new(d.payload_len, mtu).related(announced.frame),
-                );
-            }
-            true
-        }
-        MrBody::Feedback(_) | MrBody::Probe => true,
-        MrBody::Ctrl(_) | MrBody::Other | MrBody::Malformed => false,
-    };
-    if path_seq_used && announced.path_seq && mr.path_seq == 0 {
+    if let Some((len, mtu)) = above_mtu(mr, announced) {
+        ctx.report(MTU, Evidence::new(len, mtu).related(announced.frame));
+    }
+    if path_seq_unused(mr, announced) {
         ctx.report(PATH_SEQ_USED, Evidence::default().ev(mr.ev));
     }
+}
+
+/// MR-PKT-007: the CRC flag of a packet other than CTRL against what both
+/// ends announced (the negotiated value, when they differ).
+fn crc_not_negotiated(mr: &MrObs, announced: Announced) -> Option<bool> {
+    announced
+        .crc
+        .filter(|&crc| !matches!(mr.body, MrBody::Ctrl(_)) && mr.flags.contains(Flags::CRC) != crc)
+}
+
+/// MR-PKT-008: a DATA payload longer than its sender's mtu (the length
+/// and the mtu, when it is).
+fn above_mtu(mr: &MrObs, announced: Announced) -> Option<(u16, u16)> {
+    match (&mr.body, announced.mtu) {
+        (MrBody::Data(d), Some(mtu)) if d.payload_len > mtu => Some((d.payload_len, mtu)),
+        _ => None,
+    }
+}
+
+/// MR-PKT-010: path_seq 0 on a packet that numbers its path once the
+/// sender announced the feature.
+fn path_seq_unused(mr: &MrObs, announced: Announced) -> bool {
+    let numbered = matches!(
+        mr.body,
+        MrBody::Data(_) | MrBody::Feedback(_) | MrBody::Probe
+    );
+    numbered && announced.path_seq && mr.path_seq == 0
 }
 
 /// Whether a packet breaks a rule of its own, whatever its connection
