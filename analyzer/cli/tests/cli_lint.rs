@@ -28,6 +28,29 @@ fn text(out: &Output) -> String {
 }
 
 /// The MetaRoCE frames of `malformed.expected.jsonl` that `pick` takes.
+/// The findings (frame, evidence) of `rule`, a warning, that `lint --json
+/// ARGS.. EXTRA..` prints; it must exit 0 (no error finding).
+fn warning_findings(args: &[&str], extra: &[&str], rule: &str) -> Vec<(u64, String)> {
+    let mut all = args.to_vec();
+    all.extend_from_slice(extra);
+    let out = run(&all);
+    assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", text(&out));
+    text(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["rule"] == rule)
+        .map(|v| (v["frame"].as_u64().unwrap(), v["evidence"].to_string()))
+        .collect()
+}
+
+/// The frames of [`warning_findings`].
+fn warning_frames(args: &[&str], extra: &[&str], rule: &str) -> Vec<u64> {
+    warning_findings(args, extra, rule)
+        .into_iter()
+        .map(|(frame, _)| frame)
+        .collect()
+}
+
 fn expected_frames(pick: fn(&Value) -> bool) -> Vec<u64> {
     std::fs::read_to_string(fixture("malformed.expected.jsonl"))
         .unwrap()
@@ -275,19 +298,8 @@ fn cnp_interval_sets_rc_cnp_001s_interval_and_0_turns_it_off() {
     let path = dir.path().join("cnps.pcap");
     // CNPs 20 us, then 100 us apart (frames 2, 3 and 4).
     rocev2_cnps(&path, &[10, 30, 130]);
-    let frames = |extra: &[&str]| -> Vec<u64> {
-        let mut args = vec!["--json", path.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let out = run(&args);
-        // RC-CNP-001 is a warning: exit 0.
-        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", text(&out));
-        text(&out)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|v| v["rule"] == "RC-CNP-001")
-            .map(|v| v["frame"].as_u64().unwrap())
-            .collect()
-    };
+    let frames =
+        |extra: &[&str]| warning_frames(&["--json", path.to_str().unwrap()], extra, "RC-CNP-001");
     assert_eq!(frames(&[]), [3], "the default interval, 50 us");
     assert_eq!(frames(&["--cnp-interval", "10us"]), Vec::<u64>::new());
     assert_eq!(frames(&["--cnp-interval", "1ms"]), [3, 4]);
@@ -380,22 +392,8 @@ fn ack_delay_sets_mr_rcv_008s_bound() {
     let path = dir.path().join("late-ack.pcap");
     // The ACK 2 ms after the AR packet.
     metaroce_late_ack(&path, 2_000_000);
-    let findings = |extra: &[&str]| -> Vec<(u64, String)> {
-        let mut args = vec!["--json", "--vantage", "10.9.0.2", path.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let out = run(&args);
-        // MR-RCV-008 is a warning: exit 0.
-        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", text(&out));
-        text(&out)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .map(|v| {
-                let rule = v["rule"].as_str().unwrap().to_string();
-                assert_eq!(rule, "MR-RCV-008", "{v}");
-                (v["frame"].as_u64().unwrap(), v["evidence"].to_string())
-            })
-            .collect()
-    };
+    let args = ["--json", "--vantage", "10.9.0.2", path.to_str().unwrap()];
+    let findings = |extra: &[&str]| warning_findings(&args, extra, "MR-RCV-008");
     let default = findings(&[]);
     assert_eq!(default.len(), 1, "{default:?}");
     assert_eq!(default[0].0, 2, "the default ack delay, 1 ms");
@@ -464,19 +462,8 @@ fn an_unanswered_close_is_reported_and_close_wait_sets_its_bound() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("close.pcap");
     metaroce_unanswered_close(&path, 20_000_000);
-    let frames = |extra: &[&str]| -> Vec<u64> {
-        let mut args = vec!["--json", path.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let out = run(&args);
-        // MR-CONN-010 is a warning: exit 0.
-        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", text(&out));
-        text(&out)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|v| v["rule"] == "MR-CONN-010")
-            .map(|v| v["frame"].as_u64().unwrap())
-            .collect()
-    };
+    let frames =
+        |extra: &[&str]| warning_frames(&["--json", path.to_str().unwrap()], extra, "MR-CONN-010");
     assert_eq!(frames(&[]), [1], "the default close wait, 10 ms");
     assert_eq!(frames(&["--close-wait", "30ms"]), Vec::<u64>::new());
 }

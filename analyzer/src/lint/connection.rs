@@ -228,13 +228,13 @@ enum Steady {
 /// What the connection rules say of a packet without their full check
 /// ([`State::steady`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Passes {
+pub(super) enum Passes<'a> {
     /// No saying: the full check ([`State::on_packet`]).
     FullCheck,
     /// No rule broken, nothing announced to judge the packet against.
     Unannounced,
     /// No rule broken; the packet rules judge it against this.
-    Announced(Announced),
+    Announced(&'a Announced),
 }
 
 impl State {
@@ -251,7 +251,7 @@ impl State {
     ) -> Announced {
         match self.steady(mr, dir) {
             Passes::Unannounced => Announced::default(),
-            Passes::Announced(announced) => announced,
+            Passes::Announced(announced) => *announced,
             Passes::FullCheck => self.on_packet_slow(ctx, mr, dir),
         }
     }
@@ -262,8 +262,8 @@ impl State {
     /// its sender's init_psn. [`State::on_packet`]'s short path, also read
     /// by the lint's fast path (`LintState::metaroce`).
     #[inline(always)]
-    pub(super) fn steady(&self, mr: &MrObs, dir: &DirState) -> Passes {
-        match dir.steady {
+    pub(super) fn steady<'a>(&self, mr: &MrObs, dir: &'a DirState) -> Passes<'a> {
+        match &dir.steady {
             _ if dir.epoch != self.epoch || matches!(mr.body, MrBody::Ctrl(_)) => Passes::FullCheck,
             None => Passes::FullCheck,
             Some(Steady::Unannounced) => Passes::Unannounced,
@@ -272,7 +272,7 @@ impl State {
                 init_psn,
                 data,
             }) => match &mr.body {
-                MrBody::Data(_) if !data || psn_lt(mr.psn, init_psn) => Passes::FullCheck,
+                MrBody::Data(_) if !data || psn_lt(mr.psn, *init_psn) => Passes::FullCheck,
                 _ => Passes::Announced(announced),
             },
         }

@@ -735,7 +735,7 @@ impl LintState {
         let connection = match self.connection.steady(mr, &lint.connection) {
             Passes::FullCheck => return false,
             Passes::Unannounced => true,
-            Passes::Announced(announced) => !packet::breaks_announced(mr, announced),
+            Passes::Announced(announced) => !packet::breaks_announced(mr, *announced),
         };
         let plain = connection
             && !packet::breaks_alone(obs, mr)

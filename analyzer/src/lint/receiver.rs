@@ -197,7 +197,7 @@ impl Received {
         (word, 1 << (psn % 64))
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, psn: u32) {
         if let Some(base) = self.base
             && psn.wrapping_sub(base) < RECEIVED_BITS
