@@ -381,6 +381,10 @@ fn write_text(
     for (result, report) in results.iter().zip(reports) {
         let host = match report.host {
             Some(h) => format!("captured on {h}"),
+            None if several => {
+                "capture point unknown: only rules of vantage either and two-capture judged"
+                    .to_string()
+            }
             None => "capture point unknown: only rules of vantage either judged".to_string(),
         };
         writeln!(out, "{}: {host}", result.path.display())?;
@@ -460,8 +464,9 @@ fn xml_escape(s: &str) -> String {
 /// The JUnit report: one test case per rule of the registry. A rule with
 /// error-severity findings fails (`<failure>`, its first findings'
 /// evidence in the body); a rule with warnings passes and lists them in
-/// `<system-out>`; an allowed rule, or a side-specific one the capture
-/// point could not judge, is `<skipped>`.
+/// `<system-out>`; an allowed rule, a side-specific one the capture
+/// point could not judge, or a two-capture one on a single capture, is
+/// `<skipped>`.
 fn write_junit(
     path: &Path,
     summaries: &BTreeMap<RuleId, RuleSummary<'_>>,
@@ -479,7 +484,11 @@ fn write_junit(
             xml_escape(&class),
             xml_escape(rule.id)
         ));
-        let side_specific = !matches!(rule.vantage, lint::Vantage::Either);
+        let side_specific = matches!(
+            rule.vantage,
+            lint::Vantage::Sender | lint::Vantage::Receiver
+        );
+        let two_capture = rule.vantage == lint::Vantage::TwoCapture;
         match (summaries.get(&id), config.severity(id)) {
             (_, None) => {
                 skipped += 1;
@@ -520,6 +529,12 @@ fn write_junit(
                         xml_escape(&body)
                     ));
                 }
+            }
+            (None, Some(_)) if two_capture && reports.len() < 2 => {
+                skipped += 1;
+                cases.push_str(
+                    "      <skipped message=\"not judged: a two-capture rule needs two captures of the traffic\"/>\n",
+                );
             }
             (None, Some(_)) if side_specific && !judged_everywhere => {
                 skipped += 1;

@@ -783,10 +783,19 @@ fn analyze_many<S: Sink + ?Sized>(
                     if let Some(engine) = multi.engine(i) {
                         sink.flow_state(i, &obs, &v, engine);
                     }
-                    if !v.lint.is_empty()
+                    // A transmission matched in another capture may give
+                    // a finding (two-capture rules) in either capture,
+                    // on a frame ingested earlier.
+                    let matched = multi.matched_capture();
+                    if (!v.lint.is_empty() || matched.is_some())
                         && let Some(engine) = multi.engine_mut(i)
                     {
                         hand_over_findings(engine, i, sink);
+                    }
+                    if let Some(m) = matched
+                        && let Some(engine) = multi.engine_mut(m)
+                    {
+                        hand_over_findings(engine, m, sink);
                     }
                 }
                 None => multi.ingest_other(i, item.ts_ns()),

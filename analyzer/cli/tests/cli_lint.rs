@@ -467,3 +467,112 @@ fn an_unanswered_close_is_reported_and_close_wait_sets_its_bound() {
     assert_eq!(frames(&[]), [1], "the default close wait, 10 ms");
     assert_eq!(frames(&["--close-wait", "30ms"]), Vec::<u64>::new());
 }
+
+/// The same three one-packet WRITEs from A to B captured at two points:
+/// `ecns` the IP ECN codepoint of each copy, `delay_ns` the capture time
+/// after A's first (frames 1 to 3, 10 us apart).
+fn metaroce_writes(path: &Path, ecns: [u8; 3], delay_ns: u64) {
+    use proto_parse::build::UdpFrameBuilder;
+    use proto_parse::capture::PcapWriter;
+    use proto_parse::metaroce::{Body, DEFAULT_PORT, DataRepr, Flags, Op, Repr, udp_source_port};
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    let a = Ipv4Addr::new(10, 9, 0, 1);
+    let b = Ipv4Addr::new(10, 9, 0, 2);
+    let start_ns: u64 = 1_764_000_000_000_000_000;
+    let payload = [0x5Au8; 256];
+    let mut w = PcapWriter::create(path).unwrap();
+    for (i, ecn) in ecns.into_iter().enumerate() {
+        let sent_ns = start_ns + i as u64 * 10_000;
+        let data = Repr {
+            flags: Flags::SOM | Flags::EOM,
+            tx_attempt: 0,
+            ev: 0,
+            path_seq: 1 + i as u16,
+            dst_conn: 0x200,
+            src_conn: 0x100,
+            psn: 1000 + i as u32,
+            tx_ts: sent_ns as u32,
+            body: Body::Data(DataRepr {
+                op: Op::Write {
+                    remote_va: 0x10_0000,
+                    rkey: 0x42,
+                },
+                payload_len: payload.len() as u16,
+                msg_id: 1 + i as u32,
+                msg_offset: 0,
+                msg_len: payload.len() as u32,
+            }),
+            tlvs: Vec::new(),
+            payload: &payload,
+            crc: true,
+        };
+        let frame = UdpFrameBuilder::new(
+            SocketAddr::from((a, udp_source_port(0))),
+            SocketAddr::from((b, DEFAULT_PORT)),
+        )
+        .with_ecn(ecn)
+        .build(&data.to_vec());
+        w.write_frame(sent_ns + delay_ns, &frame).unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// MR-NET-001 (two-capture): a copy cleared to Not-ECT between the
+/// capture points is reported on its frame, in its capture, with the
+/// other capture's frame; a CE mark is not; one capture never reports it.
+#[test]
+fn an_ecn_field_cleared_between_two_captures_is_reported_in_the_downstream_capture() {
+    use proto_parse::build::{ECN_CE, ECN_ECT0, ECN_NOT_ECT};
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = dir.path().join("upstream.pcap");
+    let downstream = dir.path().join("downstream.pcap");
+    metaroce_writes(&upstream, [ECN_ECT0; 3], 0);
+    metaroce_writes(&downstream, [ECN_ECT0, ECN_NOT_ECT, ECN_CE], 5_000);
+    let (up, down) = (upstream.to_str().unwrap(), downstream.to_str().unwrap());
+    let out = run(&["--json", up, down]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let found: Vec<Value> = text(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["rule"] == "MR-NET-001")
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let f = &found[0];
+    assert_eq!(f["capture"], "downstream");
+    assert_eq!(f["frame"], 2);
+    assert_eq!(f["related_frame"], 2);
+    assert_eq!(f["severity"], "warning");
+    assert_eq!(f["connection"], "10.9.0.1:256 -> 10.9.0.2:512");
+    let evidence = f["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("codepoint 0 (0 Not-ECT) where frame 2 of another capture")
+            && evidence.contains("carries 2"),
+        "{evidence}"
+    );
+    // Either order of the files: the finding stays on the Not-ECT copy.
+    let swapped = warning_findings(&["--json", down, up], &[], "MR-NET-001");
+    assert_eq!(swapped.len(), 1, "{swapped:?}");
+    assert_eq!(swapped[0].0, 2);
+    // The text output lists it with its capture.
+    let out = run(&[up, down]);
+    let stdout = text(&out);
+    assert!(stdout.contains("MR-NET-001"), "{stdout}");
+    // One capture alone cannot judge it; JUnit says so.
+    let junit = dir.path().join("junit.xml");
+    let alone = warning_frames(
+        &["--json", down, "--junit", junit.to_str().unwrap()],
+        &[],
+        "MR-NET-001",
+    );
+    assert_eq!(alone, Vec::<u64>::new());
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let case = xml
+        .split("<testcase ")
+        .find(|c| c.contains("name=\"MR-NET-001\""))
+        .expect("a test case for MR-NET-001");
+    assert!(
+        case.contains("<skipped message=\"not judged: a two-capture rule"),
+        "{case}"
+    );
+}

@@ -12,6 +12,9 @@
 //!
 //! Feed the captures merged by timestamp (a k-way merge on the raw capture
 //! times): the matcher only keeps `window_ns` of unmatched transmissions.
+//! With the lint on, [`MultiEngine`] hands each match to both captures'
+//! engines, whose rules of vantage two-capture compare the two copies
+//! (`lint::network`).
 //!
 //! Clock offset of capture b relative to a: for a direction D whose packets
 //! reach a first, `ts_b - ts_a = owd + offset`; for its reverse R,
@@ -85,10 +88,66 @@ struct TxKey {
     path_seq: u16,
 }
 
+/// An unmatched transmission's copy, kept until its match or the end of
+/// the window: 16 bytes, as one is kept per unmatched transmission.
 #[derive(Debug, Clone, Copy)]
 struct Sighting {
-    capture: u8,
     ts: u64,
+    /// The frame number (low 48 bits), the capture (8 bits) and the IP
+    /// ECN codepoint (8 bits): [`Sighting::copy`] unpacks them.
+    packed: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Sighting>() == 16);
+
+impl Sighting {
+    const FRAME_BITS: u32 = 48;
+
+    fn new(capture: u8, obs: &Observation) -> Sighting {
+        let frame = obs.frame & ((1 << Self::FRAME_BITS) - 1);
+        Sighting {
+            ts: obs.ts_ns,
+            packed: frame | u64::from(capture) << Self::FRAME_BITS | u64::from(obs.ecn) << 56,
+        }
+    }
+
+    fn capture(&self) -> u8 {
+        (self.packed >> Self::FRAME_BITS) as u8
+    }
+
+    fn copy(&self) -> CaptureCopy {
+        CaptureCopy {
+            capture: self.capture(),
+            frame: self.packed & ((1 << Self::FRAME_BITS) - 1),
+            ts_ns: self.ts,
+            ecn: (self.packed >> 56) as u8,
+        }
+    }
+}
+
+/// One capture's copy of a transmission that [`CrossCapture::observe`]
+/// matched with a copy in another capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureCopy {
+    /// The capture (0-based).
+    pub capture: u8,
+    /// Its frame number in that capture.
+    pub frame: u64,
+    pub ts_ns: u64,
+    /// The IP ECN codepoint it was captured with.
+    pub ecn: u8,
+}
+
+impl CaptureCopy {
+    /// `obs`, captured in `capture`.
+    pub fn of(capture: u8, obs: &Observation) -> CaptureCopy {
+        CaptureCopy {
+            capture,
+            frame: obs.frame,
+            ts_ns: obs.ts_ns,
+            ecn: obs.ecn,
+        }
+    }
 }
 
 /// Time differences `ts_b - ts_a` of one direction and ev between captures
@@ -226,15 +285,18 @@ impl CrossCapture {
         self.newest = self.newest.max(ts_ns);
     }
 
-    pub fn observe(&mut self, capture: u8, obs: &Observation) {
+    /// One packet of capture `capture`. When it is the copy of a
+    /// transmission already seen in another capture and not yet matched,
+    /// the two are matched and that other copy is returned.
+    pub fn observe(&mut self, capture: u8, obs: &Observation) -> Option<CaptureCopy> {
         self.tick(capture, obs.ts_ns);
         if obs.malformed {
-            return;
+            return None;
         }
         let (dir, key) = match &obs.kind {
             ObsKind::MetaRoce(mr) => {
                 if matches!(mr.body, MrBody::Ctrl(_) | MrBody::Malformed) {
-                    return;
+                    return None;
                 }
                 let dir = DirKey {
                     src: obs.src,
@@ -258,7 +320,7 @@ impl CrossCapture {
             ObsKind::RoceV2(r) => {
                 // CNPs carry no PSN of their own.
                 if r.opcode.service() == Service::Cnp {
-                    return;
+                    return None;
                 }
                 let dir = DirKey {
                     src: obs.src,
@@ -282,12 +344,13 @@ impl CrossCapture {
         };
         self.expire();
         match self.pending.get(&key).copied() {
-            Some(seen) if seen.capture != capture => {
+            Some(seen) if seen.capture() != capture => {
                 self.pending.remove(&key);
-                let (a, b, delta) = if seen.capture < capture {
-                    (seen.capture, capture, obs.ts_ns as i128 - seen.ts as i128)
+                let seen_capture = seen.capture();
+                let (a, b, delta) = if seen_capture < capture {
+                    (seen_capture, capture, obs.ts_ns as i128 - seen.ts as i128)
                 } else {
-                    (capture, seen.capture, seen.ts as i128 - obs.ts_ns as i128)
+                    (capture, seen_capture, seen.ts as i128 - obs.ts_ns as i128)
                 };
                 let delta = delta.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
                 let r = self.next_rand();
@@ -317,11 +380,12 @@ impl CrossCapture {
                         d.samples[j] = delta;
                     }
                 }
+                Some(seen.copy())
             }
             // A MetaRoCE copy in the same capture is a duplicate: the first
             // sighting stands. A RoCEv2 one is a retransmission: it
             // replaces the first, which was not seen downstream.
-            Some(_) if !key.flow.rocev2 => {}
+            Some(_) if !key.flow.rocev2 => None,
             seen => {
                 if seen.is_some() {
                     self.drop_pending(&key);
@@ -331,14 +395,9 @@ impl CrossCapture {
                 {
                     self.drop_sighting(&old, ts);
                 }
-                self.pending.insert(
-                    key,
-                    Sighting {
-                        capture,
-                        ts: obs.ts_ns,
-                    },
-                );
+                self.pending.insert(key, Sighting::new(capture, obs));
                 self.order.push_back((key, obs.ts_ns));
+                None
             }
         }
     }
@@ -371,12 +430,12 @@ impl CrossCapture {
             .first_ts
             .iter()
             .enumerate()
-            .filter(|(c, _)| *c != usize::from(seen.capture))
+            .filter(|(c, _)| *c != usize::from(seen.capture()))
             .all(|(_, f)| f.is_some_and(|f| f <= seen.ts));
         if others_running && self.first_ts.len() > 1 {
             *self
                 .unmatched
-                .entry((seen.capture, key.flow, key.ev))
+                .entry((seen.capture(), key.flow, key.ev))
                 .or_default() += 1;
         }
     }
@@ -425,7 +484,7 @@ impl CrossCapture {
             return;
         }
         for (key, seen) in pending {
-            let c = seen.capture;
+            let c = seen.capture();
             let at = |o: u8| i128::from(seen.ts) + off(c, o);
             // (capture, end margin) of each capture downstream of this one.
             let downstream: Vec<(u8, i128)> = (0..captures as u8)
@@ -572,6 +631,8 @@ impl CrossCapture {
 pub struct MultiEngine {
     engines: Vec<Engine>,
     cross: CrossCapture,
+    /// The capture of the copy the last packet ingested was matched with.
+    matched: Option<u8>,
 }
 
 impl MultiEngine {
@@ -581,15 +642,44 @@ impl MultiEngine {
                 .map(|_| Engine::new(cfg))
                 .collect(),
             cross: CrossCapture::new(merge),
+            matched: None,
         }
     }
 
     /// One packet of capture `capture` (0-based); the verdict is that
-    /// capture's own.
+    /// capture's own. When the packet is the copy of a transmission in
+    /// another capture, the lint (`Config::lint`) judges the two copies
+    /// and may record a finding in either capture's engine, on a frame
+    /// ingested earlier: [`MultiEngine::matched_capture`] names the other.
     pub fn ingest(&mut self, capture: usize, obs: &Observation) -> Verdict {
         let c = capture.min(self.engines.len() - 1);
-        self.cross.observe(c as u8, obs);
-        self.engines[c].ingest(obs)
+        let matched = self.cross.observe(c as u8, obs);
+        let v = self.engines[c].ingest(obs);
+        self.matched = matched.map(|m| m.capture);
+        if let Some(other) = matched {
+            self.copies_matched(obs, CaptureCopy::of(c as u8, obs), other);
+        }
+        v
+    }
+
+    /// The capture (0-based) holding the copy that the packet last
+    /// ingested was matched with, if any: the lint's findings on either
+    /// copy wait in that capture's engine and the packet's own.
+    pub fn matched_capture(&self) -> Option<usize> {
+        self.matched.map(usize::from)
+    }
+
+    /// The same transmission `obs` in two captures (`here`, the packet
+    /// just ingested, and `other`, seen earlier): each capture's lint
+    /// judges its own copy against the other's (the rules of vantage
+    /// two-capture, `lint::network`); its findings wait in that capture's
+    /// engine, `Engine::findings`.
+    fn copies_matched(&mut self, obs: &Observation, here: CaptureCopy, other: CaptureCopy) {
+        for (own, theirs) in [(here, other), (other, here)] {
+            if let Some(engine) = self.engines.get_mut(usize::from(own.capture)) {
+                engine.lint_copies(obs, own, theirs);
+            }
+        }
     }
 
     /// Every message completed at the last packet ingested for `capture`.

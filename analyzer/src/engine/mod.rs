@@ -63,7 +63,7 @@ use rustc_hash::FxHashMap;
 
 pub use hist::{Hist, Summary};
 pub use interval::IntervalSet;
-pub use merge::{BetweenPath, BetweenReport, CrossCapture, MergeConfig, MultiEngine};
+pub use merge::{BetweenPath, BetweenReport, CaptureCopy, CrossCapture, MergeConfig, MultiEngine};
 pub use metaroce::DirSize;
 pub use observation::{
     CrcCheck, CtrlObs, DataObs, FbKind, FeedbackObs, FlowLabel, MrBody, MrChecks, MrObs, ObsKind,
@@ -527,6 +527,26 @@ impl Engine {
         if let Some(lint) = self.lint.as_deref_mut() {
             lint.metaroce(obs, mr, v, &self.dirs, own, peer);
         }
+    }
+
+    /// A transmission `obs` this capture holds (`own`, a frame already
+    /// ingested) was matched with its copy `other` in another capture
+    /// (`MultiEngine`): the lint's rules of vantage two-capture judge
+    /// `own` ([`LintState::copies`]). Its findings wait in
+    /// [`Engine::findings`] and count in the report, but mark no verdict
+    /// (`own` may have been ingested long before).
+    pub(crate) fn lint_copies(&mut self, obs: &Observation, own: CaptureCopy, other: CaptureCopy) {
+        let (Some(lint), ObsKind::MetaRoce(mr)) = (self.lint.as_deref_mut(), &obs.kind) else {
+            return;
+        };
+        let key = DirKey {
+            src: obs.src,
+            dst: obs.dst,
+            src_conn: mr.src_conn,
+            dst_conn: mr.dst_conn,
+        };
+        let dir = self.index.get(&key.packed()).copied();
+        lint.copies(obs, mr, own, other, dir);
     }
 
     /// Moves the clock to `now_ns` without a packet (live capture): stalls

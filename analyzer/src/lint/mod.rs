@@ -48,7 +48,9 @@
 //!    common DATA packet from [`LintState::plain_data`]) or
 //!    [`LintState::rocev2`] (a rule judged on what never came, from
 //!    [`LintState::finish`], when the capture ends: its finding marks no
-//!    packet's verdict).
+//!    packet's verdict; a rule of vantage two-capture, from
+//!    [`LintState::copies`], when `MultiEngine` matches a transmission in
+//!    two captures: `network`).
 //! 3. Each rule gets violating cases in the lint test table
 //!    (`analyzer/tests/lint/`, one file per family: see `cases.rs` there)
 //!    and a line in `docs/lint.md` (a test compares the doc's table with
@@ -68,6 +70,7 @@
 
 mod connection;
 mod finding;
+mod network;
 mod packet;
 mod receiver;
 mod rocev2;
@@ -83,7 +86,8 @@ pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 pub use timings::LintTimings;
 
 use crate::engine::{
-    DataObs, Dir, MrBody, MrObs, Observation, RoceFlow, RoceFlowReport, RoceObs, RoceTable, Verdict,
+    CaptureCopy, DataObs, Dir, MrBody, MrObs, Observation, RoceFlow, RoceFlowReport, RoceObs,
+    RoceTable, Verdict,
 };
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
@@ -93,6 +97,7 @@ pub(crate) const FAMILIES: &[&[Rule]] = &[
     connection::RULES,
     sender::RULES,
     receiver::RULES,
+    network::RULES,
     rocev2::RULES,
 ];
 
@@ -886,6 +891,25 @@ impl LintState {
         };
         rocev2::check_rocev2(&mut ctx, r, state, &mut self.rocev2);
         v.lint = ctx.marks;
+    }
+
+    /// A MetaRoCE transmission `obs` matched in two captures
+    /// (`MultiEngine`): `own` is this capture's copy (a frame already
+    /// ingested, of engine direction `dir`), `other` the other capture's.
+    /// The rules of vantage two-capture (`network`) judge `own`; a
+    /// finding marks no verdict.
+    pub(crate) fn copies(
+        &mut self,
+        obs: &Observation,
+        mr: &MrObs,
+        own: CaptureCopy,
+        other: CaptureCopy,
+        dir: Option<u32>,
+    ) {
+        let counts = dir
+            .and_then(|i| self.dirs.get_mut(i as usize))
+            .map(|lint| &mut lint.counts);
+        network::check_copies(obs, mr, own, other, counts, &mut self.out)
     }
 
     /// The end of the capture at `end_ns` (`Engine::finish`): the rules

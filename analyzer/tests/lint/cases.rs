@@ -17,7 +17,7 @@
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
-use analyzer::engine::{Config, Engine, Observation, Report, Verdict};
+use analyzer::engine::{Config, Engine, MergeConfig, MultiEngine, Observation, Report, Verdict};
 use analyzer::lint::{CapturePoint, Finding, LintReport, LintTimings};
 use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
 use proto_parse::capture::Reader;
@@ -124,6 +124,78 @@ pub fn run_with(frames: &[Frame], point: CapturePoint, timings: LintTimings) -> 
         report: full.lint.clone().expect("the lint ran"),
         full,
     }
+}
+
+/// A violating case of a rule of vantage two-capture: the same traffic
+/// captured at two points, each capture with the frames that must be
+/// found in it.
+#[derive(Clone)]
+pub struct TwoCaptureCase {
+    pub rule: &'static str,
+    pub what: &'static str,
+    pub build: fn() -> [Capture; 2],
+}
+
+/// What the engines said about captures linted together.
+pub struct TwoOutcome {
+    /// Per capture, every finding (those made when the captures ended
+    /// last).
+    pub findings: [Vec<Finding>; 2],
+    pub reports: [LintReport; 2],
+}
+
+/// Lints two captures together as `metaroce-analyze lint A B` does: the
+/// frames merged by capture time (ties: the first capture's first) into
+/// a `MultiEngine`, each capture's findings taken after every packet.
+pub fn run_two(captures: [&[Frame]; 2]) -> TwoOutcome {
+    let mut multi = MultiEngine::new(
+        2,
+        Config {
+            lint: true,
+            ..Config::default()
+        },
+        MergeConfig::default(),
+    );
+    let decode = DecodeConfig::default();
+    let mut findings: [Vec<Finding>; 2] = Default::default();
+    let mut next = [0usize; 2];
+    let take = |multi: &mut MultiEngine, findings: &mut [Vec<Finding>; 2]| {
+        for (c, out) in findings.iter_mut().enumerate() {
+            let engine = multi.engine_mut(c).expect("two engines");
+            out.extend_from_slice(engine.findings());
+            engine.clear_findings();
+        }
+    };
+    loop {
+        let head = |c: usize| captures[c].get(next[c]).map(|f| f.ts_ns);
+        let c = match (head(0), head(1)) {
+            (Some(a), Some(b)) => usize::from(b < a),
+            (Some(_), None) => 0,
+            (None, Some(_)) => 1,
+            (None, None) => break,
+        };
+        let f = &captures[c][next[c]];
+        next[c] += 1;
+        let n = next[c] as u64;
+        match Observation::decode(n, f.ts_ns, LinkType::Ethernet, &f.bytes, &decode) {
+            Some(obs) => {
+                multi.ingest(c, &obs);
+            }
+            None => multi.ingest_other(c, f.ts_ns),
+        }
+        take(&mut multi, &mut findings);
+    }
+    let ends = captures.map(|frames| frames.last().map_or(0, |f| f.ts_ns));
+    multi.finish(&ends);
+    take(&mut multi, &mut findings);
+    let reports = multi
+        .snapshots()
+        .into_iter()
+        .map(|r| r.lint.expect("the lint ran"))
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("two reports");
+    TwoOutcome { findings, reports }
 }
 
 /// A capture of `fixtures/generated`.

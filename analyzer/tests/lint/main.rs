@@ -5,17 +5,20 @@
 //! The table of violating cases is split by family, one file each under
 //! `tests/lint/` (this test is `tests/lint/main.rs`); `cases.rs` holds the harness and a clean conversation to
 //! break. A family adds its file as a `mod` here and its cases to
-//! [`all_cases`].
+//! [`all_cases`]. A rule of vantage two-capture is judged on two captures
+//! of the same traffic: its cases are [`cases::TwoCaptureCase`]s
+//! (`network.rs`), each capture with the frames to be found in it.
 
 mod cases;
 mod connection;
+mod network;
 mod packet;
 mod receiver;
 mod rocev2;
 mod sender;
 
 use analyzer::lint::{self, Severity};
-use cases::{Case, run};
+use cases::{Case, run, run_two};
 
 /// Every family's cases.
 fn all_cases() -> Vec<Case> {
@@ -71,11 +74,43 @@ fn every_case_breaks_its_rule_on_its_frame() {
 }
 
 #[test]
+fn every_two_capture_case_breaks_its_rule_on_its_frames() {
+    let mut failures = Vec::new();
+    for case in network::two_capture_cases() {
+        let rule = lint::RuleId::find(case.rule)
+            .unwrap_or_else(|| panic!("case '{}': no rule {}", case.what, case.rule));
+        assert_eq!(
+            rule.rule().vantage,
+            lint::Vantage::TwoCapture,
+            "{}",
+            case.rule
+        );
+        let [a, b] = (case.build)();
+        let out = run_two([&a.frames, &b.frames]);
+        for ((capture, findings), c) in [a, b].iter().zip(&out.findings).zip(0..) {
+            let frames: Vec<u64> = findings
+                .iter()
+                .filter(|f| f.rule == rule)
+                .map(|f| f.frame)
+                .collect();
+            if frames != capture.expect {
+                failures.push(format!(
+                    "{} ({}): capture {c}: expected findings on frames {:?}, got {frames:?}",
+                    case.rule, case.what, capture.expect
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
 fn every_rule_of_the_registry_has_a_violating_case() {
     let cases = all_cases();
+    let two = network::two_capture_cases();
     let missing: Vec<&str> = lint::rules()
         .map(|(_, r)| r.id)
-        .filter(|id| !cases.iter().any(|c| c.rule == *id))
+        .filter(|id| !cases.iter().any(|c| c.rule == *id) && !two.iter().any(|c| c.rule == *id))
         .collect();
     assert!(missing.is_empty(), "rules without a case: {missing:?}");
 }
