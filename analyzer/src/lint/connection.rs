@@ -26,22 +26,7 @@ const fn rule(
     statement: &'static str,
     evidence: &'static str,
 ) -> Rule {
-    Rule {
-        id,
-        statement,
-        spec_section,
-        severity: Severity::Error,
-        vantage,
-        protocol: Protocol::MetaRoce,
-        evidence,
-    }
-}
-
-const fn warning(rule: Rule) -> Rule {
-    Rule {
-        severity: Severity::Warning,
-        ..rule
-    }
+    Rule::new(Protocol::MetaRoce, id, spec_section, statement, evidence).judged_from(vantage)
 }
 
 pub(super) const RULES: &[Rule] = &[
@@ -112,7 +97,7 @@ pub(super) const RULES: &[Rule] = &[
         "first DATA with PSN {observed} where the sender's CTRL (frame {related}) announced \
          init_psn {expected}.",
     ),
-    warning(rule(
+    rule(
         "MR-CONN-010",
         Vantage::Either,
         "5",
@@ -120,7 +105,8 @@ pub(super) const RULES: &[Rule] = &[
          has gone on for the close wait after it (--close-wait, default 10 ms).",
         "no CLOSE_ACK from the peer in the {observed} us the capture went on after this CLOSE \
          (close wait {expected} us).",
-    )),
+    )
+    .with_severity(Severity::Warning),
 ];
 
 const CONNECT_DST_ZERO: RuleId = RuleId::of("MR-CONN-001");

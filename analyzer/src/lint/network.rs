@@ -15,19 +15,18 @@ use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Conn, Finding, Recorder, RuleCounts};
 use crate::engine::{CaptureCopy, MrObs, Observation};
 
-pub(super) const RULES: &[Rule] = &[Rule {
-    id: "MR-NET-001",
-    statement: "The network keeps the ECN field: a transmission captured ECT(0), ECT(1) or CE \
-                at one capture point is not captured Not-ECT at another.",
-    spec_section: "1",
-    severity: Severity::Warning,
-    vantage: Vantage::TwoCapture,
-    protocol: Protocol::MetaRoce,
-    evidence: "IP ECN codepoint {observed} (0 Not-ECT) where frame {related} of another capture, \
-               the same transmission, carries {expected} (1 ECT(1), 2 ECT(0), 3 CE): the network \
-               between the capture points cleared the field, hiding congestion from the \
-               endpoints.",
-}];
+pub(super) const RULES: &[Rule] = &[Rule::new(
+    Protocol::MetaRoce,
+    "MR-NET-001",
+    "1",
+    "The network keeps the ECN field: a transmission captured ECT(0), ECT(1) or CE at one \
+     capture point is not captured Not-ECT at another.",
+    "IP ECN codepoint {observed} (0 Not-ECT) where frame {related} of another capture, the \
+     same transmission, carries {expected} (1 ECT(1), 2 ECT(0), 3 CE): the network between \
+     the capture points cleared the field, hiding congestion from the endpoints.",
+)
+.with_severity(Severity::Warning)
+.judged_from(Vantage::TwoCapture)];
 
 const ECN_KEPT: RuleId = RuleId::of("MR-NET-001");
 

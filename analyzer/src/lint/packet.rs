@@ -6,7 +6,7 @@ use proto_parse::frame::Ecn;
 use proto_parse::metaroce::{DataOp, Flags, WarningFlags, udp_source_port};
 
 use super::connection::Announced;
-use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
+use super::rule::{Protocol, Rule, RuleId, Severity};
 use super::{Ctx, Evidence};
 use crate::engine::{
     CrcCheck, DataObs, FbKind, FeedbackObs, FlowLabel, MrBody, MrObs, Observation,
@@ -19,15 +19,7 @@ const fn rule(
     statement: &'static str,
     evidence: &'static str,
 ) -> Rule {
-    Rule {
-        id,
-        statement,
-        spec_section,
-        severity,
-        vantage: Vantage::Either,
-        protocol: Protocol::MetaRoce,
-        evidence,
-    }
+    Rule::new(Protocol::MetaRoce, id, spec_section, statement, evidence).with_severity(severity)
 }
 
 pub(super) const RULES: &[Rule] = &[

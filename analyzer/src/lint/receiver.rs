@@ -31,15 +31,9 @@ const fn rule(
     statement: &'static str,
     evidence: &'static str,
 ) -> Rule {
-    Rule {
-        id,
-        statement,
-        spec_section,
-        severity,
-        vantage,
-        protocol: Protocol::MetaRoce,
-        evidence,
-    }
+    Rule::new(Protocol::MetaRoce, id, spec_section, statement, evidence)
+        .with_severity(severity)
+        .judged_from(vantage)
 }
 
 pub(super) const RULES: &[Rule] = &[

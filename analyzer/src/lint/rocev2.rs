@@ -34,15 +34,9 @@ const fn rule(
     statement: &'static str,
     evidence: &'static str,
 ) -> Rule {
-    Rule {
-        id,
-        statement,
-        spec_section,
-        severity,
-        vantage,
-        protocol: Protocol::RoceV2,
-        evidence,
-    }
+    Rule::new(Protocol::RoceV2, id, spec_section, statement, evidence)
+        .with_severity(severity)
+        .judged_from(vantage)
 }
 
 pub(super) const RULES: &[Rule] = &[

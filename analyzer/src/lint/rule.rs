@@ -99,6 +99,37 @@ pub struct Rule {
     pub evidence: &'static str,
 }
 
+impl Rule {
+    /// A rule of `protocol`: an error (a MUST) judged from any capture
+    /// point, until [`Rule::with_severity`] or [`Rule::judged_from`] says
+    /// otherwise. Each family's table builds its rules from it.
+    pub(super) const fn new(
+        protocol: Protocol,
+        id: &'static str,
+        spec_section: &'static str,
+        statement: &'static str,
+        evidence: &'static str,
+    ) -> Rule {
+        Rule {
+            id,
+            statement,
+            spec_section,
+            severity: Severity::Error,
+            vantage: Vantage::Either,
+            protocol,
+            evidence,
+        }
+    }
+
+    pub(super) const fn with_severity(self, severity: Severity) -> Rule {
+        Rule { severity, ..self }
+    }
+
+    pub(super) const fn judged_from(self, vantage: Vantage) -> Rule {
+        Rule { vantage, ..self }
+    }
+}
+
 /// A rule's place in the registry: the family (index into
 /// `super::FAMILIES`) in the high byte, the rule's index in its family's
 /// `RULES` in the low byte.

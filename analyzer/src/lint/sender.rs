@@ -27,15 +27,9 @@ const fn rule(
     statement: &'static str,
     evidence: &'static str,
 ) -> Rule {
-    Rule {
-        id,
-        statement,
-        spec_section,
-        severity,
-        vantage: Vantage::Sender,
-        protocol: Protocol::MetaRoce,
-        evidence,
-    }
+    Rule::new(Protocol::MetaRoce, id, spec_section, statement, evidence)
+        .with_severity(severity)
+        .judged_from(Vantage::Sender)
 }
 
 pub(super) const RULES: &[Rule] = &[
