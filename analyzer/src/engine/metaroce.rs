@@ -1311,14 +1311,9 @@ impl Dir {
     /// flight: acked, or dropped from the window.
     #[inline]
     fn leave_flight(&mut self, from: u32, to: u32) {
-        let (run, wrapped) = self.window.range_mut(from, to);
-        let take = |slots: &mut [Slot]| -> u64 {
-            slots
-                .iter_mut()
-                .map(|s| u64::from(std::mem::take(&mut s.flight)))
-                .sum()
-        };
-        let left = take(run) + take(wrapped);
+        let left = self
+            .window
+            .take_sum(from, to, |s| u64::from(std::mem::take(&mut s.flight)));
         self.c.bytes_in_flight = self.c.bytes_in_flight.saturating_sub(left);
     }
 

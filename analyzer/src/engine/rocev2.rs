@@ -388,14 +388,9 @@ impl Flow {
     fn leave_flight(&mut self, to: u32) {
         self.c.max_bytes_in_flight = self.c.max_bytes_in_flight.max(self.c.bytes_in_flight);
         let base = self.window.base();
-        let (run, wrapped) = self.window.range_mut(base, to);
-        let take = |slots: &mut [RSlot]| -> u64 {
-            slots
-                .iter_mut()
-                .map(|s| u64::from(std::mem::take(&mut s.flight)))
-                .sum()
-        };
-        let left = take(run) + take(wrapped);
+        let left = self
+            .window
+            .take_sum(base, to, |s| u64::from(std::mem::take(&mut s.flight)));
         self.c.bytes_in_flight = self.c.bytes_in_flight.saturating_sub(left);
     }
 

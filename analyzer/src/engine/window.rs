@@ -217,6 +217,14 @@ impl<T: Default + Copy> Window<T> {
         (&mut tail[..run], &mut wrapped[..n - run])
     }
 
+    /// The sum of `take` over the slots of [`Window::range_mut`]`(from,
+    /// to)`, which `take` may change (empty a count it returns).
+    #[inline]
+    pub fn take_sum(&mut self, from: u32, to: u32, mut take: impl FnMut(&mut T) -> u64) -> u64 {
+        let (run, wrapped) = self.range_mut(from, to);
+        run.iter_mut().map(&mut take).sum::<u64>() + wrapped.iter_mut().map(take).sum::<u64>()
+    }
+
     /// Every slot with its PSN, lowest first.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         let base = self.base;
