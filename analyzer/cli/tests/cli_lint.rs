@@ -51,6 +51,32 @@ fn warning_frames(args: &[&str], extra: &[&str], rule: &str) -> Vec<u64> {
         .collect()
 }
 
+/// A MetaRoCE packet from `src` to `dst` on ev 0's source port, as an
+/// Ethernet frame with the IP ECN codepoint `ecn`.
+fn metaroce_frame(
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    ecn: u8,
+    repr: &proto_parse::metaroce::Repr<'_>,
+) -> Vec<u8> {
+    use proto_parse::metaroce::{DEFAULT_PORT, udp_source_port};
+    proto_parse::build::UdpFrameBuilder::new(
+        (src, udp_source_port(0)).into(),
+        (dst, DEFAULT_PORT).into(),
+    )
+    .with_ecn(ecn)
+    .build(&repr.to_vec())
+}
+
+/// A pcap file of `frames`, each at its capture time.
+fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    let mut w = proto_parse::capture::PcapWriter::create(path).unwrap();
+    for (ts_ns, frame) in frames {
+        w.write_frame(*ts_ns, frame).unwrap();
+    }
+    w.flush().unwrap();
+}
+
 fn expected_frames(pick: fn(&Value) -> bool) -> Vec<u64> {
     std::fs::read_to_string(fixture("malformed.expected.jsonl"))
         .unwrap()
@@ -245,7 +271,6 @@ fn bad_arguments_exit_1() {
 /// at `cnps_us` (us after the SEND).
 fn rocev2_cnps(path: &Path, cnps_us: &[u64]) {
     use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
-    use proto_parse::capture::PcapWriter;
     use proto_parse::rocev2::{self, Opcode, bth};
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -276,20 +301,14 @@ fn rocev2_cnps(path: &Path, cnps_us: &[u64]) {
         .build(bytes)
     };
     let start_ns = 1_764_000_000_000_000_000;
-    let mut w = PcapWriter::create(path).unwrap();
-    w.write_frame(
-        start_ns,
-        &frame(a, b, &packet(Opcode::RcSendOnly, 0x22, 64)),
-    )
-    .unwrap();
+    let mut frames = vec![(start_ns, frame(a, b, &packet(Opcode::RcSendOnly, 0x22, 64)))];
     for &us in cnps_us {
-        w.write_frame(
+        frames.push((
             start_ns + us * 1_000,
-            &frame(b, a, &packet(Opcode::Cnp, 0x11, 0)),
-        )
-        .unwrap();
+            frame(b, a, &packet(Opcode::Cnp, 0x11, 0)),
+        ));
     }
-    w.flush().unwrap();
+    write_pcap(path, &frames);
 }
 
 #[test]
@@ -311,13 +330,11 @@ fn cnp_interval_sets_rc_cnp_001s_interval_and_0_turns_it_off() {
 /// A MetaRoCE capture: a DATA packet with AR from A to B, and B's ACK of
 /// it `ack_after_ns` later (frames 1 and 2).
 fn metaroce_late_ack(path: &Path, ack_after_ns: u64) {
-    use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
-    use proto_parse::capture::PcapWriter;
+    use proto_parse::build::ECN_ECT0;
     use proto_parse::metaroce::{
-        AckRepr, Body, DEFAULT_PORT, DataRepr, FbFlags, FeedbackRepr, Flags, Op, Repr, SackBitmap,
-        udp_source_port,
+        AckRepr, Body, DataRepr, FbFlags, FeedbackRepr, Flags, Op, Repr, SackBitmap,
     };
-    use std::net::{Ipv4Addr, SocketAddr};
+    use std::net::Ipv4Addr;
 
     let a = Ipv4Addr::new(10, 9, 0, 1);
     let b = Ipv4Addr::new(10, 9, 0, 2);
@@ -372,18 +389,13 @@ fn metaroce_late_ack(path: &Path, ack_after_ns: u64) {
         payload: &[],
         ..data.clone()
     };
-    let frame = |src, dst, repr: &Repr<'_>| {
-        UdpFrameBuilder::new(
-            SocketAddr::from((src, udp_source_port(0))),
-            SocketAddr::from((dst, DEFAULT_PORT)),
-        )
-        .with_ecn(ECN_ECT0)
-        .build(&repr.to_vec())
-    };
-    let mut w = PcapWriter::create(path).unwrap();
-    w.write_frame(start_ns, &frame(a, b, &data)).unwrap();
-    w.write_frame(ack_ts, &frame(b, a, &ack)).unwrap();
-    w.flush().unwrap();
+    write_pcap(
+        path,
+        &[
+            (start_ns, metaroce_frame(a, b, ECN_ECT0, &data)),
+            (ack_ts, metaroce_frame(b, a, ECN_ECT0, &ack)),
+        ],
+    );
 }
 
 #[test]
@@ -408,12 +420,9 @@ fn ack_delay_sets_mr_rcv_008s_bound() {
 /// A MetaRoCE capture: A's CLOSE, then a KEEPALIVE of B's `after_ns`
 /// later and no CLOSE_ACK (frames 1 and 2).
 fn metaroce_unanswered_close(path: &Path, after_ns: u64) {
-    use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
-    use proto_parse::capture::PcapWriter;
-    use proto_parse::metaroce::{
-        Body, CcAlgo, CtrlOp, CtrlRepr, DEFAULT_PORT, Features, Flags, Repr, udp_source_port,
-    };
-    use std::net::{Ipv4Addr, SocketAddr};
+    use proto_parse::build::ECN_ECT0;
+    use proto_parse::metaroce::{Body, CcAlgo, CtrlOp, CtrlRepr, Features, Flags, Repr};
+    use std::net::Ipv4Addr;
 
     let a = Ipv4Addr::new(10, 9, 0, 1);
     let b = Ipv4Addr::new(10, 9, 0, 2);
@@ -439,21 +448,16 @@ fn metaroce_unanswered_close(path: &Path, after_ns: u64) {
         payload: &[],
         crc: false,
     };
-    let frame = |src, dst, repr: &Repr<'_>| {
-        UdpFrameBuilder::new(
-            SocketAddr::from((src, udp_source_port(0))),
-            SocketAddr::from((dst, DEFAULT_PORT)),
-        )
-        .with_ecn(ECN_ECT0)
-        .build(&repr.to_vec())
-    };
     let later = start_ns + after_ns;
-    let mut w = PcapWriter::create(path).unwrap();
     let close = ctrl(CtrlOp::Close, 0x100, 0x200, start_ns);
-    w.write_frame(start_ns, &frame(a, b, &close)).unwrap();
     let keepalive = ctrl(CtrlOp::Keepalive, 0x200, 0x100, later);
-    w.write_frame(later, &frame(b, a, &keepalive)).unwrap();
-    w.flush().unwrap();
+    write_pcap(
+        path,
+        &[
+            (start_ns, metaroce_frame(a, b, ECN_ECT0, &close)),
+            (later, metaroce_frame(b, a, ECN_ECT0, &keepalive)),
+        ],
+    );
 }
 
 /// MR-CONN-010 is judged when the capture ends, and reaches the output.
@@ -472,16 +476,14 @@ fn an_unanswered_close_is_reported_and_close_wait_sets_its_bound() {
 /// `ecns` the IP ECN codepoint of each copy, `delay_ns` the capture time
 /// after A's first (frames 1 to 3, 10 us apart).
 fn metaroce_writes(path: &Path, ecns: [u8; 3], delay_ns: u64) {
-    use proto_parse::build::UdpFrameBuilder;
-    use proto_parse::capture::PcapWriter;
-    use proto_parse::metaroce::{Body, DEFAULT_PORT, DataRepr, Flags, Op, Repr, udp_source_port};
-    use std::net::{Ipv4Addr, SocketAddr};
+    use proto_parse::metaroce::{Body, DataRepr, Flags, Op, Repr};
+    use std::net::Ipv4Addr;
 
     let a = Ipv4Addr::new(10, 9, 0, 1);
     let b = Ipv4Addr::new(10, 9, 0, 2);
     let start_ns: u64 = 1_764_000_000_000_000_000;
     let payload = [0x5Au8; 256];
-    let mut w = PcapWriter::create(path).unwrap();
+    let mut frames = Vec::new();
     for (i, ecn) in ecns.into_iter().enumerate() {
         let sent_ns = start_ns + i as u64 * 10_000;
         let data = Repr {
@@ -507,15 +509,9 @@ fn metaroce_writes(path: &Path, ecns: [u8; 3], delay_ns: u64) {
             payload: &payload,
             crc: true,
         };
-        let frame = UdpFrameBuilder::new(
-            SocketAddr::from((a, udp_source_port(0))),
-            SocketAddr::from((b, DEFAULT_PORT)),
-        )
-        .with_ecn(ecn)
-        .build(&data.to_vec());
-        w.write_frame(sent_ns + delay_ns, &frame).unwrap();
+        frames.push((sent_ns + delay_ns, metaroce_frame(a, b, ecn, &data)));
     }
-    w.flush().unwrap();
+    write_pcap(path, &frames);
 }
 
 /// MR-NET-001 (two-capture): a copy cleared to Not-ECT between the
