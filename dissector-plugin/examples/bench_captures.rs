@@ -162,21 +162,13 @@ fn twin(
     udp_len: usize,
 ) -> Vec<u8> {
     let headers = bth::HEADER_LEN + reth.map_or(0, |_| reth::HEADER_LEN) + rocev2::ICRC_LEN;
-    let repr = rocev2::Repr {
-        bth: bth::Repr {
-            mig_req: true,
-            ..bth::Repr::new(opcode, dest_qp, psn)
-        },
-        deth: None,
-        reth,
-        atomic_eth: None,
-        aeth: None,
-        atomic_ack_eth: None,
-        imm_dt: None,
-        ieth: None,
-        payload_len: udp_len - headers,
+    let bth = bth::Repr {
+        mig_req: true,
+        ..bth::Repr::new(opcode, dest_qp, psn)
     };
-    let mut buf = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut rocev2::Packet::new_unchecked(&mut buf[..]));
-    buf
+    rocev2::Repr {
+        reth,
+        ..rocev2::Repr::new(bth, udp_len - headers)
+    }
+    .to_vec()
 }

@@ -739,19 +739,10 @@ mod test {
 
     /// An RC Send Only with 6 payload bytes (+2 pad), ICRC zero.
     fn send_only() -> Vec<u8> {
-        let repr = rocev2::Repr {
-            bth: bth::Repr::new(Opcode::RcSendOnly, 0x00_1234, 0x00ab_cdef)
-                .with_pad_count(2)
-                .with_ack_req(true),
-            deth: None,
-            reth: None,
-            atomic_eth: None,
-            aeth: None,
-            atomic_ack_eth: None,
-            imm_dt: None,
-            ieth: None,
-            payload_len: 8,
-        };
+        let bth = bth::Repr::new(Opcode::RcSendOnly, 0x00_1234, 0x00ab_cdef)
+            .with_pad_count(2)
+            .with_ack_req(true);
+        let repr = rocev2::Repr::new(bth, 8);
         let mut bytes = vec![0xa5; repr.buffer_len()];
         let mut packet = rocev2::Packet::new_unchecked(&mut bytes[..]);
         repr.emit(&mut packet);

@@ -57,19 +57,15 @@ fn walk(frame: &Frame<'_>) {
 
 fn rocev2_write(payload_len: usize) -> Vec<u8> {
     let repr = Repr {
-        bth: bth::Repr::new(Opcode::RcRdmaWriteFirst, 0x11, 42),
-        deth: None,
         reth: Some(reth::Repr {
             va: 0x1000,
             r_key: 7,
             dma_len: 4096,
         }),
-        atomic_eth: None,
-        aeth: None,
-        atomic_ack_eth: None,
-        imm_dt: None,
-        ieth: None,
-        payload_len,
+        ..Repr::new(
+            bth::Repr::new(Opcode::RcRdmaWriteFirst, 0x11, 42),
+            payload_len,
+        )
     };
     let mut bytes = vec![0x5a; repr.buffer_len()];
     repr.emit(&mut Packet::new_unchecked(&mut bytes[..]));

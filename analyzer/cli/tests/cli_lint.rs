@@ -277,20 +277,8 @@ fn rocev2_cnps(path: &Path, cnps_us: &[u64]) {
     let a = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 1));
     let b = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2));
     let packet = |opcode: Opcode, dest_qp: u32, payload_len: usize| {
-        let repr = rocev2::Repr {
-            bth: bth::Repr::new(opcode, dest_qp, 100).with_ack_req(opcode == Opcode::RcSendOnly),
-            deth: None,
-            reth: None,
-            atomic_eth: None,
-            aeth: None,
-            atomic_ack_eth: None,
-            imm_dt: None,
-            ieth: None,
-            payload_len,
-        };
-        let mut bytes = vec![0u8; repr.buffer_len()];
-        repr.emit(&mut rocev2::Packet::new_unchecked(&mut bytes[..]));
-        bytes
+        let bth = bth::Repr::new(opcode, dest_qp, 100).with_ack_req(opcode == Opcode::RcSendOnly);
+        rocev2::Repr::new(bth, payload_len).to_vec()
     };
     let frame = |src: IpAddr, dst: IpAddr, bytes: &[u8]| {
         UdpFrameBuilder::new(

@@ -189,26 +189,19 @@ pub fn rocev2_script(base_ns: u64) -> Vec<(u64, Vec<u8>)> {
         .iter()
         .map(|&(t, from_a, opcode, qp, psn, syndrome, ce, fecn, becn)| {
             let payload_len = if opcode == Send { 100 } else { 0 };
-            let repr = rocev2::Repr {
-                bth: bth::Repr {
-                    fecn,
-                    becn,
-                    ..bth::Repr::new(opcode, qp, psn).with_ack_req(from_a)
-                },
-                deth: None,
-                reth: None,
-                atomic_eth: None,
+            let bth = bth::Repr {
+                fecn,
+                becn,
+                ..bth::Repr::new(opcode, qp, psn).with_ack_req(from_a)
+            };
+            let bytes = rocev2::Repr {
                 aeth: syndrome.map(|s| aeth::Repr {
                     syndrome: s,
                     msn: 0,
                 }),
-                atomic_ack_eth: None,
-                imm_dt: None,
-                ieth: None,
-                payload_len,
-            };
-            let mut bytes = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut rocev2::Packet::new_unchecked(&mut bytes[..]));
+                ..rocev2::Repr::new(bth, payload_len)
+            }
+            .to_vec();
             let (src, dst) = if from_a { (a, b4791) } else { (b, a4791) };
             let ecn = if ce { 3 } else { 2 };
             let frame = UdpFrameBuilder::new(src, dst).with_ecn(ecn).build(&bytes);
