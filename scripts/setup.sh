@@ -6,8 +6,8 @@
 # with Wireshark 4.4/4.6 for the plugin), the Wireshark GUI with Xvfb,
 # xdotool and imagemagick (the plugin's GUI test), Chromium (the HTML
 # report's browser test), valgrind and linux-perf (the benchmarks'
-# instruction counts and CPU time),
-# Java 17 and a Python
+# instruction counts and CPU time), Prometheus and curl (a real server
+# scrapes metaroce-top --metrics in tui/tests/prometheus.rs), Java 17 and a Python
 # virtual environment with PySpark and pytest pinned (cluster/: the Spark
 # post-mortem job), and the Rust components.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt.
@@ -16,7 +16,7 @@ set -euo pipefail
 packages=(tshark libwireshark-dev wireshark-dev libpcap-dev clang libclang-dev
           pkg-config tcpdump tmux nftables iproute2 util-linux debootstrap
           wireshark-qt xvfb xdotool imagemagick chromium openjdk-17-jre-headless python3-venv
-          valgrind linux-perf)
+          valgrind linux-perf prometheus curl)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,6 +12,7 @@
 //!   histogram, event log). No I/O, no clock: tests drive it directly.
 //! - [`source`]: the capture thread (libpcap in non-blocking mode with
 //!   polling, or a paced replay of a capture file) and its handle.
+//! - [`metrics`]: `--metrics`, the snapshots served to Prometheus.
 //! - [`app`] + [`keys`]: UI state and the key-binding table; [`render`]: one
 //!   file per pane; [`term`]: terminal setup, restore and panic hook.
 #![forbid(unsafe_code)]
@@ -20,6 +21,7 @@ pub mod app;
 pub mod events;
 pub mod keys;
 pub mod latency;
+pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod render;

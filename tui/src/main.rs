@@ -11,6 +11,8 @@ use clap::{ArgGroup, Parser};
 use crossterm::event::{self, Event, KeyEventKind};
 use metaroce_tui::app::{self, App, Effect};
 use metaroce_tui::events::EventConfig;
+use metaroce_tui::metrics::MetricsConfig;
+use metaroce_tui::metrics::server::{self, Server};
 use metaroce_tui::model::{ProcessStats, RunState, Snapshot};
 use metaroce_tui::pipeline::{Pipeline, decode_config};
 use metaroce_tui::source::{self, Handle, SourceKind};
@@ -88,6 +90,32 @@ struct Cli {
     /// Headless: write the JSON snapshot here.
     #[arg(long, value_name = "FILE")]
     json_out: Option<PathBuf>,
+    /// Serve the figures on http://ADDR:PORT/metrics for Prometheus (text
+    /// format, or OpenMetrics when asked). A replay with --duration keeps
+    /// serving its final figures until the duration ends.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<String>,
+    /// Metrics per connection (src_conn, dst_conn; RoCEv2: qp) instead of
+    /// per host pair.
+    #[arg(long, requires = "metrics")]
+    metrics_connections: bool,
+    /// Metrics per path (ev) too.
+    #[arg(long, requires = "metrics")]
+    metrics_paths: bool,
+    /// Label sets per table that keep their own series (first seen
+    /// first); the rest fold into src="other",dst="other".
+    #[arg(long, value_name = "N", default_value_t = 1000, requires = "metrics")]
+    metrics_max_series: usize,
+}
+
+impl Cli {
+    fn metrics_config(&self) -> Option<MetricsConfig> {
+        self.metrics.as_ref().map(|_| MetricsConfig {
+            per_connection: self.metrics_connections,
+            paths: self.metrics_paths,
+            max_series: self.metrics_max_series.max(1),
+        })
+    }
 }
 
 fn main() -> ExitCode {
@@ -169,19 +197,34 @@ fn start(cli: &Cli) -> anyhow::Result<Handle> {
         burst: cli.burst.max(1),
         path_idle_ns: cli.path_idle_ms.saturating_mul(1_000_000),
     };
-    let pipeline = Pipeline::new(
+    let mut pipeline = Pipeline::new(
         kind.info(),
         decode_config(cli.port, cli.rocev2_port),
         engine,
         events,
     );
+    if let Some(m) = cli.metrics_config() {
+        pipeline = pipeline.with_metrics(m.per_connection, m.max_series);
+    }
     source::start(kind, pipeline, Duration::from_millis(cli.tick_ms.max(10)))
 }
 
 fn run(cli: &Cli, stop: &AtomicBool) -> anyhow::Result<()> {
+    // The port first: a port in use fails before the capture starts.
+    let listener = cli.metrics.as_deref().map(server::bind).transpose()?;
     let handle = start(cli)?;
+    let server = match (listener, cli.metrics_config()) {
+        (Some(l), Some(cfg)) => Some(Server::serve(l, handle.snapshots(), cfg)?),
+        _ => None,
+    };
     if cli.headless {
-        return headless(cli, handle, stop);
+        if let Some(s) = &server {
+            eprintln!(
+                "metaroce-top: serving metrics on http://{}/metrics",
+                s.local_addr()
+            );
+        }
+        return headless(cli, handle, server, stop);
     }
     let mut terminal = term::init().context("cannot set up the terminal")?;
     let _guard = term::Guard;
@@ -237,7 +280,16 @@ fn run(cli: &Cli, stop: &AtomicBool) -> anyhow::Result<()> {
 
 /// Runs until the replay ends, `--duration` passes, a signal comes or the
 /// capture thread dies; then writes the final snapshot.
-fn headless(cli: &Cli, handle: Handle, stop: &AtomicBool) -> anyhow::Result<()> {
+/// With `--metrics` and `--duration`, a finished replay keeps serving its
+/// final figures until the duration ends. The server stops first: a scrape
+/// during shutdown finds the port closed.
+fn headless(
+    cli: &Cli,
+    handle: Handle,
+    server: Option<Server>,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let serve_to_the_end = server.is_some() && cli.duration.is_some();
     let started = Instant::now();
     let limit = cli.duration.map(Duration::from_secs_f64);
     let mut peak: f64 = 0.0;
@@ -255,9 +307,11 @@ fn headless(cli: &Cli, handle: Handle, stop: &AtomicBool) -> anyhow::Result<()> 
         peak = peak.max(snap.stats.packets_per_s);
         match snap.state {
             RunState::Running => {}
+            RunState::Finished if serve_to_the_end => {}
             RunState::Finished | RunState::Failed(_) => break,
         }
     }
+    drop(server);
     let snap = handle.stop();
     let mut snap: Snapshot = (*snap).clone();
     snap.process = ProcessStats::read(started.elapsed().as_secs_f64()).map(|p| ProcessStats {

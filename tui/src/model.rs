@@ -5,14 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use analyzer::Report;
-use analyzer::engine::{DirectionReport, RoceFlowReport};
+use analyzer::engine::{DirectionReport, RoceFlowReport, StateSize};
 use analyzer::lint::{RuleId, Severity};
 use serde::Serialize;
 
 use crate::events::Event;
 use crate::latency::LatencyView;
+use crate::metrics::latency::Histograms;
 
 /// Where the packets come from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -154,6 +156,12 @@ pub struct Snapshot {
     pub process: Option<ProcessStats>,
     /// The flow engine's report (analyzer/SCHEMA.md).
     pub report: Report,
+    /// `--metrics`: the latency histograms fed from the verdicts
+    /// (`metrics::latency`), and the engine's state sizes.
+    #[serde(skip)]
+    pub histograms: Option<Arc<Histograms>>,
+    #[serde(skip)]
+    pub engine_state: Option<StateSize>,
 }
 
 impl Snapshot {
@@ -171,6 +179,8 @@ impl Snapshot {
             events: Vec::new(),
             process: None,
             report: analyzer::Engine::default().snapshot(),
+            histograms: None,
+            engine_state: None,
         }
     }
 

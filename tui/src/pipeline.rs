@@ -11,6 +11,7 @@ use proto_parse::frame::{DecodeConfig, LinkType};
 
 use crate::events::{EventConfig, EventDetector};
 use crate::latency::LatencyRecorder;
+use crate::metrics::latency::Recorder;
 use crate::model::{CaptureStats, DirKey, DirRate, RoceKey, RunState, Snapshot, SourceInfo};
 
 /// Decode settings for the UDP ports, from the command line.
@@ -48,6 +49,8 @@ pub struct Pipeline {
     dir_rates: FlowRates<DirKey>,
     roce_rates: FlowRates<RoceKey>,
     last_rates: (f64, f64),
+    /// `--metrics`: the latency histograms fed from the verdicts.
+    metrics: Option<Recorder>,
 }
 
 /// Rates of each flow between snapshots, from its (bytes, packets)
@@ -131,7 +134,15 @@ impl Pipeline {
             dir_rates: FlowRates::default(),
             roce_rates: FlowRates::default(),
             last_rates: (0.0, 0.0),
+            metrics: None,
         }
+    }
+
+    /// Feeds the exporter's latency histograms from now on (`--metrics`):
+    /// per connection or per host pair, at most `max_keys` keys.
+    pub fn with_metrics(mut self, per_connection: bool, max_keys: usize) -> Pipeline {
+        self.metrics = Some(Recorder::new(per_connection, max_keys));
+        self
     }
 
     /// Forgets everything seen so far (the `r` key).
@@ -146,6 +157,9 @@ impl Pipeline {
         self.prev_capture_ns = 0;
         self.dir_rates = FlowRates::default();
         self.roce_rates = FlowRates::default();
+        if let Some(rec) = &mut self.metrics {
+            rec.clear();
+        }
     }
 
     /// Frames handed to the engine since the start (or the last reset).
@@ -170,6 +184,9 @@ impl Pipeline {
                 let v = self.engine.ingest(&obs);
                 if let Some(rtt) = v.ack_rtt_ns {
                     self.latency.record(rtt);
+                }
+                if let Some(rec) = &mut self.metrics {
+                    rec.record(&obs, &v, self.engine.messages_done());
                 }
                 if !v.lint.is_empty() {
                     // The panes show the report's per-rule counts; the
@@ -284,6 +301,8 @@ impl Pipeline {
             events: self.events.events(),
             process: None,
             report,
+            histograms: self.metrics.as_mut().map(Recorder::publish),
+            engine_state: self.metrics.as_ref().map(|_| self.engine.state_size()),
         }
     }
 }

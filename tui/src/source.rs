@@ -103,6 +103,19 @@ impl Handle {
             .clone()
     }
 
+    /// A source of the latest snapshot for other threads (the metrics
+    /// server).
+    pub fn snapshots(&self) -> crate::metrics::server::SnapshotSource {
+        let shared = self.shared.clone();
+        Arc::new(move || {
+            shared
+                .snapshot
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        })
+    }
+
     /// Forgets the analysis so far (libpcap's counters stay cumulative so
     /// that drops are never hidden).
     pub fn reset(&self) {

@@ -218,3 +218,107 @@ pub fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
     }
     w.flush().unwrap();
 }
+
+/// A capture that breaks lint rules, replayed with the lint on (as
+/// `metaroce-top` runs): 10.0.0.1 sends a two-packet WRITE whose second
+/// packet leaves from another ev's UDP source port (MR-PKT-002, error),
+/// a one-packet WRITE without SOM (MR-PKT-003, error) and one that is not
+/// ECN-capable (MR-PKT-012, warning); 10.0.0.2 acknowledges them all.
+pub fn lint_capture(dir: &std::path::Path) -> PathBuf {
+    use proto_parse::build::{ECN_ECT0, ECN_NOT_ECT, UdpFrameBuilder};
+    use proto_parse::capture::PcapWriter;
+    use proto_parse::metaroce::{
+        AckRepr, Body, DataRepr, FeedbackRepr, Flags, Op, Repr, SackBitmap, udp_source_port,
+    };
+    static PAYLOAD: [u8; 64] = [0x5A; 64];
+    let header = |from_a: bool, ev: u16, path_seq: u16, psn: u32, body| Repr {
+        flags: Flags::empty(),
+        tx_attempt: 0,
+        ev,
+        path_seq,
+        dst_conn: if from_a { 0x200 } else { 0x100 },
+        src_conn: if from_a { 0x100 } else { 0x200 },
+        psn,
+        tx_ts: 1000 + psn,
+        body,
+        tlvs: Vec::new(),
+        payload: &[],
+        crc: false,
+    };
+    let write = |ev, path_seq, psn, msg_id, msg_offset, msg_len, flags| {
+        let mut r = header(
+            true,
+            ev,
+            path_seq,
+            psn,
+            Body::Data(DataRepr {
+                op: Op::Write {
+                    remote_va: 0x1000 + u64::from(msg_offset),
+                    rkey: 7,
+                },
+                payload_len: 64,
+                msg_id,
+                msg_offset,
+                msg_len,
+            }),
+        );
+        r.flags = flags;
+        r.payload = &PAYLOAD;
+        r
+    };
+    let ack = header(
+        false,
+        1,
+        1,
+        104,
+        Body::Ack(AckRepr {
+            feedback: FeedbackRepr {
+                echo_ev: 1,
+                echo_psn: 103,
+                echo_tx_ts: 1103,
+                rx_ts: 2000,
+                credit: u32::MAX,
+                ..FeedbackRepr::default()
+            },
+            sack_base: 104,
+            sack: SackBitmap::default(),
+        }),
+    );
+    // (packet, from 10.0.0.1, UDP source port, ECN)
+    let script = [
+        (
+            write(1, 1, 100, 1, 0, 128, Flags::SOM),
+            true,
+            None,
+            ECN_ECT0,
+        ),
+        (
+            write(2, 1, 101, 1, 64, 128, Flags::EOM),
+            true,
+            Some(udp_source_port(5)),
+            ECN_ECT0,
+        ),
+        (write(3, 1, 102, 2, 0, 64, Flags::EOM), true, None, ECN_ECT0),
+        (
+            write(1, 2, 103, 3, 0, 64, Flags::SOM | Flags::EOM),
+            true,
+            None,
+            ECN_NOT_ECT,
+        ),
+        (ack, false, None, ECN_ECT0),
+    ];
+    let path = dir.join("lint.pcap");
+    let mut w = PcapWriter::create(&path).unwrap();
+    for (i, (repr, from_a, port, ecn)) in script.into_iter().enumerate() {
+        let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let (src, dst) = if from_a { (a, b) } else { (b, a) };
+        let sport = port.unwrap_or(udp_source_port(repr.ev));
+        let frame = UdpFrameBuilder::new((src, sport).into(), (dst, 4794).into())
+            .with_ecn(ecn)
+            .build(&repr.to_vec());
+        w.write_frame(1_700_000_000_000_000_000 + i as u64 * 10_000, &frame)
+            .unwrap();
+    }
+    w.flush().unwrap();
+    path
+}
