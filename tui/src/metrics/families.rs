@@ -50,6 +50,8 @@ fn page_size() -> u64 {
 
 /// One field of an aggregate, for the tables of counters below.
 type Field<A> = fn(&A) -> u64;
+/// One histogram of a direction's or flow's latencies.
+type HistField = fn(&Latencies) -> &Hist;
 
 /// A MetaRoCE direction's figures, summed over what folds into its series.
 #[derive(Debug, Default)]
@@ -574,7 +576,7 @@ pub fn render(
 
     let hists = snap.histograms.as_deref();
     let metaroce_hists = sorted(hists.map(|h| &h.metaroce));
-    let hist_families: [(&str, &str, fn(&Latencies) -> &Hist); 4] = [
+    let hist_families: [(&str, &str, HistField); 4] = [
         (
             "metaroce_ack_rtt_seconds",
             "ACK RTT: feedback capture time minus the capture time of the transmission it echoes.",
@@ -674,7 +676,7 @@ pub fn render(
         |a| a.bytes_in_flight,
     );
     let roce_hists = sorted(hists.map(|h| &h.rocev2));
-    let roce_hist_families: [(&str, &str, fn(&Latencies) -> &Hist); 2] = [
+    let roce_hist_families: [(&str, &str, HistField); 2] = [
         (
             "metaroce_rocev2_ack_rtt_seconds",
             "RoCEv2 request to its ACK/NAK/READ response.",

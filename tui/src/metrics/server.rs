@@ -158,12 +158,16 @@ fn accept_loop(
 }
 
 /// Too many clients: a short 503 if the socket takes it at once, then
-/// close.
+/// close (a reset, if the request arrives after the close).
 fn busy(mut stream: TcpStream) {
     let _ = stream.set_nonblocking(true);
     let _ = stream.write_all(
         b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n",
     );
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    // What the client already sent, read so that the close is not a reset.
+    let mut buf = [0u8; 1024];
+    while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
 }
 
 /// One request, one response, then close.
