@@ -104,7 +104,7 @@ struct Cli {
     metrics_paths: bool,
     /// Label sets per table that keep their own series (first seen
     /// first); the rest fold into src="other",dst="other".
-    #[arg(long, value_name = "N", default_value_t = 1000, requires = "metrics")]
+    #[arg(long, value_name = "N", default_value_t = 2048, requires = "metrics")]
     metrics_max_series: usize,
 }
 

@@ -127,21 +127,31 @@ fn metaroce_figures_are_the_reports() {
                 "src=\"{}\",dst=\"{}\",src_conn=\"{}\",dst_conn=\"{}\"",
                 d.src, d.dst, d.src_conn, d.dst_conn
             );
-            let c = |n: &str| get(&m, &format!("{n}_total{{{l}}}")) as u64;
-            assert_eq!(c("metaroce_data_packets"), d.data_packets, "{name} {l}");
-            assert_eq!(c("metaroce_retransmissions"), d.retransmissions);
-            assert_eq!(c("metaroce_rx_lost_packets"), d.path_loss);
-            let tx_lost: u64 = d.paths.iter().map(|p| p.lost_inferred).sum();
-            assert_eq!(c("metaroce_tx_lost_packets"), tx_lost);
-            assert_eq!(c("metaroce_ce_marked_packets"), d.ce_marked);
-            assert_eq!(c("metaroce_out_of_order_packets"), d.out_of_order);
-            for (code, n) in &d.nacks_by_code {
-                let k = format!("metaroce_nacks_total{{{l},code=\"{code}\"}}");
-                assert_eq!(get(&m, &k) as u64, *n);
-            }
-            for p in &d.paths {
-                let k = format!("metaroce_path_rx_lost_packets_total{{{l},ev=\"{}\"}}", p.ev);
-                assert_eq!(get(&m, &k) as u64, p.lost);
+            // A direction without DATA shows its packets only.
+            let packets = get(&m, &format!("metaroce_packets_total{{{l}}}")) as u64;
+            assert_eq!(
+                packets,
+                d.data_packets + d.feedback_sent + d.probes + d.ctrl
+            );
+            if d.data_packets == 0 {
+                assert!(!m.contains_key(&format!("metaroce_data_packets_total{{{l}}}")));
+            } else {
+                let c = |n: &str| get(&m, &format!("{n}_total{{{l}}}")) as u64;
+                assert_eq!(c("metaroce_data_packets"), d.data_packets, "{name} {l}");
+                assert_eq!(c("metaroce_retransmissions"), d.retransmissions);
+                assert_eq!(c("metaroce_rx_lost_packets"), d.path_loss);
+                let tx_lost: u64 = d.paths.iter().map(|p| p.lost_inferred).sum();
+                assert_eq!(c("metaroce_tx_lost_packets"), tx_lost);
+                assert_eq!(c("metaroce_ce_marked_packets"), d.ce_marked);
+                assert_eq!(c("metaroce_out_of_order_packets"), d.out_of_order);
+                for (code, n) in &d.nacks_by_code {
+                    let k = format!("metaroce_nacks_total{{{l},code=\"{code}\"}}");
+                    assert_eq!(get(&m, &k) as u64, *n);
+                }
+                for p in &d.paths {
+                    let k = format!("metaroce_path_rx_lost_packets_total{{{l},ev=\"{}\"}}", p.ev);
+                    assert_eq!(get(&m, &k) as u64, p.lost);
+                }
             }
             // Each histogram counts the samples the engine's summary counts.
             for (hist, summary) in [

@@ -101,7 +101,14 @@ impl Writer {
     /// without braces (already escaped), `extra` one more label.
     pub fn sample(&mut self, name: &str, labels: &str, extra: Option<(&str, &str)>, value: u64) {
         self.name_and_labels(name, labels, extra);
-        let _ = writeln!(self.out, " {value}");
+        self.value(value);
+    }
+
+    /// ` VALUE\n` (itoa: a scrape writes hundreds of thousands).
+    fn value(&mut self, value: u64) {
+        self.out.push(' ');
+        self.out.push_str(itoa::Buffer::new().format(value));
+        self.out.push('\n');
     }
 
     /// A sample with a fractional value.
@@ -136,30 +143,36 @@ impl Writer {
     /// The samples of histogram `name` (`_bucket` cumulative over
     /// [`BOUNDS_NS`] in seconds, `+Inf`, `_sum` in seconds, `_count`).
     pub fn histogram(&mut self, name: &str, labels: &str, h: &Hist) {
-        let sep = if labels.is_empty() { "" } else { "," };
         let mut cumulative = 0;
         for (i, n) in h.buckets.iter().enumerate() {
             cumulative += n;
-            let le = LE_SECONDS.get(i).copied().unwrap_or("+Inf");
-            let _ = writeln!(
-                self.out,
-                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
-            );
-        }
-        let braces = |s: &str| {
-            if s.is_empty() {
-                String::new()
-            } else {
-                format!("{{{s}}}")
+            self.out.push_str(name);
+            self.out.push_str("_bucket{");
+            self.out.push_str(labels);
+            if !labels.is_empty() {
+                self.out.push(',');
             }
-        };
-        let _ = writeln!(
-            self.out,
-            "{name}_sum{} {}",
-            braces(labels),
-            F64(h.sum_ns as f64 / 1e9)
-        );
-        let _ = writeln!(self.out, "{name}_count{} {}", braces(labels), h.count);
+            self.out.push_str("le=\"");
+            self.out
+                .push_str(LE_SECONDS.get(i).copied().unwrap_or("+Inf"));
+            self.out.push_str("\"}");
+            self.value(cumulative);
+        }
+        for (suffix, value) in [("_sum", None), ("_count", Some(h.count))] {
+            self.out.push_str(name);
+            self.out.push_str(suffix);
+            if !labels.is_empty() {
+                self.out.push('{');
+                self.out.push_str(labels);
+                self.out.push('}');
+            }
+            match value {
+                Some(v) => self.value(v),
+                None => {
+                    let _ = writeln!(self.out, " {}", F64(h.sum_ns as f64 / 1e9));
+                }
+            }
+        }
     }
 
     pub fn finish(mut self) -> String {

@@ -515,9 +515,22 @@ pub fn render(
         }
     }
     let dir_rows = dirs.all(OTHER);
+    // A series that has sent no DATA (the feedback side of a transfer)
+    // shows its packets, connections and lint findings only: its other
+    // figures are about DATA, and would all be 0.
+    let data_rows: Vec<(&str, &DirAgg)> = dir_rows
+        .iter()
+        .filter(|(_, a)| a.data_packets > 0)
+        .copied()
+        .collect();
     for &(name, help, field) in DIR_COUNTERS {
         w.family(name, Kind::Counter, help);
-        for (l, a) in &dir_rows {
+        let rows = if name == "metaroce_packets" {
+            &dir_rows
+        } else {
+            &data_rows
+        };
+        for (l, a) in rows {
             w.sample(name, l, None, field(a));
         }
     }
@@ -526,7 +539,7 @@ pub fn render(
         Kind::Counter,
         "Time spent in stalls (the stalls the engine keeps; open ones up to now).",
     );
-    for (l, a) in &dir_rows {
+    for (l, a) in &data_rows {
         w.sample_f64("metaroce_stall_seconds", l, a.stall_ns as f64 / 1e9);
     }
     labelled_counter(
@@ -534,7 +547,7 @@ pub fn render(
         "metaroce_nacks",
         "NACKs about the direction, by code.",
         "code",
-        &dir_rows,
+        &data_rows,
         |a| &a.nacks,
     );
     labelled_counter(
@@ -542,7 +555,7 @@ pub fn render(
         "metaroce_cnps",
         "CNPs about the direction, by reason.",
         "reason",
-        &dir_rows,
+        &data_rows,
         |a| &a.cnps,
     );
     lint_counter(
@@ -563,14 +576,14 @@ pub fn render(
         &mut w,
         "metaroce_stalls_open",
         "Stalls open now.",
-        &dir_rows,
+        &data_rows,
         |a| a.stalls_open,
     );
     gauge(
         &mut w,
         "metaroce_bytes_in_flight",
         "Payload bytes captured and not yet acked.",
-        &dir_rows,
+        &data_rows,
         |a| a.bytes_in_flight,
     );
 

@@ -222,7 +222,7 @@ impl Recorder {
 
 fn entry(table: &mut HashMap<HistKey, Latencies>, key: HistKey, max: usize) -> &mut Latencies {
     // Keys beyond the limit fold into `Other` (which does not count).
-    let full = table.len() >= max + usize::from(table.contains_key(&HistKey::Other));
+    let full = table.len() >= max.saturating_add(usize::from(table.contains_key(&HistKey::Other)));
     let key = if full && !table.contains_key(&key) {
         HistKey::Other
     } else {

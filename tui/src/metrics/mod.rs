@@ -39,7 +39,7 @@ impl Default for MetricsConfig {
         MetricsConfig {
             per_connection: false,
             paths: false,
-            max_series: 1000,
+            max_series: 2048,
         }
     }
 }
