@@ -59,6 +59,7 @@ ip -n "$NS_A" addr add 10.77.0.1/24 dev "$VA"
 ip -n "$NS_B" addr add 10.77.0.2/24 dev "$VB"
 ip -n "$NS_A" link set "$VA" up
 ip -n "$NS_B" link set "$VB" up
+ip -n "$NS_B" link set lo up
 
 echo "machine: $(nproc) cores, $(uname -r); sender threads $THREADS, payload $PAYLOAD B, $STEP s per step"
 "$BLAST" write "$OUT/offline.pcap" 1000000 "$PAYLOAD" 8 1 >/dev/null
@@ -69,7 +70,7 @@ echo "machine: $(nproc) cores, $(uname -r); sender threads $THREADS, payload $PA
 drain() {
     local json=$OUT/drain-$1.json
     shift
-    ip netns exec "$NS_B" "$TOP" -i "$VB" --headless --duration $((STEP + 8)) --buffer-mb 256 --json-out "$json" "$@" 2>/dev/null &
+    ip netns exec "$NS_B" "$TOP" -i "$VB" --headless --duration $((STEP + 8)) --buffer-mb 256 --json-out "$json" "$@" 2> >(grep -v "serving metrics" >&2) &
     local top_pid=$!
     sleep 2
     kill -STOP "$top_pid"
@@ -84,7 +85,7 @@ drain() {
 offline() {
     local json=$OUT/offline-$1.json
     shift
-    ip netns exec "$NS_B" "$TOP" -r "$OUT/offline.pcap" --speed 0 --headless --json-out "$json" "$@" 2>/dev/null
+    ip netns exec "$NS_B" "$TOP" -r "$OUT/offline.pcap" --speed 0 --headless --json-out "$json" "$@" 2> >(grep -v "serving metrics" >&2)
     echo "$json"
 }
 
@@ -96,7 +97,7 @@ scraper() {
 }
 
 if [ -n "${ONLY_METRICS:-}" ]; then RATES=(); fi
-printf '%8s %9s %9s %9s %8s %8s %7s %7s %8s %9s\n' \
+[ -n "${ONLY_METRICS:-}" ] || printf '%8s %9s %9s %9s %8s %8s %7s %7s %8s %9s\n' \
     target sent_kpps recv_kpps eng_kpps kdrops ifdrops drop% cpu_s cpu%core us/pkt
 best=0
 for k in "${RATES[@]}"; do
@@ -125,7 +126,8 @@ PY
         best=$sent_kpps
     fi
 done
-echo "highest packet rate sustained with < 1% kernel+interface drops: ${best} kpps (the rate the sender achieved)"
+[ -n "${ONLY_METRICS:-}" ] ||
+    echo "highest packet rate sustained with < 1% kernel+interface drops: ${best} kpps (the rate the sender achieved)"
 
 if [ -z "${ONLY_METRICS:-}" ]; then
 # The live path's own ceiling, independent of the sender: the capture is
