@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{BIN, fixture};
+use common::{BIN, fixture, many_connections};
 
 /// The exporter, killed on drop if a test fails first.
 struct Exporter {
@@ -229,6 +229,54 @@ fn clients_that_never_send_or_never_read_do_not_stall_anything() {
     }
     assert!(wait_exit(&mut e.child, Duration::from_secs(1)).success());
     assert!(json.exists());
+}
+
+/// A client that asks for a large body and never reads it blocks one
+/// handler thread in its write (until the write timeout): scrapes are
+/// still served beside it, and SIGTERM still ends the process at once.
+#[test]
+fn a_client_that_never_reads_a_large_body_blocks_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("many.pcap");
+    many_connections(&capture, 1500);
+    let json = dir.path().join("final.json");
+    let mut e = start(
+        &capture,
+        &json,
+        &[
+            "--duration",
+            "60",
+            "--metrics-connections",
+            "--metrics-max-series",
+            "10000",
+        ],
+    );
+    let body = finished_scrape(e.addr);
+    // Larger than what the sockets' buffers hold (4 + 6 MiB at most on
+    // loopback by default).
+    assert!(body.len() > 12 << 20, "{}", body.len());
+    let mut deaf = TcpStream::connect(e.addr).unwrap();
+    deaf.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    let (status, _, again) = get(e.addr, "/metrics", None).unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    // Whole (only the process figures differ from the first).
+    assert!(
+        again.len().abs_diff(body.len()) < 64,
+        "{} {}",
+        again.len(),
+        body.len()
+    );
+    assert!(again.contains("metaroce_build_info"));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // Well before the blocked write times out (10 s): nothing waits for
+    // it (the rest is the JSON snapshot of 3,000 directions).
+    kill(e.child.id(), "TERM");
+    let status = wait_exit(&mut e.child, Duration::from_secs(7));
+    assert!(status.success(), "{status}");
+    assert!(json.exists());
+    drop(deaf);
 }
 
 #[test]

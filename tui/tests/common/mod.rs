@@ -322,3 +322,76 @@ pub fn lint_capture(dir: &std::path::Path) -> PathBuf {
     w.flush().unwrap();
     path
 }
+
+/// `n` MetaRoCE connections from 10.3.0.1 to 10.4.x.y (one peer each),
+/// each a one-packet WRITE on ev 1 and its ACK, written as a pcap: a
+/// snapshot whose per-connection metrics are large.
+pub fn many_connections(path: &Path, n: u32) {
+    use proto_parse::build::UdpFrameBuilder;
+    use proto_parse::metaroce::{
+        AckRepr, Body, DataRepr, FeedbackRepr, Flags, Op, Repr, SackBitmap, udp_source_port,
+    };
+    static PAYLOAD: [u8; 64] = [0x5A; 64];
+    let mut frames = Vec::new();
+    for i in 0..n {
+        let a = std::net::Ipv4Addr::new(10, 3, 0, 1);
+        let b = std::net::Ipv4Addr::new(10, 4, (i >> 8) as u8, i as u8);
+        let repr = |from_a: bool, body| Repr {
+            flags: if from_a {
+                Flags::SOM | Flags::EOM | Flags::AR
+            } else {
+                Flags::empty()
+            },
+            tx_attempt: 0,
+            ev: 1,
+            path_seq: 1,
+            dst_conn: if from_a { 0x200 + i } else { 0x100 + i },
+            src_conn: if from_a { 0x100 + i } else { 0x200 + i },
+            psn: if from_a { 0 } else { 1 },
+            tx_ts: 1000,
+            body,
+            tlvs: Vec::new(),
+            payload: if from_a { &PAYLOAD } else { &[] },
+            crc: false,
+        };
+        let data = repr(
+            true,
+            Body::Data(DataRepr {
+                op: Op::Write {
+                    remote_va: 0x1000,
+                    rkey: 7,
+                },
+                payload_len: 64,
+                msg_id: 1,
+                msg_offset: 0,
+                msg_len: 64,
+            }),
+        );
+        let ack = repr(
+            false,
+            Body::Ack(AckRepr {
+                feedback: FeedbackRepr {
+                    echo_ev: 1,
+                    echo_psn: 0,
+                    echo_tx_ts: 1000,
+                    rx_ts: 2000,
+                    credit: u32::MAX,
+                    ..FeedbackRepr::default()
+                },
+                sack_base: 1,
+                sack: SackBitmap::default(),
+            }),
+        );
+        let t = 1_700_000_000_000_000_000 + u64::from(i) * 10_000;
+        let port = udp_source_port(1);
+        frames.push((
+            t,
+            UdpFrameBuilder::new((a, port).into(), (b, 4794).into()).build(&data.to_vec()),
+        ));
+        frames.push((
+            t + 5_000,
+            UdpFrameBuilder::new((b, port).into(), (a, 4794).into()).build(&ack.to_vec()),
+        ));
+    }
+    write_pcap(path, &frames);
+}
