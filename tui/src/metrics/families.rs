@@ -18,7 +18,7 @@ use proto_parse::metaroce::{CnpReason, NackCode};
 
 use super::MetricsConfig;
 use super::exposition::{Format, Kind, Writer, labels};
-use super::latency::{Hist, HistKey, Latencies};
+use super::latency::{Hist, Latencies, SeriesKey};
 use crate::model::{RunState, Snapshot, severity};
 
 /// What a scrape reads of the process itself (`/proc/self`).
@@ -464,12 +464,12 @@ fn flow_labels(src: IpAddr, dst: IpAddr, conns: Option<(&str, u32, &str, u32)>) 
     }
 }
 
-fn hist_labels(key: &HistKey) -> String {
+fn series_labels(key: &SeriesKey) -> String {
     match *key {
-        HistKey::Flow { src, dst, conns } => {
+        SeriesKey::Flow { src, dst, conns } => {
             flow_labels(src, dst, conns.map(|(a, b)| ("src_conn", a, "dst_conn", b)))
         }
-        HistKey::Other => OTHER.to_string(),
+        SeriesKey::Other => OTHER.to_string(),
     }
 }
 
@@ -487,20 +487,20 @@ pub fn render(
     );
 
     // MetaRoCE directions, folded.
-    let mut dirs: Rows<HistKey, DirAgg> = Rows::new(cfg.max_series);
-    let mut paths: Rows<(HistKey, u16), PathAgg> = Rows::new(cfg.max_series);
+    let mut dirs: Rows<SeriesKey, DirAgg> = Rows::new(cfg.max_series);
+    let mut paths: Rows<(SeriesKey, u16), PathAgg> = Rows::new(cfg.max_series);
     for d in &report.directions {
         let conns = cfg.per_connection.then_some((d.src_conn, d.dst_conn));
-        let key = HistKey::Flow {
+        let key = SeriesKey::Flow {
             src: d.src,
             dst: d.dst,
             conns,
         };
-        dirs.get(key, || hist_labels(&key)).add(d);
+        dirs.get(key, || series_labels(&key)).add(d);
         if cfg.paths {
             for p in &d.paths {
                 let a = paths.get((key, p.ev), || {
-                    format!("{},ev=\"{}\"", hist_labels(&key), p.ev)
+                    format!("{},ev=\"{}\"", series_labels(&key), p.ev)
                 });
                 a.packets += p.packets;
                 a.data_packets += p.data_packets;
@@ -616,7 +616,7 @@ pub fn render(
         for (key, l) in &metaroce_hists {
             let h = field(l);
             if !h.is_empty() {
-                w.histogram(name, &hist_labels(key), h);
+                w.histogram(name, &series_labels(key), h);
             }
         }
     }
@@ -707,8 +707,8 @@ pub fn render(
             let h = field(l);
             if !h.is_empty() {
                 let labels = match key {
-                    HistKey::Flow { src, dst, .. } => flow_labels(*src, *dst, None),
-                    HistKey::Other => OTHER.to_string(),
+                    SeriesKey::Flow { src, dst, .. } => flow_labels(*src, *dst, None),
+                    SeriesKey::Other => OTHER.to_string(),
                 };
                 w.histogram(name, &labels, h);
             }
@@ -725,7 +725,7 @@ pub fn render(
 }
 
 /// Histogram rows in a stable order (`other` last).
-fn sorted(table: Option<&HashMap<HistKey, Latencies>>) -> Vec<(&HistKey, &Latencies)> {
+fn sorted(table: Option<&HashMap<SeriesKey, Latencies>>) -> Vec<(&SeriesKey, &Latencies)> {
     let mut rows: Vec<_> = table.into_iter().flatten().collect();
     rows.sort_by(|a, b| a.0.cmp(b.0));
     rows

@@ -87,12 +87,12 @@ pub struct Latencies {
     pub delivery: Hist,
 }
 
-/// What a histogram is keyed by: a DATA direction's (or a RoCEv2 flow's
+/// What a series (and a histogram) is keyed by: a DATA direction's (or a RoCEv2 flow's
 /// requester and responder) addresses, and the connection ids when the
 /// exporter is asked for connections; `other` holds what the series limit
 /// folded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum HistKey {
+pub enum SeriesKey {
     Flow {
         src: IpAddr,
         dst: IpAddr,
@@ -105,8 +105,8 @@ pub enum HistKey {
 /// The histograms published with a snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct Histograms {
-    pub metaroce: HashMap<HistKey, Latencies>,
-    pub rocev2: HashMap<HistKey, Latencies>,
+    pub metaroce: HashMap<SeriesKey, Latencies>,
+    pub rocev2: HashMap<SeriesKey, Latencies>,
 }
 
 /// Records the verdicts' samples on the capture thread; publishes a copy
@@ -122,7 +122,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// `max_keys` histogram keys per protocol; later keys fold into
-    /// [`HistKey::Other`].
+    /// [`SeriesKey::Other`].
     pub fn new(per_connection: bool, max_keys: usize) -> Recorder {
         Recorder {
             per_connection,
@@ -159,12 +159,12 @@ impl Recorder {
                 // A feedback (the RTTs, an acked completion, a READ's last
                 // response) is about the reverse direction's DATA; a
                 // delivery completes at the receiver's last DATA packet.
-                let reverse = HistKey::Flow {
+                let reverse = SeriesKey::Flow {
                     src: obs.dst,
                     dst: obs.src,
                     conns: conns(mr.dst_conn, mr.src_conn),
                 };
-                let forward = HistKey::Flow {
+                let forward = SeriesKey::Flow {
                     src: obs.src,
                     dst: obs.dst,
                     conns: conns(mr.src_conn, mr.dst_conn),
@@ -193,7 +193,7 @@ impl Recorder {
                 // is the requester's, the reverse of the packet. Keyed by
                 // host pair only: a response names the requester's QP, not
                 // the flow's.
-                let reverse = HistKey::Flow {
+                let reverse = SeriesKey::Flow {
                     src: obs.dst,
                     dst: obs.src,
                     conns: None,
@@ -220,11 +220,12 @@ impl Recorder {
     }
 }
 
-fn entry(table: &mut HashMap<HistKey, Latencies>, key: HistKey, max: usize) -> &mut Latencies {
+fn entry(table: &mut HashMap<SeriesKey, Latencies>, key: SeriesKey, max: usize) -> &mut Latencies {
     // Keys beyond the limit fold into `Other` (which does not count).
-    let full = table.len() >= max.saturating_add(usize::from(table.contains_key(&HistKey::Other)));
+    let full =
+        table.len() >= max.saturating_add(usize::from(table.contains_key(&SeriesKey::Other)));
     let key = if full && !table.contains_key(&key) {
-        HistKey::Other
+        SeriesKey::Other
     } else {
         key
     };
@@ -255,7 +256,7 @@ mod test {
     #[test]
     fn keys_beyond_the_limit_fold_into_other() {
         let mut t = HashMap::new();
-        let key = |i: u8| HistKey::Flow {
+        let key = |i: u8| SeriesKey::Flow {
             src: IpAddr::from([10, 0, 0, i]),
             dst: IpAddr::from([10, 0, 1, i]),
             conns: None,
@@ -265,7 +266,7 @@ mod test {
         }
         entry(&mut t, key(1), 3).ack_rtt.record(1);
         assert_eq!(t.len(), 4, "3 keys and other");
-        assert_eq!(t[&HistKey::Other].ack_rtt.count, 2);
+        assert_eq!(t[&SeriesKey::Other].ack_rtt.count, 2);
         assert_eq!(t[&key(1)].ack_rtt.count, 2);
     }
 }
