@@ -87,10 +87,10 @@ pub struct Latencies {
     pub delivery: Hist,
 }
 
-/// What a series (and a histogram) is keyed by: a DATA direction's (or a RoCEv2 flow's
-/// requester and responder) addresses, and the connection ids when the
-/// exporter is asked for connections; `other` holds what the series limit
-/// folded.
+/// What a series (and a histogram) is keyed by: a DATA direction's (or a
+/// RoCEv2 flow's requester and responder) addresses, and the connection
+/// ids when the exporter is asked for connections; `Other` holds what the
+/// series limit folded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SeriesKey {
     Flow {
