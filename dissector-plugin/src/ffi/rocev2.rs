@@ -15,7 +15,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use analyzer::engine::Observation;
 use epan_sys as ws;
 use proto_parse::frame::{self, DecodeConfig, Transport};
-use ws::compat::Truth;
+use ws::compat::{Truth, c_bool};
 
 use super::dissect::{captured_bytes, link_type, panic_message};
 use super::emit::{Emitter, tree_visible};
@@ -159,8 +159,21 @@ unsafe fn analyse_frame(
     }
     if tags && !d.info.is_empty() {
         let (n, text) = text_arg(&d.info);
-        // SAFETY: col_append_fstr copies the text; literal format.
-        unsafe { ws::col_append_fstr(cinfo, ws::COL_INFO as c_int, c"%.*s".as_ptr(), n, text) };
+        let info = ws::COL_INFO as c_int;
+        // SAFETY: col_append_fstr copies the text; literal format. A
+        // dissector before us may have made the Info column read-only (to
+        // keep its payload's dissectors from overwriting it): the tags are
+        // appended anyway, and the column left as it was.
+        unsafe {
+            let writable = ws::col_get_writable(cinfo, info).truth();
+            if !writable {
+                ws::col_set_writable(cinfo, info, c_bool(true));
+            }
+            ws::col_append_fstr(cinfo, info, c"%.*s".as_ptr(), n, text);
+            if !writable {
+                ws::col_set_writable(cinfo, info, c_bool(false));
+            }
+        }
     }
     let emit = Emitter {
         tvb,
