@@ -32,7 +32,8 @@ test)
     # The plugin again, built for and run in Wireshark 4.4 and 4.6 (Debian
     # roots made on first use by scripts/wireshark-root.sh; if one cannot be
     # made, that line fails), the GUI test too: the root's `wireshark`
-    # package (without recommends) runs inside the root on the host's Xvfb.
+    # package (without recommends; made with the root, installed here in a
+    # root made before) runs inside the root on the host's Xvfb.
     # Both lines run before the verdict.
     failed=()
     for line in 4.4 4.6; do
