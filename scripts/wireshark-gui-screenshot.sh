@@ -156,13 +156,13 @@ sleep 1
 # A click in the packet details pane (below its rows) gives it the keys
 # (there is no window manager: keys go where the pointer is); Home selects
 # its first row ("Frame"), four Downs pass Ethernet, IP and UDP to the
-# MetaRoCE item; End selects the last row, the RoCEv2 analysis (a
-# post-dissector's item comes last); Shift+Right expands the item with all
-# its subtrees.
+# MetaRoCE item; for the RoCEv2 analysis (a post-dissector's item comes
+# last) more Downs than there are rows stop on the last one; Shift+Right
+# expands the item with all its subtrees.
 xdotool mousemove --window "$window" 700 840 click 1
 sleep 0.5
 keys=(Home Down Down Down Down shift+Right)
-[ "$expand" = metaroce ] || keys=(End shift+Right)
+[ "$expand" = metaroce ] || keys=(Home Down Down Down Down Down Down Down Down Down Down Down Down shift+Right)
 for key in "${keys[@]}"; do
     xdotool key "$key"
     sleep 0.3
