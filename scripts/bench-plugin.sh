@@ -9,7 +9,11 @@
 # BTH-only twin (Write/Send Middle) is the InfiniBand dissector's cheapest
 # case and is timed too. Also times the MetaRoCE capture with the plugin's
 # sequence analysis off, and with the protocol disabled (payload decoded as
-# plain data) as a floor.
+# plain data) as a floor. The InfiniBand rows run with the plugin's RoCEv2
+# analysis disabled (`--disable-protocol rocev2`: the InfiniBand dissector
+# alone), and the RoCEv2 row times the same capture with it (the default:
+# the InfiniBand dissector with the plugin's analysis and its RC-* lint);
+# its ratio to the InfiniBand dissector alone is printed per line.
 #
 #   scripts/bench-plugin.sh [--wireshark LINE]... [PACKETS=200000] [PAYLOAD=256] [REPEAT=3]
 #   BENCH_INSTRUCTIONS=1 scripts/bench-plugin.sh ...
@@ -98,14 +102,15 @@ for line in "${lines[@]}"; do
     mr_fields=(-e frame.number -e metaroce.type -e metaroce.psn -e metaroce.ev -e metaroce.data.msg_id)
     ib_fields=(-e frame.number -e infiniband.bth.opcode -e infiniband.bth.psn -e infiniband.bth.destqp -e udp.srcport)
 
-    runs=(mr mr_lint mr_noan ib ib_bth data)
+    runs=(mr mr_lint mr_noan ib ib_an ib_bth data)
     # The analysis without the conformance lint (on by default; its own
     # cost is the mr_lint row).
     args_mr=(-n -r "$inner/metaroce.pcap" -o metaroce.lint:FALSE -T fields "${mr_fields[@]}")
     args_mr_lint=(-n -r "$inner/metaroce.pcap" -T fields "${mr_fields[@]}")
     args_mr_noan=(-n -r "$inner/metaroce.pcap" -o metaroce.analyze:FALSE -T fields "${mr_fields[@]}")
-    args_ib=(-n -r "$inner/rocev2.pcap" -T fields "${ib_fields[@]}")
-    args_ib_bth=(-n -r "$inner/rocev2-bth-only.pcap" -T fields "${ib_fields[@]}")
+    args_ib=(-n -r "$inner/rocev2.pcap" --disable-protocol rocev2 -T fields "${ib_fields[@]}")
+    args_ib_an=(-n -r "$inner/rocev2.pcap" -T fields "${ib_fields[@]}")
+    args_ib_bth=(-n -r "$inner/rocev2-bth-only.pcap" --disable-protocol rocev2 -T fields "${ib_fields[@]}")
     args_data=(-n -r "$inner/metaroce.pcap" --disable-protocol metaroce -T fields -e frame.number -e udp.srcport -e data.len)
 
     # The runs are interleaved (one of each per round), so that load from other
@@ -134,14 +139,17 @@ for line in "${lines[@]}"; do
     row "MetaRoCE plugin (decode + analysis + lint)" mr_lint
     row "MetaRoCE plugin (decode only)" mr_noan
     row "InfiniBand built-in, twin (WRITE Only+RETH)" ib
+    row "InfiniBand + plugin's RoCEv2 analysis, twin" ib_an
     row "InfiniBand built-in, BTH-only twin" ib_bth
     row "MetaRoCE capture as plain data (floor)" data
     echo "ratio MetaRoCE / RoCEv2 twin per packet: $(ratio "${wall[mr]}" "${wall[ib]}") (decode only: $(ratio "${wall[mr_noan]}" "${wall[ib]}"))"
     echo "same, CPU time: $(ratio "${cpu[mr]}" "${cpu[ib]}") (decode only: $(ratio "${cpu[mr_noan]}" "${cpu[ib]}"))"
     echo "against the BTH-only twin: wall $(ratio "${wall[mr]}" "${wall[ib_bth]}"), CPU $(ratio "${cpu[mr]}" "${cpu[ib_bth]}")"
+    echo "RoCEv2: InfiniBand + analysis / InfiniBand alone per packet: wall $(ratio "${wall[ib_an]}" "${wall[ib]}"), CPU $(ratio "${cpu[ib_an]}" "${cpu[ib]}")"
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
-    summary+=("$(printf '%-8s %-8s %10s %10s %18s' "$line" "$mm" "$(ratio "${wall[mr]}" "${wall[ib]}")" \
-        "$(ratio "${cpu[mr]}" "${cpu[ib]}")" "$(ratio "${wall[mr_noan]}" "${wall[ib]}")")")
+    summary+=("$(printf '%-8s %-8s %10s %10s %18s %16s' "$line" "$mm" "$(ratio "${wall[mr]}" "${wall[ib]}")" \
+        "$(ratio "${cpu[mr]}" "${cpu[ib]}")" "$(ratio "${wall[mr_noan]}" "${wall[ib]}")" \
+        "$(ratio "${cpu[ib_an]}" "${cpu[ib]}")")")
 
     if [ "${BENCH_INSTRUCTIONS:-0}" = 1 ]; then
         if [ "$line" != host ]; then
@@ -166,18 +174,20 @@ for line in "${lines[@]}"; do
         for r in "${runs[@]}"; do printf '  %-10s %8d\n' "$r" "${ipp[$r]}"; done
         echo "ratio MetaRoCE / RoCEv2 twin in instructions: $(ratio "${ipp[mr]}" "${ipp[ib]}") (decode only: $(ratio "${ipp[mr_noan]}" "${ipp[ib]}")); BTH-only twin: $(ratio "${ipp[mr]}" "${ipp[ib_bth]}")"
         echo "lint: analysis + lint / analysis alone in instructions: $(ratio "${ipp[mr_lint]}" "${ipp[mr]}")"
-        isummary+=("$(printf '%-8s %-8s %10s %12s %18s' "$line" "$mm" "$(ratio "${ipp[mr]}" "${ipp[ib]}")" \
-            "$(ratio "${ipp[mr_noan]}" "${ipp[ib]}")" "$(ratio "${ipp[mr]}" "${ipp[ib_bth]}")")")
+        echo "RoCEv2: InfiniBand + analysis / InfiniBand alone in instructions: $(ratio "${ipp[ib_an]}" "${ipp[ib]}")"
+        isummary+=("$(printf '%-8s %-8s %10s %12s %18s %16s' "$line" "$mm" "$(ratio "${ipp[mr]}" "${ipp[ib]}")" \
+            "$(ratio "${ipp[mr_noan]}" "${ipp[ib]}")" "$(ratio "${ipp[mr]}" "${ipp[ib_bth]}")" \
+            "$(ratio "${ipp[ib_an]}" "${ipp[ib]}")")")
     fi
 done
 if [ ${#lines[@]} -gt 1 ]; then
     echo
     echo "MetaRoCE / RoCEv2 twin per packet, each line against its own InfiniBand dissector:"
-    printf '%-8s %-8s %10s %10s %18s\n' line version "wall" "CPU" "wall, no analysis"
+    printf '%-8s %-8s %10s %10s %18s %16s\n' line version "wall" "CPU" "wall, no analysis" "RoCEv2 an. CPU"
     printf '%s\n' "${summary[@]}"
     if ((${#isummary[@]})); then
         echo "in instructions (cachegrind):"
-        printf '%-8s %-8s %10s %12s %18s\n' line version "analysis" "decode only" "vs BTH-only twin"
+        printf '%-8s %-8s %10s %12s %18s %16s\n' line version "analysis" "decode only" "vs BTH-only twin" "RoCEv2 an./IB"
         printf '%s\n' "${isummary[@]}"
     fi
 fi

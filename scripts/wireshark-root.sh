@@ -16,8 +16,9 @@
 #        e.g. scripts/wireshark-root.sh 4.4 cargo test -p metaroce-dissector
 #   scripts/wireshark-root.sh 4.4 install PKG...  add Debian packages to the root (apt)
 #
-# The root is made with `debootstrap --variant=minbase` plus tshark and
-# libwireshark-dev, in $METAROCE_CACHE (default $XDG_CACHE_HOME/metaroce, or
+# The root is made with `debootstrap --variant=minbase` plus tshark,
+# libwireshark-dev and the Wireshark GUI (package `wireshark`, without
+# recommends: the GUI test runs it on the host's Xvfb), in $METAROCE_CACHE (default $XDG_CACHE_HOME/metaroce, or
 # /var/cache/metaroce for root), outside the repository. It is made in a
 # temporary folder and renamed into place when complete, under a lock, so an
 # interrupted run leaves no half root and parallel runs make it once.
@@ -76,7 +77,7 @@ make_root() {
            in_root "$partial" sh -c '
                 echo "wireshark-common wireshark-common/install-setuid boolean false" \
                     | debconf-set-selections &&
-                apt-get install -y -q --no-install-recommends tshark libwireshark-dev &&
+                apt-get install -y -q --no-install-recommends tshark libwireshark-dev wireshark &&
                 apt-get clean'
          } > "$cache/wireshark-$line.log" 2>&1; then
         echo "wireshark-root.sh: making the $suite root failed (no network, Debian's package" >&2

@@ -444,3 +444,46 @@ fn a_read_completes_with_all_its_responses_and_in_order() {
     assert_eq!(f.msg_completion_by_op_ns["send"].min, 30_000);
     assert_eq!((f.acked_psn, f.outstanding_psns), (Some(23), 0));
 }
+
+/// The per-packet facts a packet view shows (`Engine::rocev2_facts`): the
+/// expected PSN of a request, the request a READ response answers and its
+/// place among the READ's responses, and the time between a flow's CNPs.
+#[test]
+fn per_packet_facts() {
+    use Opcode::{
+        Cnp, RcRdmaReadRequest as Read, RcRdmaReadResponseOnly as ReadOnly, RcSendOnly as Send,
+    };
+    use analyzer::engine::ReadProgress;
+    let script = [
+        pkt(1, 0, true, Send, 10, None, false),
+        pkt(2, 1, true, Send, 11, None, false),
+        pkt(3, 2, false, Cnp, 0, None, false),
+        pkt(4, 12, false, Cnp, 0, None, false),
+        pkt(5, 13, true, Read, 12, None, false),
+        pkt(6, 14, false, ReadOnly, 12, Some(0x1f), false),
+    ];
+    let mut engine = Engine::new(Config::default());
+    let facts: Vec<_> = script
+        .iter()
+        .map(|o| {
+            engine.ingest(o);
+            engine.rocev2_facts()
+        })
+        .collect();
+    assert_eq!(facts[0].expected_psn, None, "the flow's first request");
+    assert_eq!(facts[1].expected_psn, Some(11));
+    assert_eq!(facts[2].cnp_interval_ns, None);
+    assert_eq!(facts[3].cnp_interval_ns, Some(10_000));
+    assert_eq!(facts[4].expected_psn, Some(12));
+    assert_eq!(facts[5].request_frame, Some(5));
+    assert_eq!(
+        facts[5].read,
+        Some(ReadProgress {
+            index: 1,
+            span: 1,
+            accepted: true,
+            complete: true
+        })
+    );
+    assert_eq!(engine.rocev2_flow_key(0).map(|k| k.2), Some(0x20));
+}

@@ -166,7 +166,7 @@ fn main() {
             "proto_.*|dissector_.*|col_.*|heur_.*|expert_.*|conversation_.*|tvb_.*|wmem_.*|\
              p_add_proto_data|p_get_proto_data|register_tap|tap_queue_packet|prefs_register_.*|\
              find_dissector|find_dissector_add_dependency|call_dissector|call_data_dissector|\
-             create_dissector_handle|register_dissector|register_init_routine|\
+             create_dissector_handle|register_dissector|register_postdissector|register_init_routine|\
              register_cleanup_routine|val_to_str.*|register_decode_as|epan_get_version|\
              get_data_source_tvb|register_conversation_table|add_conversation_table_data.*|\
              add_endpoint_table_data|stats_tree_.*|have_tap_listener",

@@ -45,6 +45,7 @@ fn main() {
             ecn: o.ecn,
             src_port: o.src_port,
             dst_port: o.dst_port,
+            flow_label: o.flow_label,
         };
         a.ingest(&meta, &f[42..], f.len() - 42);
     }

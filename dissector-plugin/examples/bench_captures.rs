@@ -11,8 +11,9 @@
 //!   dissector, Write Middle and Send Middle (BTH only).
 //!
 //! All are emitted with `proto_parse` (MetaRoCE `Repr::emit`, RoCEv2
-//! `Repr::emit`); the RoCEv2 ICRC is left zero (tshark does not verify it
-//! by default).
+//! `Repr::emit`), the RoCEv2 ICRC computed (`rocev2::icrc`): the plugin's
+//! RoCEv2 analysis checks it, and a capture of bad ICRCs would time its
+//! expert infos instead of the common packet.
 //!
 //! `cargo run --release -p metaroce-dissector --example bench_captures -- OUT_DIR [PACKETS] [PAYLOAD]`
 
@@ -136,7 +137,11 @@ fn main() -> std::io::Result<()> {
         };
         let bth_only = twin(bth_only, dest_qp, psn, None, udp_payload.len());
         for (writer, packet) in [(&mut ib, equivalent), (&mut ib_bth, bth_only)] {
-            let frame2 = UdpFrameBuilder::new(src, dst).build(&packet);
+            let mut frame2 = UdpFrameBuilder::new(src, dst).build(&packet);
+            // Ethernet (14), IPv4 without options (20), UDP (8), BTH...ICRC.
+            let n = frame2.len();
+            let icrc = rocev2::icrc::compute(&frame2[14..34], &frame2[34..42], &frame2[42..n - 4]);
+            frame2[n - 4..].copy_from_slice(&icrc.to_le_bytes());
             assert_eq!(frame.len(), frame2.len(), "twins have the same size");
             writer.write_frame(ts, &frame2)?;
         }

@@ -24,7 +24,9 @@
 
 use std::net::IpAddr;
 
-use analyzer::engine::{Config, Engine, Observation, Verdict};
+use analyzer::engine::{
+    Config, Engine, FlowLabel, MrChecks, ObsKind, Observation, RoceFacts, Verdict,
+};
 use analyzer::lint::{Finding, Side};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::metaroce;
@@ -45,6 +47,8 @@ pub struct FrameMeta {
     /// The UDP ports (the lint checks the source port, spec section 1).
     pub src_port: u16,
     pub dst_port: u16,
+    /// The IPv6 flow label (the lint compares it with the ev, MR-PKT-015).
+    pub flow_label: Option<u32>,
 }
 
 /// What the engine needs of the IP and UDP headers around a packet.
@@ -56,6 +60,8 @@ pub struct Outer {
     pub ecn: u8,
     pub src_port: u16,
     pub dst_port: u16,
+    /// IPv6 only.
+    pub flow_label: Option<u32>,
 }
 
 /// The outer layers of a frame, decoded by `proto_parse::frame` from the
@@ -79,6 +85,7 @@ pub fn outer_layers(link: LinkType, frame_bytes: &[u8], udp_payload: &[u8]) -> O
             ecn: udp.ecn.bits(),
             src_port: udp.src_port,
             dst_port: udp.dst_port,
+            flow_label: None,
         });
     }
     let cfg = DecodeConfig {
@@ -94,6 +101,7 @@ pub fn outer_layers(link: LinkType, frame_bytes: &[u8], udp_payload: &[u8]) -> O
         ecn: ip.ecn.bits(),
         src_port: udp.src_port,
         dst_port: udp.dst_port,
+        flow_label: ip.flow_label,
     })
 }
 
@@ -108,21 +116,153 @@ const NO_FLOW: u32 = u32::MAX;
 /// (frames arrive in order on the first pass, so it is an append).
 pub struct Analysis {
     engine: Engine,
+    /// The lint is on (`Config::lint`): observations carry its checks.
+    lint: bool,
     /// Verdicts with something to show besides the flow, by frame.
     verdicts: Vec<Verdict>,
     /// The flow of every analysed frame (`NO_FLOW`: none), by frame number.
     flows: Vec<u32>,
     /// The lint's findings (with `Config::lint`), in frame order.
     findings: Vec<Finding>,
+    /// RoCEv2 requests: the expected PSN (`NO_PSN`: none), by frame number.
+    expected_psn: Vec<u32>,
+    /// RoCEv2 facts besides the expected PSN, by frame (sorted).
+    roce_facts: Vec<(u64, RoceFacts)>,
+    /// RoCEv2 flows' keys (request source, destination and destination
+    /// QP), by flow index. An index the engine reuses after evicting a
+    /// flow (beyond `Config::max_flows` live flows) shows the newer key on
+    /// later passes.
+    roce_keys: Vec<Option<RoceKey>>,
 }
+
+/// `expected_psn[frame]` of a frame with none.
+const NO_PSN: u32 = u32::MAX;
+
+/// The RoCEv2 analysis of one frame ([`Analysis::ingest_rocev2`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoceAnalysed {
+    pub verdict: Verdict,
+    pub facts: RoceFacts,
+    /// The flow's request source, destination and destination QP.
+    pub key: Option<RoceKey>,
+}
+
+/// A RoCEv2 RC flow as the engine keys it: its requests' source and
+/// destination addresses and destination QP.
+pub type RoceKey = (IpAddr, IpAddr, u32);
 
 impl Analysis {
     pub fn new(cfg: Config) -> Self {
         Analysis {
+            lint: cfg.lint,
             engine: Engine::new(cfg),
             verdicts: Vec::new(),
             flows: Vec::new(),
             findings: Vec::new(),
+            expected_psn: Vec::new(),
+            roce_facts: Vec::new(),
+            roce_keys: Vec::new(),
+        }
+    }
+
+    /// First pass: feeds a RoCEv2 observation (from the RoCEv2
+    /// post-dissector) to the engine, once per frame, and keeps what it
+    /// said. A frame already fed returns what was kept.
+    pub fn ingest_rocev2(&mut self, obs: &Observation) -> Option<RoceAnalysed> {
+        let frame = u32::try_from(obs.frame).ok()?;
+        if let Some(kept) = self.lookup_rocev2(frame) {
+            return Some(kept);
+        }
+        let v = self.engine.ingest(obs);
+        let facts = self.engine.rocev2_facts();
+        self.keep(v);
+        let key = v
+            .flow
+            .and_then(|f| Some((f, self.engine.rocev2_flow_key(f)?)));
+        if let Some((flow, key)) = key {
+            let at = flow as usize;
+            if self.roce_keys.len() <= at {
+                self.roce_keys.resize(at + 1, None);
+            }
+            self.roce_keys[at] = Some(key);
+        }
+        let key = key.map(|(_, k)| k);
+        if let Some(psn) = facts.expected_psn {
+            let at = frame as usize;
+            if self.expected_psn.len() <= at {
+                self.expected_psn.resize(at + 1, NO_PSN);
+            }
+            self.expected_psn[at] = psn;
+        }
+        let rest = RoceFacts {
+            expected_psn: None,
+            ..facts
+        };
+        if rest != RoceFacts::default() {
+            self.roce_facts.push((obs.frame, rest));
+        }
+        Some(RoceAnalysed {
+            verdict: v,
+            facts,
+            key,
+        })
+    }
+
+    /// Later passes: what [`Analysis::ingest_rocev2`] kept for `frame`.
+    pub fn lookup_rocev2(&self, frame: u32) -> Option<RoceAnalysed> {
+        let verdict = self.lookup(frame)?;
+        let at = u64::from(frame);
+        let mut facts = self
+            .roce_facts
+            .binary_search_by_key(&at, |(f, _)| *f)
+            .map_or(RoceFacts::default(), |i| self.roce_facts[i].1);
+        facts.expected_psn = self
+            .expected_psn
+            .get(frame as usize)
+            .copied()
+            .filter(|&p| p != NO_PSN);
+        let key = verdict
+            .flow
+            .and_then(|f| self.roce_keys.get(f as usize).copied().flatten());
+        Some(RoceAnalysed {
+            verdict,
+            facts,
+            key,
+        })
+    }
+
+    /// Keeps a verdict: its flow by frame, and the verdict itself when it
+    /// says more than the flow.
+    fn keep(&mut self, v: Verdict) {
+        let found = self.engine.findings();
+        if !found.is_empty() {
+            // Frames come in order on the first pass: an append.
+            self.findings.extend_from_slice(found);
+            self.engine.clear_findings();
+        }
+        if let Some(flow) = v.flow.filter(|&f| f != NO_FLOW)
+            && let Ok(at) = usize::try_from(v.frame)
+        {
+            if self.flows.len() <= at {
+                self.flows.resize(at + 1, NO_FLOW);
+            }
+            self.flows[at] = flow;
+        }
+        let plain = Verdict {
+            frame: v.frame,
+            flow: v.flow,
+            ..Verdict::default()
+        };
+        if v != plain {
+            // Sorted by frame: an append on the first pass.
+            match self.verdicts.last() {
+                Some(last) if last.frame >= v.frame => {
+                    if let Err(at) = self.verdicts.binary_search_by_key(&v.frame, |x| x.frame) {
+                        self.verdicts.insert(at, v);
+                    }
+                }
+                _ => self.verdicts.push(v),
+            }
         }
     }
 
@@ -159,36 +299,19 @@ impl Analysis {
         // The ports as captured (from_metaroce assumes the spec's).
         obs.src_port = meta.src_port;
         obs.dst_port = meta.dst_port;
+        // What only the lint reads (MR-PKT-013..015): the parser's
+        // warnings, the CRC32C check and the IPv6 flow label.
+        if self.lint
+            && !obs.malformed
+            && let ObsKind::MetaRoce(mr) = &mut obs.kind
+        {
+            mr.checks = MrChecks::of(packet, layout);
+            mr.checks.flow_label_not_ev = meta
+                .flow_label
+                .and_then(|label| FlowLabel::not_ev(label, mr.ev));
+        }
         let v = self.engine.ingest(&obs);
-        let found = self.engine.findings();
-        if !found.is_empty() {
-            // Frames come in order on the first pass: an append.
-            self.findings.extend_from_slice(found);
-            self.engine.clear_findings();
-        }
-        if let Some(flow) = v.flow.filter(|&f| f != NO_FLOW) {
-            let at = meta.frame as usize;
-            if self.flows.len() <= at {
-                self.flows.resize(at + 1, NO_FLOW);
-            }
-            self.flows[at] = flow;
-        }
-        let plain = Verdict {
-            frame: v.frame,
-            flow: v.flow,
-            ..Verdict::default()
-        };
-        if v != plain {
-            // Sorted by frame: an append on the first pass.
-            match self.verdicts.last() {
-                Some(last) if last.frame >= v.frame => {
-                    if let Err(at) = self.verdicts.binary_search_by_key(&v.frame, |x| x.frame) {
-                        self.verdicts.insert(at, v);
-                    }
-                }
-                _ => self.verdicts.push(v),
-            }
-        }
+        self.keep(v);
         if let Some(retx) = v.dup_of_frame {
             self.shown_spurious(retx, v.frame);
         }
@@ -251,23 +374,23 @@ impl Analysis {
     }
 }
 
-fn time(hf: Hf, ns: u64) -> Item {
+pub(crate) fn time(hf: Hf, ns: u64) -> Item {
     generated(hf, Value::Time(i64::try_from(ns).unwrap_or(i64::MAX)))
 }
 
-fn generated(hf: Hf, value: Value) -> Item {
+pub(crate) fn generated(hf: Hf, value: Value) -> Item {
     Item::field(hf, 0..0, value).generated()
 }
 
-fn uint(hf: Hf, v: impl Into<u64>) -> Item {
+pub(crate) fn uint(hf: Hf, v: impl Into<u64>) -> Item {
     generated(hf, Value::Uint(v.into()))
 }
 
-fn marker(hf: Hf) -> Item {
+pub(crate) fn marker(hf: Hf) -> Item {
     generated(hf, Value::Marker)
 }
 
-fn note(ei: Ei, text: impl Into<String>) -> Note {
+pub(crate) fn note(ei: Ei, text: impl Into<String>) -> Note {
     Note {
         ei,
         text: text.into(),
@@ -275,7 +398,7 @@ fn note(ei: Ei, text: impl Into<String>) -> Note {
     }
 }
 
-fn fmt_ns(ns: i64) -> String {
+pub(crate) fn fmt_ns(ns: i64) -> String {
     let abs = ns.unsigned_abs();
     let sign = if ns < 0 { "-" } else { "" };
     if abs >= 1_000_000 {
@@ -440,8 +563,12 @@ pub fn add_lint(findings: &[Finding], host: Option<IpAddr>, d: &mut Dissection) 
         if !Side::of(f.conn.src(), f.conn.dst(), host).judges(rule.vantage) {
             continue;
         }
+        let hf = match rule.protocol {
+            analyzer::lint::Protocol::MetaRoce => Hf::Lint,
+            analyzer::lint::Protocol::RoceV2 => Hf::RcLint,
+        };
         let id = d.push_text(rule.id);
-        d.add(generated(Hf::Lint, Value::Text(id)));
+        d.add(generated(hf, Value::Text(id)));
         d.lint.push(LintNote {
             rule: f.rule.index(),
             text: format!("[{}] {} Here: {}", rule.id, rule.statement, f.evidence()),
@@ -489,6 +616,7 @@ mod test {
             ecn: 2,
             src_port: metaroce::udp_source_port(1),
             dst_port: metaroce::DEFAULT_PORT,
+            flow_label: None,
         }
     }
 
@@ -610,6 +738,7 @@ mod test {
                 ecn: ip.ecn.bits(),
                 src_port: udp.src_port,
                 dst_port: udp.dst_port,
+                flow_label: ip.flow_label,
             })
         };
         let packet = data_packet(7, 0);

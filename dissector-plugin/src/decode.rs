@@ -230,7 +230,7 @@ impl Default for Dissection {
 
 impl Dissection {
     /// Empties it for a packet of `captured` bytes, keeping the buffers.
-    fn clear(&mut self, captured: usize) {
+    pub(crate) fn clear(&mut self, captured: usize) {
         self.header = 0..captured;
         self.info.clear();
         self.items.clear();
@@ -597,6 +597,10 @@ fn base_items(p: &Packet<&[u8]>, d: &mut Dissection) {
     d.add(Item::uint(Hf::PathSeq, field::PATH_SEQ, p.path_seq()));
     d.add(Item::uint(Hf::DstConn, field::DST_CONN, p.dst_conn()));
     d.add(Item::uint(Hf::SrcConn, field::SRC_CONN, p.src_conn()));
+    // Hidden: either connection id, for "Apply as filter" on a
+    // conversation (`metaroce.conn == 0x11` matches both directions).
+    d.add(Item::uint(Hf::Conn, field::DST_CONN, p.dst_conn()));
+    d.add(Item::uint(Hf::Conn, field::SRC_CONN, p.src_conn()));
     d.add(Item::uint(Hf::Psn, field::PSN, p.psn()));
     d.add(Item::uint(Hf::TxTs, field::TX_TS, p.tx_ts()));
 }
@@ -1278,6 +1282,8 @@ mod test {
                 Some(Hf::PathSeq),
                 Some(Hf::DstConn),
                 Some(Hf::SrcConn),
+                Some(Hf::Conn),
+                Some(Hf::Conn),
                 Some(Hf::Psn),
                 Some(Hf::TxTs),
                 Some(Hf::DataHeader),

@@ -137,6 +137,8 @@ fields! {
     PathSeq = (c"metaroce.path_seq", c"Path sequence", U16, Dec, No, 0, None),
     DstConn = (c"metaroce.dst_conn", c"Destination connection", U32, Hex, No, 0, None),
     SrcConn = (c"metaroce.src_conn", c"Source connection", U32, Hex, No, 0, None),
+    Conn = (c"metaroce.conn", c"Connection", U32, Hex, No, 0,
+        Some(c"Either connection id (hidden: metaroce.conn == 0x11 matches both directions)")),
     Psn = (c"metaroce.psn", c"PSN", U32, Dec, No, 0,
         Some(c"DATA: this packet's PSN; feedback: the cumulative ack; PROBE: the probe sequence number")),
     TxTs = (c"metaroce.tx_ts", c"Transmit timestamp", U32, Dec, No, 0, None),
@@ -274,10 +276,69 @@ fields! {
     // expert info (`lint_abbrev`).
     Lint = (c"metaroce.lint", c"Lint rule broken", Str, NoBase, No, 0,
         Some(c"A rule of metaroce-analyze lint (docs/lint.md) this packet breaks, by id; its expert info is metaroce.lint.<id in lower case, - as _>")),
+
+    // RoCEv2 analysis (the `rocev2` post-dissector beside Wireshark's
+    // InfiniBand dissector), from the same engine.
+    RcFlow = (c"rocev2.analysis.flow", c"Flow", U32, Dec, No, 0,
+        Some(c"Index of the RC flow (requests one way, their responses the other) in the analyzer engine")),
+    RcQp = (c"rocev2.analysis.qp", c"Flow QP", U32, Hex, No, 0,
+        Some(c"The destination QP of the flow's requests, on its requests and its responses alike")),
+    RcExpectedPsn = (c"rocev2.analysis.expected_psn", c"Expected PSN", U32, Dec, No, 0,
+        Some(c"A request: the PSN after the highest of its flow so far")),
+    RcPsnGap = (c"rocev2.analysis.psn_gap", c"PSN gap (PSNs skipped)", U32, Dec, No, 0,
+        Some(c"A request beyond the expected PSN: the PSNs missing before it")),
+    RcRetx = (c"rocev2.analysis.retransmission", c"Retransmission", Marker, NoBase, No, 0,
+        Some(c"A request at or below the highest PSN of its flow (go-back-N resend, or a duplicate)")),
+    RcRetxOriginal = (c"rocev2.analysis.retransmission.original_frame", c"Original transmission in frame", FrameNum, NoBase, No, 0, None),
+    RcRetxKind = (c"rocev2.analysis.retransmission.kind", c"Kind", Str, NoBase, No, 0,
+        Some(c"fast (after a PSN sequence error NAK), timeout (no NAK captured) or spurious (already acknowledged)")),
+    RcGoBackN = (c"rocev2.analysis.go_back_n", c"Go-back-N retransmission", Marker, NoBase, No, 0,
+        Some(c"A retransmission of a PSN not yet acknowledged (kind fast or timeout)")),
+    RcDuplicate = (c"rocev2.analysis.duplicate", c"Duplicate request", Marker, NoBase, No, 0,
+        Some(c"A request whose PSN was already acknowledged (a spurious retransmission)")),
+    RcOutOfOrder = (c"rocev2.analysis.out_of_order", c"Out of order", Marker, NoBase, No, 0,
+        Some(c"A request below the expected PSN whose earlier transmission was not captured")),
+    RcAckedFrame = (c"rocev2.analysis.acked_frame", c"Acknowledges the request in frame", FrameNum, NoBase, No, 0,
+        Some(c"An ACK, NAK or READ response: the request packet of the PSN it acknowledges through")),
+    RcRequestFrame = (c"rocev2.analysis.request_frame", c"Answers the request in frame", FrameNum, NoBase, No, 0,
+        Some(c"A READ response or atomic ACK: the READ or atomic request it answers")),
+    RcAckRtt = (c"rocev2.analysis.ack_rtt", c"ACK RTT", Time, NoBase, No, 0,
+        Some(c"Capture time of this response minus that of the request it acknowledges")),
+    RcCumAckAdvance = (c"rocev2.analysis.cum_ack_advance", c"Cumulative ack advance (PSNs)", U32, Dec, No, 0, None),
+    RcNak = (c"rocev2.analysis.nak", c"NAK", Str, NoBase, No, 0,
+        Some(c"The NAK's syndrome in words (PSN sequence error, RNR NAK, ...)")),
+    RcNakSyndrome = (c"rocev2.analysis.nak.syndrome", c"Syndrome", U8, Hex, No, 0, None),
+    RcRnrTimer = (c"rocev2.analysis.nak.rnr_timer", c"RNR NAK timer", Time, NoBase, No, 0,
+        Some(c"The time the requester must wait before retrying (IBTA's 5-bit encoding)")),
+    RcReadResponse = (c"rocev2.analysis.read.response", c"READ response number", U32, Dec, No, 0,
+        Some(c"1 for the response with the READ's PSN, and so on")),
+    RcReadSpan = (c"rocev2.analysis.read.span", c"READ responses at most", U32, Dec, No, 0,
+        Some(c"The READ's length at the smallest path MTU (256 bytes)")),
+    RcReadComplete = (c"rocev2.analysis.read.complete", c"READ complete", Marker, NoBase, No, 0,
+        Some(c"The last response of the READ, and every one before it arrived in order")),
+    RcReadDiscarded = (c"rocev2.analysis.read.discarded", c"READ response not taken in order", Marker, NoBase, No, 0,
+        Some(c"Beyond a missing response, or a duplicate: the requester discards it")),
+    RcCnp = (c"rocev2.analysis.cnp", c"CNP", Marker, NoBase, No, 0, None),
+    RcCnpInterval = (c"rocev2.analysis.cnp.interval", c"Time since the flow's previous CNP", Time, NoBase, No, 0, None),
+    RcCeMarked = (c"rocev2.analysis.ce_marked", c"CE-marked", Marker, NoBase, No, 0,
+        Some(c"The IP header carried ECN CE")),
+    RcMsgCount = (c"rocev2.analysis.messages_completed", c"Messages completed", U16, Dec, No, 0, None),
+    RcMsgOp = (c"rocev2.analysis.message.op", c"Operation", Str, NoBase, No, 0, None),
+    RcMsgLatency = (c"rocev2.analysis.message.latency", c"Message completion time", Time, NoBase, No, 0, None),
+    RcIcrc = (c"rocev2.icrc", c"ICRC (computed)", U32, Hex, No, 0,
+        Some(c"The invariant CRC computed over the masked IP, UDP and BTH fields (IBTA annex A17.3.3), as Wireshark shows infiniband.invariant.crc")),
+    RcIcrcStatus = (c"rocev2.icrc.status", c"ICRC status", U8, NoBase, ChecksumStatus, 0, None),
+    RcLint = (c"rocev2.lint", c"Lint rule broken", Str, NoBase, No, 0,
+        Some(c"An RC-* rule of metaroce-analyze lint (docs/lint.md) this packet breaks, by id; its expert info is rocev2.lint.<id in lower case, - as _>")),
 }
 
 impl Hf {
     pub const COUNT: usize = FIELDS.len();
+
+    /// Hidden from the tree, there for filters (`metaroce.conn`).
+    pub fn hidden(self) -> bool {
+        matches!(self, Hf::Conn)
+    }
 
     pub fn def(self) -> &'static FieldDef {
         &FIELDS[self as usize]
@@ -298,10 +359,12 @@ pub enum Ett {
     TlvEntry,
     Crc,
     Analysis,
+    RoceRoot,
+    RoceAnalysis,
 }
 
 impl Ett {
-    pub const COUNT: usize = Ett::Analysis as usize + 1;
+    pub const COUNT: usize = Ett::RoceAnalysis as usize + 1;
 }
 
 /// Expert info groups (mapped to `PI_*`).
@@ -346,6 +409,13 @@ pub enum Ei {
     PathLoss,
     CeMarked,
     Stall,
+    RcRetransmission,
+    RcDuplicate,
+    RcPsnGap,
+    RcOutOfOrder,
+    RcNak,
+    RcIcrcBad,
+    RcCeMarked,
 }
 
 pub const EXPERTS: &[ExpertDef] = &[
@@ -421,6 +491,48 @@ pub const EXPERTS: &[ExpertDef] = &[
         severity: Severity::Warn,
         summary: c"Connection stalled",
     },
+    ExpertDef {
+        abbrev: c"rocev2.retransmission",
+        group: Group::Sequence,
+        severity: Severity::Note,
+        summary: c"RoCEv2 go-back-N retransmission",
+    },
+    ExpertDef {
+        abbrev: c"rocev2.duplicate",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"RoCEv2 duplicate request (PSN already acknowledged)",
+    },
+    ExpertDef {
+        abbrev: c"rocev2.psn_gap",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"RoCEv2 PSN gap (requests missing before this one)",
+    },
+    ExpertDef {
+        abbrev: c"rocev2.out_of_order",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"RoCEv2 request below the expected PSN, not captured before",
+    },
+    ExpertDef {
+        abbrev: c"rocev2.nak",
+        group: Group::Sequence,
+        severity: Severity::Warn,
+        summary: c"RoCEv2 NAK or RNR NAK",
+    },
+    ExpertDef {
+        abbrev: c"rocev2.icrc.bad",
+        group: Group::Checksum,
+        severity: Severity::Error,
+        summary: c"Bad RoCEv2 ICRC",
+    },
+    ExpertDef {
+        abbrev: c"rocev2.ce_marked",
+        group: Group::Sequence,
+        severity: Severity::Note,
+        summary: c"CE-marked RoCEv2 packet",
+    },
 ];
 
 impl Ei {
@@ -434,10 +546,21 @@ impl Ei {
 /// The expert info name of lint rule `id`: `MR-PKT-002` is
 /// `metaroce.lint.mr_pkt_002` (a display-filter field name: lower case,
 /// no `-`, so that a filter need not quote it).
-pub fn lint_abbrev(id: &str) -> String {
+/// The protocol a field, subtree or expert belongs to, by its abbrev.
+pub fn is_rocev2(abbrev: &CStr) -> bool {
+    abbrev.to_bytes().starts_with(b"rocev2.")
+}
+
+/// The expert info of a lint rule: `metaroce.lint.mr_pkt_002`,
+/// `rocev2.lint.rc_req_001` (the RoCEv2 rules under the RoCEv2 analysis).
+pub fn lint_abbrev(rule: &analyzer::lint::Rule) -> String {
+    let proto = match rule.protocol {
+        analyzer::lint::Protocol::MetaRoce => "metaroce",
+        analyzer::lint::Protocol::RoceV2 => "rocev2",
+    };
     format!(
-        "metaroce.lint.{}",
-        id.to_ascii_lowercase().replace('-', "_")
+        "{proto}.lint.{}",
+        rule.id.to_ascii_lowercase().replace('-', "_")
     )
 }
 
@@ -459,14 +582,17 @@ mod test {
         let mut seen = std::collections::HashSet::new();
         for f in FIELDS {
             let a = f.abbrev.to_str().unwrap();
-            assert!(a.starts_with("metaroce."), "{a}");
+            assert!(
+                a.starts_with("metaroce.") || a.starts_with("rocev2."),
+                "{a}"
+            );
             assert!(seen.insert(a), "duplicate {a}");
         }
         for e in EXPERTS {
             assert!(seen.insert(e.abbrev.to_str().unwrap()));
         }
         let lint: Vec<String> = analyzer::lint::rules()
-            .map(|(_, r)| lint_abbrev(r.id))
+            .map(|(_, r)| lint_abbrev(r))
             .collect();
         for a in &lint {
             assert!(
@@ -478,9 +604,11 @@ mod test {
             );
             assert!(seen.insert(a), "duplicate {a}");
         }
-        assert_eq!(lint_abbrev("MR-PKT-002"), "metaroce.lint.mr_pkt_002");
-        assert_eq!(Hf::Lint as usize + 1, Hf::COUNT);
-        assert_eq!(Ei::Stall as usize + 1, Ei::COUNT);
+        let rule = |id| analyzer::lint::rules().find(|(_, r)| r.id == id).unwrap().1;
+        assert_eq!(lint_abbrev(rule("MR-PKT-002")), "metaroce.lint.mr_pkt_002");
+        assert_eq!(lint_abbrev(rule("RC-REQ-001")), "rocev2.lint.rc_req_001");
+        assert_eq!(Hf::RcLint as usize + 1, Hf::COUNT);
+        assert_eq!(Ei::RcCeMarked as usize + 1, Ei::COUNT);
     }
 
     #[test]

@@ -8,13 +8,17 @@
 //!   expert infos, as plain tables.
 //! - [`analysis`]: `metaroce.analysis.*`, from the `analyzer` crate's flow
 //!   engine (fed on the first pass, verdicts kept per frame).
+//! - [`rocev2`]: `rocev2.analysis.*`, the engine's analysis of RoCEv2
+//!   beside Wireshark's InfiniBand dissector (a post-dissector).
 //! - `ffi`: the plugin symbols, registration, and callbacks wrapped in
-//!   `catch_unwind`; with `taps` (conversations, endpoints and the stats
-//!   tree), the only `unsafe` code.
+//!   `catch_unwind`; with `taps` and `rocev2_tap` (conversations,
+//!   endpoints and the stats trees), the only `unsafe` code.
 
 pub mod analysis;
 pub mod decode;
 mod ffi;
 pub mod fields;
+pub mod rocev2;
+mod rocev2_tap;
 pub mod state;
 mod taps;

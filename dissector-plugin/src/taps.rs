@@ -121,8 +121,8 @@ fn filter_name(filter: ws::conv_filter_type_e, v6: bool) -> &'static CStr {
         (ws::CONV_FT_ANY_ADDRESS, true) => c"ipv6.addr",
         (ws::CONV_FT_SRC_PORT, _) => c"metaroce.src_conn",
         (ws::CONV_FT_DST_PORT, _) => c"metaroce.dst_conn",
-        // No field holds either connection id: Wireshark then offers no
-        // filter that needs one.
+        // The hidden field that holds either connection id.
+        (ws::CONV_FT_ANY_PORT, _) => c"metaroce.conn",
         _ => c"INVALID",
     }
 }

@@ -6,40 +6,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::Tshark;
-
-/// The `metaroce-analyze` binary of this test run's profile, built without
-/// its optional Parquet/plot features (`decode` needs neither).
-fn cli() -> &'static Path {
-    static CLI: OnceLock<PathBuf> = OnceLock::new();
-    CLI.get_or_init(|| {
-        let profile_dir = common::plugin_so().parent().unwrap().to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "metaroce-analyze",
-            "--bin",
-            "metaroce-analyze",
-        ])
-        .arg("--no-default-features")
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        assert!(
-            cmd.status().expect("running cargo build").success(),
-            "`cargo build -p metaroce-analyze` failed"
-        );
-        profile_dir.join("metaroce-analyze")
-    })
-}
 
 /// A JSON scalar as a number (booleans as 0/1); `None` for text and nulls.
 fn json_number(text: &str) -> Option<u64> {
@@ -60,7 +30,7 @@ fn tshark_number(text: &str) -> Option<u64> {
 
 /// `frame -> (field -> value)` of the CLI's JSON Lines, MetaRoCE numbers only.
 fn cli_fields(pcap: &Path) -> BTreeMap<u64, BTreeMap<String, u64>> {
-    let out = Command::new(cli())
+    let out = Command::new(common::cli())
         .args(["decode", "--json"])
         .arg(pcap)
         .output()

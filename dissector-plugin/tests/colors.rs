@@ -100,6 +100,32 @@ fn install_adds_the_rule_once_first_and_keeps_the_users_rules() {
 }
 
 #[test]
+fn the_rule_marks_rocev2_trouble_too() {
+    let t = Tshark::new();
+    let conf = t.home().join(".config/wireshark");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("colorfilters"), format!("{USER_RULE}\n")).unwrap();
+    add_colors(t.home());
+    let pcap = common::write_pcap(&t, "rocev2.pcap", &common::roce::script());
+    let trouble = frames(
+        &t,
+        &pcap,
+        "rocev2.analysis.retransmission || rocev2.analysis.psn_gap || rocev2.analysis.nak \
+         || rocev2.icrc.status == 0",
+    );
+    // Four go-back-N resends, a duplicate, two NAKs, a gap, a bad ICRC.
+    assert_eq!(trouble.len(), 9, "{trouble:?}");
+    for (frame, rule) in coloured(&t, &pcap) {
+        let expected = if trouble.contains(&frame) {
+            "Bad MetaRoCE"
+        } else {
+            "My UDP"
+        };
+        assert_eq!(rule, expected, "frame {frame}");
+    }
+}
+
+#[test]
 fn without_personal_rules_the_global_ones_are_kept_after_the_new_rule() {
     let t = Tshark::new();
     add_colors(t.home());

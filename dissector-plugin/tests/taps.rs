@@ -110,3 +110,44 @@ fn conversations_and_endpoints_are_keyed_by_connection_ids() {
     assert_eq!(rows.len(), 3, "{endpoints}");
     assert_eq!(rows.iter().filter(|r| r[0] == "10.0.0.2").count(), 2);
 }
+
+/// "Apply as filter" on a conversation (either direction) filters by the
+/// hidden `metaroce.conn`, which holds both connection ids of a packet.
+#[test]
+fn metaroce_conn_matches_either_connection_id() {
+    let t = Tshark::new();
+    let pcap = sender(&t);
+    let rows = t.fields(
+        &pcap,
+        &["metaroce.src_conn", "metaroce.dst_conn"],
+        Some("metaroce.type == 0"),
+    );
+    let (a, b) = (rows[0][0].clone(), rows[0][1].clone());
+    let either = count(
+        &t,
+        &pcap,
+        &format!("metaroce.src_conn == {a} || metaroce.dst_conn == {a}"),
+    );
+    assert!(either > 0);
+    assert_eq!(count(&t, &pcap, &format!("metaroce.conn == {a}")), either);
+    // A conversation, both ways: the filter the conversation table applies.
+    let both = count(
+        &t,
+        &pcap,
+        &format!("metaroce.conn == {a} && metaroce.conn == {b}"),
+    );
+    let pair = count(
+        &t,
+        &pcap,
+        &format!(
+            "(metaroce.src_conn == {a} && metaroce.dst_conn == {b}) || \
+             (metaroce.src_conn == {b} && metaroce.dst_conn == {a})"
+        ),
+    );
+    assert!(pair > 1);
+    assert_eq!(both, pair);
+    // Hidden: in the tree for filters, not shown in the packet details.
+    let details = t.ok(&["-n", "-r", pcap.to_str().unwrap(), "-V", "-c", "1"]);
+    assert!(details.contains("Source connection"), "{details}");
+    assert!(!details.contains("Connection: "), "{details}");
+}

@@ -73,7 +73,9 @@ pub use report::{
     BetweenCaptures, CaptureReport, DirectionReport, EngineReport, PathReport, Report,
     RoceFlowReport, StallReport,
 };
-pub use verdict::{MsgDone, MsgView, Retransmission, RetxKind, StallMark, Verdict};
+pub use verdict::{
+    MsgDone, MsgView, ReadProgress, Retransmission, RetxKind, RoceFacts, StallMark, Verdict,
+};
 
 pub(crate) use metaroce::Dir;
 use metaroce::{DirKey, PackedKey};
@@ -327,6 +329,18 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The RoCEv2 facts of the last packet given to [`Engine::ingest`]
+    /// (all `None` unless it was a RoCEv2 packet of an RC flow).
+    pub fn rocev2_facts(&self) -> RoceFacts {
+        self.roce.facts
+    }
+
+    /// The request flow's source, destination and destination QP of the
+    /// RoCEv2 flow `flow` (a verdict's `flow`), while it is live.
+    pub fn rocev2_flow_key(&self, flow: u32) -> Option<(IpAddr, IpAddr, u32)> {
+        self.roce.flow(flow).map(RoceFlow::key)
     }
 
     /// Every message completed at the last packet given to [`Engine::ingest`]

@@ -20,7 +20,9 @@ use super::hist::LazyHist;
 use super::metaroce::ip_bits;
 use super::observation::{Observation, RoceObs};
 use super::report::RoceFlowReport;
-use super::verdict::{MsgDone, MsgView, Retransmission, RetxKind, Verdict};
+use super::verdict::{
+    MsgDone, MsgView, ReadProgress, Retransmission, RetxKind, RoceFacts, Verdict,
+};
 use super::window::{Window, diff, lt};
 use super::{Config, StateSize};
 
@@ -87,6 +89,8 @@ impl OpKind {
 #[derive(Debug, Clone)]
 struct RMsg {
     op: OpKind,
+    /// Frame of its first request packet.
+    frame: u64,
     /// Capture time of its first request packet.
     ts: u64,
     /// PSN of its first request packet.
@@ -158,6 +162,8 @@ pub(crate) struct Flow {
     /// is their sum, made by `report` (`LazyHist::sum`).
     by_op: [LazyHist; 4],
     rtt: LazyHist,
+    /// Capture time of the flow's last CNP ([`RoceFacts::cnp_interval_ns`]).
+    last_cnp_ts: Option<u64>,
 }
 
 /// Opcode roles of the RC service.
@@ -229,6 +235,11 @@ fn extend(psn24: u32, reference: Option<u32>) -> u32 {
 }
 
 impl Flow {
+    /// The request flow's source, destination and destination QP.
+    pub fn key(&self) -> (IpAddr, IpAddr, u32) {
+        (self.key.src, self.key.dst, self.key.qp)
+    }
+
     /// The request flow's source and destination addresses.
     pub fn addresses(&self) -> (std::net::IpAddr, std::net::IpAddr) {
         (self.key.src, self.key.dst)
@@ -250,6 +261,7 @@ impl Flow {
             msgs: VecDeque::new(),
             by_op: Default::default(),
             rtt: LazyHist::default(),
+            last_cnp_ts: None,
         }
     }
 
@@ -366,6 +378,7 @@ impl Flow {
             }
             self.msgs.push_back(RMsg {
                 op,
+                frame: obs.frame,
                 ts,
                 psn,
                 last: None,
@@ -455,6 +468,8 @@ impl Flow {
     /// PSN order only (one beyond a missing PSN is discarded, and the
     /// missing part is read again), so the request is done when its last
     /// response is accepted: every one of its response PSNs has arrived.
+    /// Returns the frame of that request and, for a READ, the response's
+    /// place among its responses ([`RoceFacts`]).
     fn response(
         &mut self,
         psn: u32,
@@ -463,19 +478,31 @@ impl Flow {
         ts: u64,
         v: &mut Verdict,
         done: &mut Vec<MsgDone>,
-    ) {
+    ) -> (Option<u64>, Option<ReadProgress>) {
+        let mut answered = (None, None);
         if let Some(m) = self
             .msgs
             .iter_mut()
             .rev()
             .find(|m| m.op == op && !lt(psn, m.psn))
-            && !m.done
-            && diff(m.psn, psn) as u32 == m.accepted
         {
-            m.accepted += 1;
-            if last {
-                m.last = Some(psn);
-                m.done = true;
+            answered.0 = Some(m.frame);
+            let index = diff(m.psn, psn) as u32;
+            let accepted = !m.done && index == m.accepted;
+            if accepted {
+                m.accepted += 1;
+                if last {
+                    m.last = Some(psn);
+                    m.done = true;
+                }
+            }
+            if op == OpKind::Read {
+                answered.1 = Some(ReadProgress {
+                    index: index.saturating_add(1),
+                    span: m.span,
+                    accepted,
+                    complete: accepted && last,
+                });
             }
         }
         if self.highest.is_none_or(|h| lt(h, psn)) {
@@ -483,6 +510,7 @@ impl Flow {
             self.highest = Some(psn);
         }
         self.complete_in_order(ts, v, done);
+        answered
     }
 
     /// Whether a response naming the 24-bit `psn` (an ACK, NAK, READ
@@ -570,6 +598,8 @@ pub(crate) struct RoceTable {
     pub evicted: u64,
     pub unmatched: u64,
     pub not_rc: u64,
+    /// The last packet's facts ([`crate::Engine::rocev2_facts`]).
+    pub facts: RoceFacts,
 }
 
 impl RoceTable {
@@ -702,6 +732,9 @@ impl RoceTable {
         let ts = obs.ts_ns;
         let ce = obs.ce();
         v.ce_marked = ce;
+        self.facts = RoceFacts::default();
+        // Set at the end: the early returns below have no facts.
+        let mut facts = RoceFacts::default();
         match role(r.opcode) {
             Role::NotRc => self.not_rc += 1,
             Role::Request { op, first, last } => {
@@ -714,6 +747,7 @@ impl RoceTable {
                 v.flow = Some(i);
                 if let Some(f) = self.flows[i as usize].as_mut() {
                     f.on_packet(obs, r);
+                    facts.expected_psn = f.highest.map(|h| h.wrapping_add(1) & PSN_MASK);
                     f.request(obs, r, op, first, last, cfg, v);
                 }
             }
@@ -733,6 +767,8 @@ impl RoceTable {
                     Role::Cnp => {
                         f.c.cnps += 1;
                         v.cnp_rocev2 = true;
+                        facts.cnp_interval_ns = f.last_cnp_ts.map(|t| ts.saturating_sub(t));
+                        f.last_cnp_ts = Some(ts);
                     }
                     Role::Ack => match r.syndrome.map(Syndrome::from_byte) {
                         Some(Syndrome::Ack { .. }) => {
@@ -761,17 +797,20 @@ impl RoceTable {
                         // own (IBTA 9.7.5.1.2: an implicit ACK); the first
                         // one names the request's PSN (the RTT sample).
                         f.ack_through(psn, ts, v, done);
-                        f.response(psn, OpKind::Read, last, ts, v, done);
+                        (facts.request_frame, facts.read) =
+                            f.response(psn, OpKind::Read, last, ts, v, done);
                     }
                     Role::AtomicAck => {
                         f.c.acks += 1;
                         f.ack_through(psn, ts, v, done);
-                        f.response(psn, OpKind::Atomic, true, ts, v, done);
+                        (facts.request_frame, _) =
+                            f.response(psn, OpKind::Atomic, true, ts, v, done);
                     }
                     _ => {}
                 }
             }
         }
+        self.facts = facts;
     }
 
     pub fn report(&self) -> Vec<RoceFlowReport> {

@@ -90,6 +90,40 @@ pub struct StallMark {
     pub ended: bool,
 }
 
+/// What a per-packet view (the Wireshark plugin) shows of a RoCEv2 packet
+/// beyond its [`Verdict`]: facts the engine knows at that packet and the
+/// report does not need. Read with [`crate::Engine::rocev2_facts`] right
+/// after the packet's `ingest`; every field is `None` when it does not
+/// apply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoceFacts {
+    /// A request: the 24-bit PSN that continues its flow (the highest PSN
+    /// before this packet, plus one); `None` for the flow's first request.
+    pub expected_psn: Option<u32>,
+    /// A READ response or atomic ACK: the frame of the request it answers.
+    pub request_frame: Option<u64>,
+    /// A READ response: where it stands among its request's responses.
+    pub read: Option<ReadProgress>,
+    /// A CNP: time since the previous CNP of the same flow.
+    pub cnp_interval_ns: Option<u64>,
+}
+
+/// A READ response's place among the responses of the READ it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadProgress {
+    /// 1 for the response naming the request's PSN, and so on.
+    pub index: u32,
+    /// The most responses the READ can take (its length at the smallest
+    /// path MTU, 256 bytes).
+    pub span: u32,
+    /// Taken in order by the requester (false: beyond a missing response,
+    /// discarded, or a duplicate).
+    pub accepted: bool,
+    /// The last response, and every response of the READ arrived in order:
+    /// the READ is complete.
+    pub complete: bool,
+}
+
 /// The analysis of one packet. Every field is `None`/`false` when it does
 /// not apply.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

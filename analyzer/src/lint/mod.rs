@@ -82,6 +82,7 @@ use std::net::IpAddr;
 
 use connection::Passes;
 pub use finding::{Conn, Finding};
+pub use rocev2::rnr_timer_ns;
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 pub use timings::LintTimings;
 

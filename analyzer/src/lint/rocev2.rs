@@ -185,7 +185,7 @@ fn read_span(len: u32, pmtu: u32) -> u32 {
 
 /// The RNR NAK timer in ns (IBTA's 5-bit encoding: 0 is 655.36 ms, 1 to
 /// 31 are 0.01 ms to 491.52 ms).
-pub(crate) fn rnr_timer_ns(code: u8) -> u64 {
+pub fn rnr_timer_ns(code: u8) -> u64 {
     const US: [u64; 32] = [
         655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
         3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,

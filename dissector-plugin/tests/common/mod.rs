@@ -24,6 +24,8 @@ use proto_parse::metaroce::{
     SackBitmap, TlvRepr, udp_source_port,
 };
 
+pub mod roce;
+
 pub const PORT: u16 = 4794;
 const LIB: &str = "libmetaroce_dissector.so";
 
@@ -126,6 +128,35 @@ pub fn tshark_version() -> String {
         parts.next().unwrap_or("0"),
         parts.next().unwrap_or("0")
     )
+}
+
+/// The `metaroce-analyze` binary of this test run's profile, built without
+/// its optional Parquet/plot features (`decode` needs neither).
+pub fn cli() -> &'static Path {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| {
+        let profile_dir = plugin_so().parent().unwrap().to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "metaroce-analyze",
+            "--bin",
+            "metaroce-analyze",
+        ])
+        .arg("--no-default-features")
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        assert!(
+            cmd.status().expect("running cargo build").success(),
+            "`cargo build -p metaroce-analyze` failed"
+        );
+        profile_dir.join("metaroce-analyze")
+    })
 }
 
 /// A private plugin folder (`<dir>/<major.minor>/epan/`) holding a copy of
