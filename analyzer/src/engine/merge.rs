@@ -646,6 +646,25 @@ impl MultiEngine {
         }
     }
 
+    /// The first capture point is `engine`, which has analysed a capture
+    /// until it found a second point in it (a second mirror session).
+    pub fn from_engine(engine: Engine, merge: MergeConfig) -> Self {
+        MultiEngine {
+            engines: vec![engine],
+            cross: CrossCapture::new(merge),
+            matched: None,
+        }
+    }
+
+    /// Adds a capture point (a mirror session found in a capture) and
+    /// returns its index. Past 255 points the last one takes the rest.
+    pub fn add_capture(&mut self, cfg: Config) -> usize {
+        if self.engines.len() < 255 {
+            self.engines.push(Engine::new(cfg));
+        }
+        self.engines.len() - 1
+    }
+
     /// One packet of capture `capture` (0-based); the verdict is that
     /// capture's own. When the packet is the copy of a transmission in
     /// another capture, the lint (`Config::lint`) judges the two copies
