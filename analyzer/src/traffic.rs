@@ -70,7 +70,9 @@ struct Problem {
 enum ProblemKind {
     Truncated(LenSource),
     BadValue(&'static str, u64, &'static str),
-    Unsupported(&'static str, u64),
+    /// What, and its value (none for an IP fragment inside a mirror: its
+    /// offset would make a line per fragment).
+    Unsupported(&'static str, Option<u64>),
 }
 
 impl Problem {
@@ -82,7 +84,10 @@ impl Problem {
                 value,
                 expected,
             } => ProblemKind::BadValue(field, value, expected),
-            ErrorKind::Unsupported { what, value } => ProblemKind::Unsupported(what, value),
+            ErrorKind::Unsupported { what, value } => {
+                let fragment = matches!(err.layer, Layer::Ipv4 | Layer::Ipv6Extension);
+                ProblemKind::Unsupported(what, (!fragment).then_some(value))
+            }
         };
         Problem {
             layer: err.layer,
@@ -106,11 +111,18 @@ impl fmt::Display for Problem {
             ProblemKind::BadValue(field, value, expected) => {
                 write!(f, "{} {field} {value} (expected {expected})", self.layer)
             }
-            ProblemKind::Unsupported(what, value) if what == "GRE protocol type" => {
+            ProblemKind::Unsupported(what, Some(value)) if what == "GRE protocol type" => {
                 write!(f, "{}: unsupported {what} 0x{value:04x}", self.layer)
             }
-            ProblemKind::Unsupported(what, value) => {
+            ProblemKind::Unsupported(what, Some(value)) => {
                 write!(f, "{}: unsupported {what} {value}", self.layer)
+            }
+            ProblemKind::Unsupported(_, None) => {
+                write!(
+                    f,
+                    "{}: IP fragment inside a mirrored frame (not reassembled)",
+                    self.layer
+                )
             }
         }
     }

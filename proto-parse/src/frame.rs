@@ -723,15 +723,19 @@ fn gre_mirror(
         gre::protocol::ERSPAN_II | gre::protocol::ERSPAN_III => {
             let e = erspan::Packet::new_checked(&data[inner_off..cap_end])
                 .map_err(|e| encap_err(e, inner_off, cut))?;
-            mirror.kind = match e.version() {
-                erspan::Version::II => MirrorKind::ErspanII,
-                erspan::Version::III => MirrorKind::ErspanIII,
-            };
             mirror.session = u32::from(e.session_id());
             mirror.truncated = e.truncated();
-            mirror.switch_time = e.switch_time();
-            let frame_type = e.frame_type();
-            let header_len = e.header_len();
+            let (frame_type, header_len) = match e.version() {
+                erspan::Version::II => {
+                    mirror.kind = MirrorKind::ErspanII;
+                    (erspan::frame_type::ETHERNET, erspan::field::II_LEN)
+                }
+                erspan::Version::III => {
+                    mirror.kind = MirrorKind::ErspanIII;
+                    mirror.switch_time = e.switch_time();
+                    (e.frame_type(), e.header_len())
+                }
+            };
             let inner = match frame_type {
                 erspan::frame_type::ETHERNET => Inner::Ethernet,
                 erspan::frame_type::IP => Inner::Ip(Next::IpAny),

@@ -746,6 +746,7 @@ fn analyze_one<S: Sink + ?Sized>(
                     cfg: opts.engine,
                     paths: &paths,
                     stems: &stems,
+                    recent: Some(std::collections::VecDeque::with_capacity(RECENT)),
                 });
                 for item in &batch.items[at..] {
                     m.item(0, item, &batch, &mut defrag, sink);
@@ -783,6 +784,10 @@ fn analyze_one<S: Sink + ?Sized>(
     Ok(vec![result])
 }
 
+/// Packets kept while an analysis has one capture point, for the matcher
+/// when a second point turns up (about 5 MB).
+const RECENT: usize = 1 << 15;
+
 /// The engine side of an analysis with several capture points (several
 /// files, or mirror sessions in one): one engine per point and the
 /// cross-capture matcher, points made as they turn up.
@@ -792,6 +797,12 @@ struct Multi<'a> {
     cfg: Config,
     paths: &'a [PathBuf],
     stems: &'a [String],
+    /// While there is one capture point (a capture of one mirror session,
+    /// so far): its latest `RECENT` packets. The matcher is not fed then,
+    /// as it would hold every packet of its window waiting for a copy
+    /// (a million entries at 1 Mpps); when a second point turns up, these
+    /// are given to it, so copies of the same transmissions still match.
+    recent: Option<std::collections::VecDeque<Observation>>,
 }
 
 impl Multi<'_> {
@@ -818,6 +829,9 @@ impl Multi<'_> {
                 if let Assigned::New(_) = assigned {
                     let made = self.multi.add_capture(self.cfg);
                     debug_assert_eq!(made, p.min(254));
+                    for obs in self.recent.take().into_iter().flatten() {
+                        self.multi.remember(0, &obs);
+                    }
                 }
                 let point = self.points.point(p);
                 sink.begin_capture(p, &self.paths[point.file], &point.name);
@@ -836,9 +850,13 @@ impl Multi<'_> {
         defrag: &mut Defrag,
         sink: &mut S,
     ) {
+        let reassembled;
         let obs = match item {
-            Item::Packet(obs) | Item::Mirrored { obs, .. } => Some(*obs),
-            _ => defrag.datagram(item, batch),
+            Item::Packet(obs) | Item::Mirrored { obs, .. } => Some(obs),
+            _ => {
+                reassembled = defrag.datagram(item, batch);
+                reassembled.as_ref()
+            }
         };
         let Some(obs) = obs else {
             // Other frames count in the file's own point.
@@ -847,17 +865,32 @@ impl Multi<'_> {
             return;
         };
         let i = self.point_of(file, item, batch, sink);
-        self.observed(i, &obs, sink);
+        self.observed(i, obs, sink);
     }
 
     /// A packet of point `i`.
     fn observed<S: Sink + ?Sized>(&mut self, i: usize, obs: &Observation, sink: &mut S) {
-        let obs = *obs;
         self.points.saw(i, obs.ts_ns, true);
-        let v = self.multi.ingest(i, &obs);
-        sink.packet(i, &obs, &v, self.multi.messages_done(i));
+        if let Some(recent) = &mut self.recent
+            && let Some(engine) = self.multi.engine_mut(i)
+        {
+            // One point: its engine alone (see `recent`).
+            if recent.len() == RECENT {
+                recent.pop_front();
+            }
+            recent.push_back(*obs);
+            let v = engine.ingest(obs);
+            sink.packet(i, obs, &v, engine.messages_done());
+            sink.flow_state(i, obs, &v, engine);
+            if !v.lint.is_empty() {
+                hand_over_findings(engine, i, sink);
+            }
+            return;
+        }
+        let v = self.multi.ingest(i, obs);
+        sink.packet(i, obs, &v, self.multi.messages_done(i));
         if let Some(engine) = self.multi.engine(i) {
-            sink.flow_state(i, &obs, &v, engine);
+            sink.flow_state(i, obs, &v, engine);
         }
         // A transmission matched in another capture may give a finding
         // (two-capture rules) in either capture, on a frame ingested
@@ -1002,6 +1035,7 @@ fn analyze_many<S: Sink + ?Sized>(
         cfg: opts.engine,
         paths,
         stems: &stems,
+        recent: None,
     };
     let decode = opts.decode;
     let reads = std::thread::scope(|scope| -> io::Result<Vec<ReadStats>> {

@@ -72,6 +72,8 @@ pub(crate) struct Points {
     plain: Vec<Option<usize>>,
     /// (file, session) -> point.
     sessions: Vec<(usize, MirrorSource, usize)>,
+    /// The session found last (most copies follow one of the same).
+    last: Option<(usize, MirrorSource, usize)>,
 }
 
 impl Points {
@@ -93,6 +95,7 @@ impl Points {
                 .collect(),
             plain: (0..stems.len()).map(Some).collect(),
             sessions: Vec::new(),
+            last: None,
         }
     }
 
@@ -128,18 +131,26 @@ impl Points {
     }
 
     /// The point of mirror session `source` in file `file`.
+    #[inline]
     pub(crate) fn session(
         &mut self,
         file: usize,
         source: MirrorSource,
         stems: &[String],
     ) -> Assigned {
-        if let Some(&(_, _, p)) = self
+        if let Some((f, s, p)) = self.last
+            && f == file
+            && s == source
+        {
+            return Assigned::Known(p);
+        }
+        if let Some(&found) = self
             .sessions
             .iter()
             .find(|(f, s, _)| *f == file && *s == source)
         {
-            return Assigned::Known(p);
+            self.last = Some(found);
+            return Assigned::Known(found.2);
         }
         let name = CapturePoint::mirror_name(&stems[file], &source);
         let own_unused = self.plain[file] == Some(file) && self.states[file].packets == 0;

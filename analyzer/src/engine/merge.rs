@@ -656,6 +656,14 @@ impl MultiEngine {
         }
     }
 
+    /// Gives the matcher a packet of capture `capture` that its engine
+    /// has already ingested (`engine_mut(capture)`): the latest packets of
+    /// a capture analysed alone until a second capture point turned up.
+    pub fn remember(&mut self, capture: usize, obs: &Observation) {
+        let c = capture.min(self.engines.len() - 1);
+        self.cross.observe(c as u8, obs);
+    }
+
     /// Adds a capture point (a mirror session found in a capture) and
     /// returns its index. Past 255 points the last one takes the rest.
     pub fn add_capture(&mut self, cfg: Config) -> usize {

@@ -171,11 +171,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(packet)
     }
 
+    #[inline(always)]
     fn word(&self, at: usize) -> u32 {
         let b = self.buffer.as_ref();
         u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
     }
 
+    #[inline]
     pub fn version(&self) -> Version {
         if self.buffer.as_ref()[0] >> 4 == 2 {
             Version::III
@@ -184,30 +186,37 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
     /// The mirrored frame's VLAN (12 bits).
+    #[inline]
     pub fn vlan(&self) -> u16 {
         ((self.word(0) >> 16) & 0x0FFF) as u16
     }
+    #[inline]
     pub fn cos(&self) -> u8 {
         ((self.word(0) >> 13) & 7) as u8
     }
     /// Type II: the original frame's encapsulation (En); type III: bad or
     /// short frame status (BSO).
+    #[inline]
     pub fn encap_or_bso(&self) -> u8 {
         ((self.word(0) >> 11) & 3) as u8
     }
     /// T: the switch cut the copy (it is shorter than the frame was).
+    #[inline]
     pub fn truncated(&self) -> bool {
         self.word(0) & 0x0400 != 0
     }
     /// The mirror session (10 bits).
+    #[inline]
     pub fn session_id(&self) -> u16 {
         (self.word(0) & 0x03FF) as u16
     }
     /// Type II: the port index (20 bits).
+    #[inline]
     pub fn index(&self) -> u32 {
         self.word(field::INDEX.start) & 0x000F_FFFF
     }
 
+    #[inline(always)]
     fn word2(&self) -> u32 {
         match self.version() {
             Version::III => self.word(field::WORD2.start),
@@ -215,29 +224,36 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
     /// Type III: the security group tag.
+    #[inline]
     pub fn sgt(&self) -> u16 {
         (self.word2() >> 16) as u16
     }
     /// Type III: the frame type (`FT`: 0 Ethernet, 2 IP).
+    #[inline]
     pub fn frame_type(&self) -> u8 {
         ((self.word2() >> 10) & 0x1F) as u8
     }
+    #[inline]
     pub fn hw_id(&self) -> u8 {
         ((self.word2() >> 4) & 0x3F) as u8
     }
     /// Type III: D, true when the copy was taken at egress.
+    #[inline]
     pub fn egress(&self) -> bool {
         self.word2() & 0x8 != 0
     }
+    #[inline]
     pub fn granularity(&self) -> Granularity {
         Granularity::from_bits(((self.word2() >> 1) & 3) as u8)
     }
     /// Type III: O, the platform-specific subheader follows.
+    #[inline]
     pub fn has_platform(&self) -> bool {
         self.word2() & 1 != 0
     }
     /// The platform-specific subheader: its id (6 bits) and the 58 bits
     /// after it.
+    #[inline]
     pub fn platform(&self) -> Option<(u8, u64)> {
         if !self.has_platform() {
             return None;
@@ -247,6 +263,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Some(((raw >> 58) as u8, raw & ((1 << 58) - 1)))
     }
     /// Type III: the switch's timestamp.
+    #[inline]
     pub fn switch_time(&self) -> Option<SwitchTime> {
         if self.version() != Version::III {
             return None;
@@ -262,6 +279,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         })
     }
 
+    #[inline]
     pub fn header_len(&self) -> usize {
         match self.version() {
             Version::II => field::II_LEN,
@@ -277,6 +295,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The mirrored frame (or IP packet, FT 2).
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }

@@ -88,29 +88,36 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(packet)
     }
 
+    #[inline(always)]
     fn flags(&self) -> u16 {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[0], b[1]])
     }
 
+    #[inline]
     pub fn checksum_present(&self) -> bool {
         self.flags() & FLAG_C != 0
     }
+    #[inline]
     pub fn key_present(&self) -> bool {
         self.flags() & FLAG_K != 0
     }
+    #[inline]
     pub fn seq_present(&self) -> bool {
         self.flags() & FLAG_S != 0
     }
+    #[inline]
     pub fn version(&self) -> u8 {
         (self.flags() & VERSION_MASK) as u8
     }
+    #[inline]
     pub fn protocol(&self) -> u16 {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[field::PROTOCOL.start], b[field::PROTOCOL.start + 1]])
     }
 
     /// The header's length: 4, plus 4 per optional field present.
+    #[inline]
     pub fn header_len(&self) -> usize {
         field::FIXED_LEN
             + 4 * (usize::from(self.checksum_present())
@@ -118,20 +125,24 @@ impl<T: AsRef<[u8]>> Packet<T> {
                 + usize::from(self.seq_present()))
     }
 
+    #[inline(always)]
     fn word_at(&self, at: usize) -> u32 {
         let b = self.buffer.as_ref();
         u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
     }
 
     /// The checksum field, when present.
+    #[inline]
     pub fn checksum(&self) -> Option<u16> {
         self.checksum_present()
             .then(|| (self.word_at(field::FIXED_LEN) >> 16) as u16)
     }
+    #[inline]
     pub fn key(&self) -> Option<u32> {
         let at = field::FIXED_LEN + 4 * usize::from(self.checksum_present());
         self.key_present().then(|| self.word_at(at))
     }
+    #[inline]
     pub fn seq(&self) -> Option<u32> {
         let at = field::FIXED_LEN
             + 4 * (usize::from(self.checksum_present()) + usize::from(self.key_present()));
@@ -145,6 +156,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The bytes after the header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
