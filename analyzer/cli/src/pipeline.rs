@@ -684,11 +684,12 @@ fn spawn_parser<'scope, 'env>(
 }
 
 /// One capture: parsing on a second thread, the engine and the sink on
-/// this one. A capture of plain packets has one engine; at its first
-/// mirrored packet the analysis goes on with a [`Multi`] whose first point
-/// is the engine so far: each mirror session is a capture point, and the
-/// copies of every point are kept for matching from the first (a second
-/// session may turn up later; plain packets seen before that are not).
+/// this one. A capture of plain packets, or of one mirror session, has one
+/// engine; when a second capture point turns up (another session, or plain
+/// packets beside a session), the analysis goes on with a [`Multi`] whose
+/// first point is the engine so far, and the session's latest `RECENT`
+/// packets go to the matcher so that copies seen at both points match
+/// (plain packets before that are not kept).
 fn analyze_one<S: Sink + ?Sized>(
     path: &Path,
     stem: String,
@@ -705,6 +706,7 @@ fn analyze_one<S: Sink + ?Sized>(
     let stems = [stem];
     let mut points = Points::new(&stems);
     let mut multi: Option<Multi<'_>> = None;
+    let mut recent: std::collections::VecDeque<Observation> = std::collections::VecDeque::new();
     let read = std::thread::scope(|scope| {
         let mut parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
         let mut v = Verdict::default();
@@ -714,10 +716,21 @@ fn analyze_one<S: Sink + ?Sized>(
             for (at, item) in batch.items.iter().enumerate() {
                 let reassembled;
                 let obs = match item {
-                    Item::Packet(obs) => obs,
-                    // A mirror: its session may be one of several capture
-                    // points, whose copies are matched from the first.
-                    Item::Mirrored { .. } => {
+                    Item::Packet(obs) if points.plain_is_own(0) => obs,
+                    Item::Mirrored { obs, source }
+                        if points.is_own_session(0, batch.side.sources[usize::from(*source)]) =>
+                    {
+                        let source = batch.side.sources[usize::from(*source)];
+                        if let Assigned::Renamed(_) = points.session(0, source, &stems) {
+                            sink.begin_capture(0, path, &points.point(0).name);
+                        }
+                        if recent.len() == RECENT {
+                            recent.pop_front();
+                        }
+                        recent.push_back(*obs);
+                        obs
+                    }
+                    Item::Packet(_) | Item::Mirrored { .. } => {
                         second_point = Some(at);
                         break;
                     }
@@ -746,8 +759,10 @@ fn analyze_one<S: Sink + ?Sized>(
                     cfg: opts.engine,
                     paths: &paths,
                     stems: &stems,
-                    recent: Some(std::collections::VecDeque::with_capacity(RECENT)),
                 });
+                for obs in recent.drain(..) {
+                    m.multi.remember(0, &obs);
+                }
                 for item in &batch.items[at..] {
                     m.item(0, item, &batch, &mut defrag, sink);
                 }
@@ -784,8 +799,10 @@ fn analyze_one<S: Sink + ?Sized>(
     Ok(vec![result])
 }
 
-/// Packets kept while an analysis has one capture point, for the matcher
-/// when a second point turns up (about 5 MB).
+/// Mirrored packets kept while a capture has one capture point, for the
+/// cross-capture matcher when a second point turns up (about 5 MB). The
+/// matcher is not fed while there is one point, as it would hold every
+/// packet of its window waiting for a copy (a million entries at 1 Mpps).
 const RECENT: usize = 1 << 15;
 
 /// The engine side of an analysis with several capture points (several
@@ -797,12 +814,6 @@ struct Multi<'a> {
     cfg: Config,
     paths: &'a [PathBuf],
     stems: &'a [String],
-    /// While there is one capture point (a capture of one mirror session,
-    /// so far): its latest `RECENT` packets. The matcher is not fed then,
-    /// as it would hold every packet of its window waiting for a copy
-    /// (a million entries at 1 Mpps); when a second point turns up, these
-    /// are given to it, so copies of the same transmissions still match.
-    recent: Option<std::collections::VecDeque<Observation>>,
 }
 
 impl Multi<'_> {
@@ -829,9 +840,6 @@ impl Multi<'_> {
                 if let Assigned::New(_) = assigned {
                     let made = self.multi.add_capture(self.cfg);
                     debug_assert_eq!(made, p.min(254));
-                    for obs in self.recent.take().into_iter().flatten() {
-                        self.multi.remember(0, &obs);
-                    }
                 }
                 let point = self.points.point(p);
                 sink.begin_capture(p, &self.paths[point.file], &point.name);
@@ -871,22 +879,6 @@ impl Multi<'_> {
     /// A packet of point `i`.
     fn observed<S: Sink + ?Sized>(&mut self, i: usize, obs: &Observation, sink: &mut S) {
         self.points.saw(i, obs.ts_ns, true);
-        if let Some(recent) = &mut self.recent
-            && let Some(engine) = self.multi.engine_mut(i)
-        {
-            // One point: its engine alone (see `recent`).
-            if recent.len() == RECENT {
-                recent.pop_front();
-            }
-            recent.push_back(*obs);
-            let v = engine.ingest(obs);
-            sink.packet(i, obs, &v, engine.messages_done());
-            sink.flow_state(i, obs, &v, engine);
-            if !v.lint.is_empty() {
-                hand_over_findings(engine, i, sink);
-            }
-            return;
-        }
         let v = self.multi.ingest(i, obs);
         sink.packet(i, obs, &v, self.multi.messages_done(i));
         if let Some(engine) = self.multi.engine(i) {
@@ -1035,7 +1027,6 @@ fn analyze_many<S: Sink + ?Sized>(
         cfg: opts.engine,
         paths,
         stems: &stems,
-        recent: None,
     };
     let decode = opts.decode;
     let reads = std::thread::scope(|scope| -> io::Result<Vec<ReadStats>> {

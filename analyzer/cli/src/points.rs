@@ -116,6 +116,30 @@ impl Points {
         self.states.len() - 1
     }
 
+    /// True while file `file`'s plain packets go to its own point.
+    #[inline]
+    pub(crate) fn plain_is_own(&self, file: usize) -> bool {
+        self.plain[file] == Some(file)
+    }
+
+    /// True when mirror session `source` of file `file` is, or would be
+    /// made, the file's own point.
+    #[inline]
+    pub(crate) fn is_own_session(&self, file: usize, source: MirrorSource) -> bool {
+        let known = match self.last {
+            Some((f, s, p)) if f == file && s == source => Some(p),
+            _ => self
+                .sessions
+                .iter()
+                .find(|(f, s, _)| *f == file && *s == source)
+                .map(|&(_, _, p)| p),
+        };
+        match known {
+            Some(p) => p == file,
+            None => self.plain[file] == Some(file) && self.states[file].packets == 0,
+        }
+    }
+
     /// The point of file `file`'s plain packets.
     pub(crate) fn plain(&mut self, file: usize, stems: &[String]) -> Assigned {
         if let Some(p) = self.plain[file] {
