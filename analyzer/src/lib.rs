@@ -9,5 +9,6 @@
 pub mod engine;
 pub mod fmt;
 pub mod lint;
+pub mod traffic;
 
 pub use engine::{Config, Engine, Observation, Report, Verdict};

@@ -200,6 +200,139 @@ impl UdpFrameBuilder {
 
 const UDP_HEADER_LEN: usize = 8;
 
+/// How a switch wraps a mirrored frame ([`MirrorFrameBuilder`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encap {
+    /// GRE transparent Ethernet bridging (0x6558), with an optional key
+    /// and sequence number and a checksum when asked.
+    Gre {
+        key: Option<u32>,
+        seq: Option<u32>,
+        checksum: bool,
+    },
+    /// ERSPAN type II (GRE 0x88BE with a sequence number).
+    ErspanII { session: u16, seq: u32 },
+    /// ERSPAN type III (GRE 0x22EB) with the switch's IEEE 1588 time.
+    ErspanIII {
+        session: u16,
+        seq: u32,
+        switch_time_ns: u64,
+    },
+    /// VXLAN on UDP 4789.
+    Vxlan { vni: u32 },
+}
+
+/// A mirrored copy of a frame as a switch sends it to a collector:
+/// Ethernet / IPv4 or IPv6 (switch to collector) / GRE (and ERSPAN) or
+/// UDP + VXLAN / the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MirrorFrameBuilder {
+    pub switch: IpAddr,
+    pub collector: IpAddr,
+    pub encap: Encap,
+    /// The switch cut the copy to this many bytes of the frame (ERSPAN
+    /// sets its T bit).
+    pub truncate: Option<usize>,
+}
+
+impl MirrorFrameBuilder {
+    pub fn new(switch: IpAddr, collector: IpAddr, encap: Encap) -> Self {
+        MirrorFrameBuilder {
+            switch,
+            collector,
+            encap,
+            truncate: None,
+        }
+    }
+
+    /// The encapsulation headers and the (possibly cut) frame: what
+    /// follows the outer IP header (or the UDP header, for VXLAN).
+    pub fn encapsulate(&self, frame: &[u8]) -> Vec<u8> {
+        use crate::mirror::{erspan, gre, vxlan};
+        let cut = self.truncate.is_some_and(|n| n < frame.len());
+        let frame = &frame[..self.truncate.unwrap_or(frame.len()).min(frame.len())];
+        let (gre_repr, erspan_repr) = match self.encap {
+            Encap::Gre { key, seq, checksum } => (
+                gre::Repr {
+                    protocol: gre::protocol::TEB,
+                    checksum,
+                    key,
+                    seq,
+                },
+                None,
+            ),
+            Encap::ErspanII { session, seq } => (
+                gre::Repr {
+                    protocol: gre::protocol::ERSPAN_II,
+                    checksum: false,
+                    key: None,
+                    seq: Some(seq),
+                },
+                Some(erspan::Repr::type_ii(session)),
+            ),
+            Encap::ErspanIII {
+                session,
+                seq,
+                switch_time_ns,
+            } => (
+                gre::Repr {
+                    protocol: gre::protocol::ERSPAN_III,
+                    checksum: false,
+                    key: None,
+                    seq: Some(seq),
+                },
+                Some(erspan::Repr::type_iii_ptp(session, switch_time_ns)),
+            ),
+            Encap::Vxlan { vni } => {
+                let repr = vxlan::Repr { vni };
+                let mut out = vec![0; repr.buffer_len()];
+                repr.emit(&mut vxlan::Packet::new_unchecked(&mut out[..]));
+                out.extend_from_slice(frame);
+                return out;
+            }
+        };
+        let erspan_repr = erspan_repr.map(|r| erspan::Repr {
+            truncated: cut,
+            ..r
+        });
+        let erspan_len = erspan_repr.map_or(0, |r| r.buffer_len());
+        let mut out = vec![0; gre_repr.buffer_len() + erspan_len];
+        let (gre_bytes, erspan_bytes) = out.split_at_mut(gre_repr.buffer_len());
+        gre_repr.emit(&mut gre::Packet::new_unchecked(&mut gre_bytes[..]));
+        if let Some(r) = erspan_repr {
+            r.emit(&mut erspan::Packet::new_unchecked(erspan_bytes));
+        }
+        out.extend_from_slice(frame);
+        gre::Packet::new_unchecked(&mut out[..]).fill_checksum();
+        out
+    }
+
+    /// The whole mirrored frame. Panics when switch and collector are of
+    /// different address families (emitting is trusted).
+    pub fn build(&self, frame: &[u8]) -> Vec<u8> {
+        let inner = self.encapsulate(frame);
+        if let Encap::Vxlan { .. } = self.encap {
+            let udp = UdpFrameBuilder::new(
+                SocketAddr::new(self.switch, 49152),
+                SocketAddr::new(self.collector, crate::mirror::vxlan::UDP_PORT),
+            )
+            .with_ecn(ECN_NOT_ECT);
+            return udp.build(&inner);
+        }
+        let eth = PacketBuilder::ethernet2(mac_for(self.switch), mac_for(self.collector));
+        let builder = match (self.switch, self.collector) {
+            (IpAddr::V4(s), IpAddr::V4(c)) => eth.ipv4(s.octets(), c.octets(), 64),
+            (IpAddr::V6(s), IpAddr::V6(c)) => eth.ipv6(s.octets(), c.octets(), 64),
+            _ => panic!("switch and collector must be of one address family"),
+        };
+        let mut out = Vec::with_capacity(14 + 40 + inner.len());
+        builder
+            .write(&mut out, IpNumber::GRE, &inner)
+            .expect("a copy that fits one IP packet");
+        out
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

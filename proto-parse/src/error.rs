@@ -20,6 +20,11 @@ pub enum Layer {
     Ipv6,
     Ipv6Extension,
     Udp,
+    /// GRE (mirror encapsulation).
+    Gre,
+    /// ERSPAN type II or III header.
+    Erspan,
+    Vxlan,
     MetaRoceBase,
     MetaRoceData,
     MetaRoceFeedback,
@@ -55,6 +60,9 @@ impl Layer {
             Layer::Ipv6 => "ipv6",
             Layer::Ipv6Extension => "ipv6.ext",
             Layer::Udp => "udp",
+            Layer::Gre => "gre",
+            Layer::Erspan => "erspan",
+            Layer::Vxlan => "vxlan",
             Layer::MetaRoceBase => "metaroce",
             Layer::MetaRoceData => "metaroce.data",
             Layer::MetaRoceFeedback => "metaroce.fb",

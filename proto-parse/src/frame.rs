@@ -8,6 +8,11 @@
 //! Ethernet, VLAN, IPv4, IPv6, IPv6 extension headers and UDP are read with
 //! `etherparse`; Linux cooked headers and BSD loopback in [`crate::link`].
 //!
+//! Mirrored frames ([`crate::mirror`]: GRE, ERSPAN I/II/III, VXLAN on UDP
+//! 4789) are decapsulated once: the frame they carry goes through the same
+//! layers, and [`Frame::mirror`] keeps the outer ones. An encapsulation
+//! inside a mirrored frame is not decoded (an `Unsupported` error).
+//!
 //! Protocol choice on UDP: destination port `rocev2_port` (4791) -> RoCEv2
 //! (keyed on the destination port only: one real capture sends from source
 //! port 69); destination or source port `metaroce_port` (4794) -> MetaRoCE;
@@ -23,8 +28,9 @@ use etherparse::{
 
 pub use crate::link::LinkType;
 use crate::link::{self, Next};
+use crate::mirror::{Mirror, MirrorKind, erspan, gre, vxlan};
 use crate::rocev2::{self, IcrcStatus, check_len};
-use crate::{Error, Layer, LenSource, metaroce};
+use crate::{Error, ErrorKind, Layer, LenSource, metaroce};
 
 /// How to decode frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -259,6 +265,10 @@ pub struct Frame<'a> {
     pub ip: Option<Ip<'a>>,
     pub udp: Option<Udp<'a>>,
     pub payload: Transport<'a>,
+    /// The outer layers of a mirrored frame (GRE, ERSPAN, VXLAN): then
+    /// `ether_type`, `vlans`, `ip`, `udp` and `payload` describe the frame
+    /// it carries.
+    pub mirror: Option<Mirror>,
     /// Where and why decoding stopped (frame offset); `None` if every layer
     /// present decoded in full.
     pub error: Option<Error>,
@@ -274,6 +284,7 @@ impl<'a> Frame<'a> {
             ip: None,
             udp: None,
             payload: Transport::Other,
+            mirror: None,
             error: None,
         }
     }
@@ -385,6 +396,49 @@ pub fn ipv4_udp(link: LinkType, data: &[u8]) -> Option<Ipv4Udp<'_>> {
     })
 }
 
+/// A mirrored frame read by [`ipv4_mirror`]: the mirror and the
+/// Ethernet frame it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Mirror<'a> {
+    pub mirror: Mirror,
+    /// The mirrored Ethernet frame, cut where the outer IP packet ends.
+    pub inner: &'a [u8],
+}
+
+/// The outer layers of the common mirrored frame, for hot loops: Ethernet
+/// II without a tag, IPv4 with a 20-byte header and not a fragment, GRE
+/// carrying an Ethernet frame (ERSPAN I, II or III, or transparent
+/// Ethernet bridging). `Some` only when [`decode`] reads the same
+/// [`Frame::mirror`] and decodes `inner` as the mirrored frame (both read
+/// GRE and ERSPAN with one function); `None` for anything else.
+#[inline]
+pub fn ipv4_mirror(link: LinkType, data: &[u8]) -> Option<Ipv4Mirror<'_>> {
+    if link != LinkType::Ethernet {
+        return None;
+    }
+    let h = data.first_chunk::<FAST_UDP>()?;
+    let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+    let ip_total = usize::from(be16(FAST_IP + 2));
+    let common = be16(12) == ETH_IPV4
+        && h[FAST_IP] == 0x45
+        && be16(FAST_IP + 6) & 0x3FFF == 0
+        && h[FAST_IP + 9] == IpNumber::GRE.0
+        && ip_total >= 20;
+    if !common {
+        return None;
+    }
+    let ip_end = FAST_IP + ip_total;
+    let cap_end = ip_end.min(data.len());
+    let src = Ipv4Addr::new(h[26], h[27], h[28], h[29]);
+    let dst = Ipv4Addr::new(h[30], h[31], h[32], h[33]);
+    let (mirror, off, inner) =
+        gre_mirror(data, FAST_UDP, cap_end, ip_end, src.into(), dst.into()).ok()?;
+    (inner == Inner::Ethernet).then(|| Ipv4Mirror {
+        mirror,
+        inner: &data[off..cap_end],
+    })
+}
+
 const ETH_IPV4: u16 = 0x0800;
 const ETH_IPV6: u16 = 0x86dd;
 const ETH_VLAN: u16 = 0x8100;
@@ -398,7 +452,7 @@ fn decode_into<'a>(
     data: &'a [u8],
     cfg: &DecodeConfig,
 ) -> Result<(), Error> {
-    let (mut off, next) = match link {
+    let (off, next) = match link {
         LinkType::Ethernet => {
             let eth = Ethernet2HeaderSlice::from_slice(data).map_err(|e| {
                 Error::truncated(
@@ -418,9 +472,42 @@ fn decode_into<'a>(
         LinkType::Raw | LinkType::RawDlt12 | LinkType::RawDlt14 => (0, Next::IpAny),
         LinkType::Ipv4 => (0, Next::EtherType(ETH_IPV4)),
         LinkType::Ipv6 => (0, Next::EtherType(ETH_IPV6)),
+        LinkType::Erf => match link::erf(data)? {
+            (off, Some(next)) => (off, next),
+            (off, None) => {
+                let rest = &data[off..];
+                let eth = Ethernet2HeaderSlice::from_slice(rest).map_err(|e| {
+                    Error::truncated(
+                        Layer::Ethernet,
+                        data.len(),
+                        e.required_len,
+                        rest.len(),
+                        LenSource::Captured,
+                    )
+                })?;
+                (off + eth.slice().len(), Next::EtherType(eth.ether_type().0))
+            }
+        },
         LinkType::Unknown(_) => return Err(link::unsupported(link)),
     };
+    let link_ether = matches!(
+        link,
+        LinkType::Ethernet | LinkType::LinuxSll | LinkType::LinuxSll2 | LinkType::Erf
+    );
+    network(frame, data, off, next, link_ether, cfg)
+}
 
+/// The layers after a link header at `off`: VLAN tags (when the link is
+/// Ethernet-like), IP, then UDP (MetaRoCE, RoCEv2, VXLAN) or GRE. A
+/// mirror encapsulation comes back here for the frame it carries.
+fn network<'a>(
+    frame: &mut Frame<'a>,
+    data: &'a [u8],
+    mut off: usize,
+    next: Next,
+    link_ether: bool,
+    cfg: &DecodeConfig,
+) -> Result<(), Error> {
     let is_v6 = match next {
         Next::NotIp(_) => return Ok(()),
         Next::IpAny => match data.get(off) {
@@ -446,10 +533,6 @@ fn decode_into<'a>(
             }
         },
         Next::EtherType(mut ether_type) => {
-            let link_ether = matches!(
-                link,
-                LinkType::Ethernet | LinkType::LinuxSll | LinkType::LinuxSll2
-            );
             while link_ether && matches!(ether_type, ETH_VLAN | ETH_QINQ | ETH_QINQ_OLD) {
                 let rest = &data[off..];
                 let tag = SingleVlanHeaderSlice::from_slice(rest).map_err(|e| {
@@ -489,6 +572,9 @@ fn decode_into<'a>(
     }
     let cap_end = ip_end.min(data.len());
     off = ip_off + ip.headers.len();
+    if ip.protocol == IpNumber::GRE.0 {
+        return gre(frame, data, off, cap_end, ip_end, &ip, cfg);
+    }
     if ip.protocol != IpNumber::UDP.0 {
         return Ok(());
     }
@@ -571,7 +657,211 @@ fn decode_into<'a>(
         frame.payload = Transport::MetaRoce(lax);
         return stop.map_or(Ok(()), |e| Err(e.at_offset(payload_offset)));
     }
+    if udp.dst_port == vxlan::UDP_PORT && frame.mirror.is_none() {
+        return vxlan_mirror(frame, data, &ip, &udp, udp_end, cfg);
+    }
     Ok(())
+}
+
+/// What a mirror encapsulation carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inner {
+    Ethernet,
+    /// An IP packet (GRE 0x0800 / 0x86DD, ERSPAN III frame type 2).
+    Ip(Next),
+}
+
+/// An encapsulation error at `start` (layer-relative offsets shifted): a
+/// length cut by the capture stays a snaplen cut; a header longer than
+/// the enclosing packet's length field is a malformation.
+fn encap_err(err: Error, start: usize, cut_by_capture: bool) -> Error {
+    let mut err = err.at_offset(start);
+    if let ErrorKind::Truncated { source, .. } = &mut err.kind
+        && !cut_by_capture
+    {
+        *source = LenSource::Header;
+    }
+    err
+}
+
+/// GRE at `off` (and ERSPAN after it): the mirror it describes and what
+/// it carries, at which frame offset. Shared by [`decode`] and
+/// [`ipv4_mirror`], so both read a mirror alike.
+#[inline]
+fn gre_mirror(
+    data: &[u8],
+    off: usize,
+    cap_end: usize,
+    ip_end: usize,
+    src: IpAddr,
+    dst: IpAddr,
+) -> Result<(Mirror, usize, Inner), Error> {
+    let cut = cap_end < ip_end;
+    let packet =
+        gre::Packet::new_checked(&data[off..cap_end]).map_err(|e| encap_err(e, off, cut))?;
+    let mut mirror = Mirror {
+        kind: MirrorKind::Gre,
+        src,
+        dst,
+        session: packet.key().unwrap_or(0),
+        gre_key: packet.key(),
+        gre_seq: packet.seq(),
+        truncated: false,
+        switch_time: None,
+        offset: off,
+        inner_offset: 0,
+    };
+    let mut inner_off = off + packet.header_len();
+    let inner = match packet.protocol() {
+        gre::protocol::TEB => Inner::Ethernet,
+        gre::protocol::IPV4 => Inner::Ip(Next::EtherType(ETH_IPV4)),
+        gre::protocol::IPV6 => Inner::Ip(Next::EtherType(ETH_IPV6)),
+        gre::protocol::ERSPAN_II if !packet.seq_present() => {
+            mirror.kind = MirrorKind::ErspanI;
+            Inner::Ethernet
+        }
+        gre::protocol::ERSPAN_II | gre::protocol::ERSPAN_III => {
+            let e = erspan::Packet::new_checked(&data[inner_off..cap_end])
+                .map_err(|e| encap_err(e, inner_off, cut))?;
+            mirror.session = u32::from(e.session_id());
+            mirror.truncated = e.truncated();
+            let (frame_type, header_len) = match e.version() {
+                erspan::Version::II => {
+                    mirror.kind = MirrorKind::ErspanII;
+                    (erspan::frame_type::ETHERNET, erspan::field::II_LEN)
+                }
+                erspan::Version::III => {
+                    mirror.kind = MirrorKind::ErspanIII;
+                    mirror.switch_time = e.switch_time();
+                    (e.frame_type(), e.header_len())
+                }
+            };
+            let inner = match frame_type {
+                erspan::frame_type::ETHERNET => Inner::Ethernet,
+                erspan::frame_type::IP => Inner::Ip(Next::IpAny),
+                other => {
+                    return Err(Error {
+                        layer: Layer::Erspan,
+                        offset: inner_off + 10,
+                        kind: ErrorKind::Unsupported {
+                            what: "ERSPAN frame type",
+                            value: u64::from(other),
+                        },
+                    });
+                }
+            };
+            inner_off += header_len;
+            inner
+        }
+        other => {
+            return Err(Error {
+                layer: Layer::Gre,
+                offset: off + gre::field::PROTOCOL.start,
+                kind: ErrorKind::Unsupported {
+                    what: "GRE protocol type",
+                    value: u64::from(other),
+                },
+            });
+        }
+    };
+    mirror.inner_offset = inner_off;
+    Ok((mirror, inner_off, inner))
+}
+
+/// The error for an encapsulation inside a mirrored frame.
+fn recursion(layer: Layer, offset: usize) -> Error {
+    Error {
+        layer,
+        offset,
+        kind: ErrorKind::Unsupported {
+            what: "encapsulation inside a mirrored frame (recursion), depth",
+            value: 2,
+        },
+    }
+}
+
+/// GRE in the IP packet `ip`, whose header ends at `off`.
+fn gre<'a>(
+    frame: &mut Frame<'a>,
+    data: &'a [u8],
+    off: usize,
+    cap_end: usize,
+    ip_end: usize,
+    ip: &Ip<'a>,
+    cfg: &DecodeConfig,
+) -> Result<(), Error> {
+    if frame.mirror.is_some() {
+        return Err(recursion(Layer::Gre, off));
+    }
+    let (mirror, inner_off, inner) = gre_mirror(data, off, cap_end, ip_end, ip.src, ip.dst)?;
+    mirror_inner(frame, &data[..cap_end], mirror, inner_off, inner, cfg)
+}
+
+/// VXLAN in the UDP datagram `udp` (ending at frame offset `udp_end`); a
+/// datagram on port 4789 without VXLAN's I flag is left as other UDP.
+fn vxlan_mirror<'a>(
+    frame: &mut Frame<'a>,
+    data: &'a [u8],
+    ip: &Ip<'a>,
+    udp: &Udp<'a>,
+    udp_end: usize,
+    cfg: &DecodeConfig,
+) -> Result<(), Error> {
+    let cut = udp.payload.len() < udp.payload_wire_len;
+    let packet = match vxlan::Packet::new_checked(udp.payload) {
+        Ok(p) => p,
+        Err(e) if matches!(e.kind, ErrorKind::BadValue { .. }) => return Ok(()),
+        Err(e) => return Err(encap_err(e, udp.payload_offset, cut)),
+    };
+    let inner_off = udp.payload_offset + vxlan::field::HEADER_LEN;
+    let mirror = Mirror {
+        kind: MirrorKind::Vxlan,
+        src: ip.src,
+        dst: ip.dst,
+        session: packet.vni(),
+        gre_key: None,
+        gre_seq: None,
+        truncated: false,
+        switch_time: None,
+        offset: udp.payload_offset,
+        inner_offset: inner_off,
+    };
+    let end = udp_end.min(data.len());
+    mirror_inner(frame, &data[..end], mirror, inner_off, Inner::Ethernet, cfg)
+}
+
+/// The mirrored frame at `off` (`data` ends where the outer packet does):
+/// it replaces the outer layers in `frame`, which keeps them in `mirror`.
+fn mirror_inner<'a>(
+    frame: &mut Frame<'a>,
+    data: &'a [u8],
+    mirror: Mirror,
+    off: usize,
+    inner: Inner,
+    cfg: &DecodeConfig,
+) -> Result<(), Error> {
+    frame.mirror = Some(mirror);
+    frame.vlans = Vlans::default();
+    frame.ether_type = None;
+    frame.ip = None;
+    frame.udp = None;
+    match inner {
+        Inner::Ip(next) => network(frame, data, off, next, false, cfg),
+        Inner::Ethernet => {
+            let rest = &data[off..];
+            let eth = Ethernet2HeaderSlice::from_slice(rest).map_err(|e| {
+                Error::truncated(
+                    Layer::Ethernet,
+                    data.len(),
+                    e.required_len,
+                    rest.len(),
+                    LenSource::Captured,
+                )
+            })?;
+            let next = Next::EtherType(eth.ether_type().0);
+            network(frame, data, off + eth.slice().len(), next, true, cfg)
+        }
+    }
 }
 
 /// Maps an etherparse length error of a header starting at `start`.
@@ -944,17 +1234,29 @@ mod test {
 
     #[test]
     fn unsupported_link_type() {
-        let f = decode(LinkType::from(197), &ACK_FRAME, &cfg());
+        let f = decode(LinkType::from(147), &ACK_FRAME, &cfg());
         let err = f.error.unwrap();
         assert_eq!(err.layer, Layer::Capture);
         assert_eq!(
             err.kind,
             ErrorKind::Unsupported {
                 what: "link type",
-                value: 197
+                value: 147
             }
         );
         assert!(f.ip.is_none() && matches!(f.payload, Transport::Other));
+    }
+
+    /// An ERF Ethernet record (type 2, 2 bytes of pad) carries the frame.
+    #[test]
+    fn erf_ethernet_record() {
+        let mut record = vec![0u8; 18];
+        record[8] = 2;
+        record.extend_from_slice(&ACK_FRAME);
+        let f = decode(LinkType::Erf, &record, &cfg());
+        assert_eq!(f.error, None);
+        assert_eq!(f.icrc_status(), Some(IcrcStatus::Good));
+        assert_eq!(f.udp.unwrap().payload_offset, 18 + 42);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod error;
 pub mod frame;
 pub mod link;
 pub mod metaroce;
+pub mod mirror;
 pub mod rocev2;
 
 pub use error::{Error, ErrorKind, Layer, LenSource, Warning};

@@ -29,7 +29,11 @@ pub enum LinkType {
     Ipv6,
     /// 276: Linux cooked capture v2.
     LinuxSll2,
-    /// Any other link type (e.g. 197, ERF), reported as unsupported.
+    /// 197: Endace ERF records (capture cards, some vendor dump tools):
+    /// Ethernet and IP records are decoded; InfiniBand records (native
+    /// InfiniBand, not RoCE) are reported as unsupported.
+    Erf,
+    /// Any other link type, reported as unsupported.
     Unknown(u32),
 }
 
@@ -46,6 +50,7 @@ impl From<u32> for LinkType {
             228 => LinkType::Ipv4,
             229 => LinkType::Ipv6,
             276 => LinkType::LinuxSll2,
+            197 => LinkType::Erf,
             other => LinkType::Unknown(other),
         }
     }
@@ -64,6 +69,7 @@ impl From<LinkType> for u32 {
             LinkType::Ipv4 => 228,
             LinkType::Ipv6 => 229,
             LinkType::LinuxSll2 => 276,
+            LinkType::Erf => 197,
             LinkType::Unknown(other) => other,
         }
     }
@@ -71,7 +77,7 @@ impl From<LinkType> for u32 {
 
 impl LinkType {
     /// All link types [`crate::frame::decode`] understands.
-    pub const SUPPORTED: [LinkType; 10] = [
+    pub const SUPPORTED: [LinkType; 11] = [
         LinkType::Null,
         LinkType::Ethernet,
         LinkType::RawDlt12,
@@ -82,6 +88,7 @@ impl LinkType {
         LinkType::Ipv4,
         LinkType::Ipv6,
         LinkType::LinuxSll2,
+        LinkType::Erf,
     ];
 
     pub fn is_supported(self) -> bool {
@@ -101,6 +108,7 @@ impl core::fmt::Display for LinkType {
             LinkType::Ipv4 => "IPV4",
             LinkType::Ipv6 => "IPV6",
             LinkType::LinuxSll2 => "LINUX_SLL2",
+            LinkType::Erf => "ERF",
             LinkType::Unknown(n) => return write!(f, "linktype {n}"),
         };
         write!(f, "{name} ({})", u32::from(*self))
@@ -176,6 +184,53 @@ pub(crate) fn null(data: &[u8], network_order: bool) -> Result<(usize, Next), Er
     Ok((NULL_HEADER_LEN, next))
 }
 
+/// ERF record header length (without extension headers).
+pub const ERF_HEADER_LEN: usize = 16;
+
+/// An ERF record: a 16-byte header (timestamp, type, flags, record and
+/// wire lengths), 8-byte extension headers while the type's high bit (then
+/// each extension's) says another follows, then for Ethernet types 2
+/// bytes of offset and padding. Returns where the payload starts and what
+/// it is: an Ethernet frame (`None`) or an IP packet.
+pub(crate) fn erf(data: &[u8]) -> Result<(usize, Option<Next>), Error> {
+    if data.len() < ERF_HEADER_LEN {
+        return Err(truncated(Layer::Capture, ERF_HEADER_LEN, data.len()));
+    }
+    let mut ty = data[8];
+    let mut off = ERF_HEADER_LEN;
+    let mut more = ty & 0x80 != 0;
+    while more {
+        let Some(&ext) = data.get(off) else {
+            return Err(truncated(Layer::Capture, off + 8, data.len()));
+        };
+        more = ext & 0x80 != 0;
+        off += 8;
+    }
+    ty &= 0x7F;
+    match ty {
+        // ETH, COLOR_ETH, DSM_COLOR_ETH, COLOR_HASH_ETH: 2 bytes of pad.
+        2 | 10 | 16 | 20 => {
+            let start = off + 2;
+            if data.len() < start {
+                return Err(truncated(Layer::Capture, start, data.len()));
+            }
+            Ok((start, None))
+        }
+        // IPV4, IPV6.
+        22 => Ok((off, Some(Next::EtherType(0x0800)))),
+        23 => Ok((off, Some(Next::EtherType(0x86dd)))),
+        // 21 is InfiniBand: native InfiniBand, not RoCE.
+        other => Err(Error {
+            layer: Layer::Capture,
+            offset: 8,
+            kind: ErrorKind::Unsupported {
+                what: "ERF record type (21: native InfiniBand)",
+                value: u64::from(other),
+            },
+        }),
+    }
+}
+
 /// The error for a link type this crate does not decode.
 pub(crate) fn unsupported(link: LinkType) -> Error {
     Error {
@@ -196,16 +251,19 @@ mod test {
     fn link_types_print_their_registry_names() {
         assert_eq!(LinkType::LinuxSll2.to_string(), "LINUX_SLL2 (276)");
         assert_eq!(LinkType::RawDlt12.to_string(), "RAW (12)");
-        assert_eq!(LinkType::Unknown(197).to_string(), "linktype 197");
+        assert_eq!(LinkType::Unknown(147).to_string(), "linktype 147");
+        assert_eq!(LinkType::Erf.to_string(), "ERF (197)");
     }
 
     #[test]
     fn link_type_round_trips() {
-        for n in [0u32, 1, 12, 14, 101, 108, 113, 197, 228, 229, 276, 65535] {
+        for n in [
+            0u32, 1, 12, 14, 101, 108, 113, 147, 197, 228, 229, 276, 65535,
+        ] {
             assert_eq!(u32::from(LinkType::from(n)), n);
         }
-        assert_eq!(LinkType::from(197), LinkType::Unknown(197));
-        assert!(!LinkType::from(197).is_supported());
+        assert_eq!(LinkType::from(147), LinkType::Unknown(147));
+        assert!(!LinkType::from(147).is_supported());
         for t in LinkType::SUPPORTED {
             assert!(t.is_supported());
         }
@@ -231,10 +289,28 @@ mod test {
 
     #[test]
     fn unsupported_link_type_error() {
-        let err = unsupported(LinkType::from(197));
+        let err = unsupported(LinkType::from(147));
         assert_eq!(
             err.to_string(),
-            "capture at byte 0: unsupported link type 197"
+            "capture at byte 0: unsupported link type 147"
+        );
+    }
+
+    #[test]
+    fn erf_records() {
+        // Type 2 (Ethernet) with one extension header: 16 + 8 + 2 bytes.
+        let mut eth = [0u8; 26];
+        eth[8] = 0x82;
+        assert_eq!(erf(&eth), Ok((26, None)));
+        assert!(erf(&eth[..20]).is_err());
+        let mut ip = [0u8; 16];
+        ip[8] = 22;
+        assert_eq!(erf(&ip), Ok((16, Some(Next::EtherType(0x0800)))));
+        ip[8] = 21;
+        let err = erf(&ip).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "capture at byte 8: unsupported ERF record type (21: native InfiniBand) 21"
         );
     }
 }

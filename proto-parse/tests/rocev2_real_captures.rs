@@ -128,8 +128,10 @@ fn snaplen_cut_real_frames_never_panic_and_report_truncation() {
     }
 }
 
+/// ERF is read, but these records are of type 21: native InfiniBand,
+/// not RoCE; each is an unsupported record type, named.
 #[test]
-fn erf_capture_is_an_unsupported_link_type() {
+fn erf_infiniband_records_are_unsupported() {
     let (link, frames) = read_pcap(ERF_FILE);
     assert_eq!(link, 197);
     assert_eq!(frames.len(), 43);
@@ -140,8 +142,8 @@ fn erf_capture_is_an_unsupported_link_type() {
         assert_eq!(
             err.kind,
             ErrorKind::Unsupported {
-                what: "link type",
-                value: 197
+                what: "ERF record type (21: native InfiniBand)",
+                value: 21
             }
         );
         assert!(frame.ip.is_none() && frame.udp.is_none());

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
+use analyzer::traffic::{self, Census};
 use analyzer::{Config, Engine, Observation};
 use proto_parse::defrag::{self, Reassembler, Reassembly};
 use proto_parse::frame::{DecodeConfig, LinkType};
@@ -36,6 +37,8 @@ pub struct Pipeline {
     /// IP fragments wait here for their datagram (the slow route: a frame
     /// `Observation::decode` takes never reaches it).
     reassembler: Reassembler,
+    /// What the frames that made no packet were (mirrors, other ports).
+    census: Census,
     latency: LatencyRecorder,
     events: EventDetector,
     frame_no: u64,
@@ -124,6 +127,7 @@ impl Pipeline {
             event_cfg,
             engine: Engine::new(engine_cfg),
             reassembler: Reassembler::default(),
+            census: Census::default(),
             latency: LatencyRecorder::default(),
             events: EventDetector::new(event_cfg),
             frame_no: 0,
@@ -149,6 +153,7 @@ impl Pipeline {
     pub fn reset(&mut self) {
         self.engine = Engine::new(self.engine_cfg);
         self.reassembler = Reassembler::default();
+        self.census = Census::default();
         self.latency = LatencyRecorder::default();
         self.events = EventDetector::new(self.event_cfg);
         self.frame_no = 0;
@@ -202,6 +207,7 @@ impl Pipeline {
     /// completes a datagram, the datagram's observation (at this frame).
     fn reassemble(&mut self, link: LinkType, ts_ns: u64, data: &[u8]) -> Option<Observation> {
         if !defrag::is_fragment(link, data) {
+            self.census.other(link, data, &self.decode);
             return None;
         }
         match self.reassembler.push(ts_ns, link, data) {
@@ -235,6 +241,10 @@ impl Pipeline {
         report.capture.reassembled_datagrams = r.datagrams;
         report.capture.incomplete_datagrams = r.incomplete_datagrams;
         report.capture.incomplete_fragments = r.incomplete_fragments;
+        report.capture.traffic = self.census.report();
+        let c = &report.capture;
+        report.capture.traffic.note =
+            traffic::explain(c.frames, c.metaroce_packets + c.rocev2_packets, &c.traffic);
         let now = self.engine.now();
         self.events.update(&report, now);
 

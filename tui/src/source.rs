@@ -29,11 +29,14 @@ const PCAP_TIMEOUT_MS: i32 = 10;
 /// header with more-fragments or an offset, an IPv6 fragment header right
 /// after the fixed header, where senders put it unless other extension
 /// headers come first), since only the first piece of a datagram carries
-/// the UDP ports that the port tests look at.
+/// the UDP ports that the port tests look at. And mirror encapsulations
+/// (GRE, which carries ERSPAN, and VXLAN's UDP port 4789), so that the
+/// tool pointed at a mirror collector sees the copies.
 pub fn default_filter(metaroce_port: u16, rocev2_port: u16) -> String {
     let f = format!(
         "udp port {metaroce_port} or udp dst port {rocev2_port} \
-         or ip[6:2] & 0x3fff != 0 or ip6[6] = 44"
+         or ip[6:2] & 0x3fff != 0 or ip6[6] = 44 \
+         or ip proto 47 or ip6 proto 47 or udp dst port 4789"
     );
     format!("{f} or (vlan and ({f}))")
 }
@@ -437,7 +440,8 @@ mod test {
     #[test]
     fn default_filter_covers_both_ports_fragments_and_vlan() {
         let f = default_filter(4794, 4791);
-        let one = "udp port 4794 or udp dst port 4791 or ip[6:2] & 0x3fff != 0 or ip6[6] = 44";
+        let one = "udp port 4794 or udp dst port 4791 or ip[6:2] & 0x3fff != 0 or ip6[6] = 44 \
+                   or ip proto 47 or ip6 proto 47 or udp dst port 4789";
         assert_eq!(f, format!("{one} or (vlan and ({one}))"));
     }
 }

@@ -14,6 +14,7 @@ use std::path::Path;
 use proto_parse::capture::{Reader, Record};
 use proto_parse::frame::{self, DecodeConfig, Frame, Transport};
 use proto_parse::metaroce::{self, CrcStatus, Flags, PacketType};
+use proto_parse::mirror::Mirror;
 use proto_parse::rocev2::{self, IcrcStatus, Syndrome};
 use proto_parse::{Error, ErrorKind};
 use serde_json::{Map, Value, json};
@@ -209,14 +210,70 @@ pub fn frame_json(record: &Record<'_>, frame: &Frame<'_>) -> Value {
         }
         Transport::Other => {}
     }
-    json!({
+    let mut value = json!({
         "frame": record.index,
         "ts_ns": record.ts_ns,
         "proto": proto_name(frame),
         "error": frame.error.as_ref().map(error_json),
         "crc": crc_status(frame),
         "fields": fields,
+    });
+    if let (Some(m), Value::Object(o)) = (&frame.mirror, &mut value) {
+        o.insert("mirror".into(), mirror_json(m));
+    }
+    value
+}
+
+/// The outer layers of a mirrored frame (`"mirror"`, only on those).
+fn mirror_json(m: &Mirror) -> Value {
+    let switch_time = m.switch_time.map(|t| {
+        json!({
+            "raw": t.raw,
+            "granularity": t.granularity.as_str(),
+            "seconds": t.seconds,
+            "ns": t.full_ns(),
+        })
+    });
+    json!({
+        "kind": m.kind.as_str(),
+        "src": m.src.to_string(),
+        "dst": m.dst.to_string(),
+        "session": m.session,
+        "gre.key": m.gre_key,
+        "gre.seq": m.gre_seq,
+        "truncated": m.truncated,
+        "switch_time": switch_time,
+        "inner_offset": m.inner_offset,
     })
+}
+
+/// `[ERSPAN III 192.0.2.1 -> 198.51.100.9 session 5 seq 9]` before a
+/// mirrored frame's own line.
+fn mirror_label(m: &Mirror) -> String {
+    let mut s = format!("[{} {} -> {} session {}", m.kind, m.src, m.dst, m.session);
+    if let Some(seq) = m.gre_seq {
+        let _ = write!(s, " seq {seq}");
+    }
+    if let Some(t) = m.switch_time {
+        match t.full_ns() {
+            Some(ns) => {
+                let _ = write!(
+                    s,
+                    " switch {}.{:09}",
+                    ns / 1_000_000_000,
+                    ns % 1_000_000_000
+                );
+            }
+            None => {
+                let _ = write!(s, " switch ts {} ({})", t.raw, t.granularity.as_str());
+            }
+        }
+    }
+    if m.truncated {
+        s.push_str(" cut by the switch");
+    }
+    s.push_str("] ");
+    s
 }
 
 fn metaroce_fields(
@@ -412,8 +469,9 @@ pub fn summary_line(record: &Record<'_>, first_ts_ns: u64, frame: &Frame<'_>) ->
     let rel = record.ts_ns.saturating_sub(first_ts_ns);
     let src = endpoint(frame.ip.map(|ip| ip.src), frame.udp.map(|u| u.src_port));
     let dst = endpoint(frame.ip.map(|ip| ip.dst), frame.udp.map(|u| u.dst_port));
+    let mirror = frame.mirror.as_ref().map(mirror_label).unwrap_or_default();
     let mut line = format!(
-        "{:>6} {}.{:09} {src} -> {dst} ",
+        "{:>6} {}.{:09} {mirror}{src} -> {dst} ",
         record.index,
         rel / 1_000_000_000,
         rel % 1_000_000_000

@@ -15,6 +15,7 @@ pub mod columns;
 pub mod decode;
 pub mod html;
 pub mod pipeline;
+pub mod points;
 pub mod series;
 pub mod text;
 pub mod trace;

@@ -316,7 +316,8 @@ fn analyze<S: Sink>(args: &AnalysisArgs, sink: &mut S) -> Result<Vec<CaptureResu
 }
 
 /// 2 when a capture held malformed packets or corrupt records (with a line
-/// on stderr), else 0.
+/// on stderr), else 0. A capture with frames but no MetaRoCE or RoCEv2
+/// gets a line on stderr saying what it held (`analyzer::traffic::explain`).
 fn analysis_status(results: &[CaptureResult]) -> ExitCode {
     let mut status = ExitCode::SUCCESS;
     for r in results {
@@ -327,6 +328,10 @@ fn analysis_status(results: &[CaptureResult]) -> ExitCode {
             );
             status = ExitCode::from(1);
         }
+    }
+    // A capture with frames and none of our packets says what it held.
+    if let Some(note) = pipeline::merge_reports(results).and_then(|m| m.capture.traffic.note) {
+        eprintln!("metaroce-analyze: {note}");
     }
     let malformed: u64 = results.iter().map(|r| r.report.capture.malformed).sum();
     let corrupt: u64 = results.iter().map(|r| r.read.corrupt_records).sum();

@@ -42,6 +42,10 @@ use analyzer::engine::{
     Config, Engine, MergeConfig, MsgDone, MultiEngine, ObsKind, Observation, Report, Verdict,
 };
 use analyzer::lint::Finding;
+use analyzer::traffic::{Census, TrafficReport};
+use proto_parse::mirror::MirrorSource;
+
+use crate::points::{Assigned, CapturePoint, Points};
 
 /// Frames per batch sent from the parsing thread to the engine thread.
 pub const BATCH: usize = 1024;
@@ -57,6 +61,10 @@ pub enum Item {
     /// A MetaRoCE or RoCEv2 frame (malformed ones included: the engine
     /// counts them).
     Packet(Observation),
+    /// A MetaRoCE or RoCEv2 frame mirrored by the session
+    /// `Batch::side.sources[source]` (its time: the switch's, when the
+    /// copy carries a whole IEEE 1588 one).
+    Mirrored { obs: Observation, source: u16 },
     /// Any other frame: its number and timestamp.
     Other { frame: u64, ts_ns: u64 },
     /// An IP fragment, for the engine thread's reassembler: its bytes are
@@ -73,7 +81,7 @@ pub enum Item {
 impl Item {
     fn ts_ns(&self) -> u64 {
         match self {
-            Item::Packet(obs) => obs.ts_ns,
+            Item::Packet(obs) | Item::Mirrored { obs, .. } => obs.ts_ns,
             Item::Other { ts_ns, .. } | Item::Fragment { ts_ns, .. } => *ts_ns,
         }
     }
@@ -96,8 +104,38 @@ struct Batch {
     items: Vec<Item>,
     raw: Vec<RawRecord>,
     raw_bytes: Vec<u8>,
+    side: Side,
+}
+
+/// What decoding a batch's frames keeps beside its items.
+#[derive(Debug, Default)]
+struct Side {
     /// The bytes of the batch's IP fragments (`Item::Fragment`).
     fragment_bytes: Vec<u8>,
+    /// The mirror sessions of the batch's `Item::Mirrored`.
+    sources: Vec<MirrorSource>,
+    /// Mirrored frames and what the frames that made no packet were.
+    census: Census,
+}
+
+impl Side {
+    /// The index of `source` in `sources` (added if new; a batch sees few).
+    fn source(&mut self, source: MirrorSource) -> u16 {
+        let at = match self.sources.iter().rposition(|s| *s == source) {
+            Some(at) => at,
+            None => {
+                self.sources.push(source);
+                self.sources.len() - 1
+            }
+        };
+        at as u16
+    }
+
+    fn clear(&mut self) {
+        self.fragment_bytes.clear();
+        self.sources.clear();
+        self.census.clear();
+    }
 }
 
 impl Batch {
@@ -106,7 +144,7 @@ impl Batch {
             items: Vec::with_capacity(n),
             raw: Vec::new(),
             raw_bytes: Vec::new(),
-            fragment_bytes: Vec::new(),
+            side: Side::default(),
         }
     }
 
@@ -118,7 +156,7 @@ impl Batch {
         self.items.clear();
         self.raw.clear();
         self.raw_bytes.clear();
-        self.fragment_bytes.clear();
+        self.side.clear();
     }
 
     /// Keeps a record as read, for [`Batch::decode`] on the engine thread.
@@ -139,14 +177,7 @@ impl Batch {
         for r in &self.raw {
             let data = &self.raw_bytes[start..r.end];
             start = r.end;
-            let item = Item::decode(
-                r.index,
-                r.ts_ns,
-                r.linktype,
-                data,
-                decode,
-                &mut self.fragment_bytes,
-            );
+            let item = Item::decode(r.index, r.ts_ns, r.linktype, data, decode, &mut self.side);
             self.items.push(item);
         }
         self.raw.clear();
@@ -155,15 +186,16 @@ impl Batch {
 
     /// The bytes of an `Item::Fragment` of this batch.
     fn fragment(&self, start: usize, end: usize) -> &[u8] {
-        &self.fragment_bytes[start..end]
+        &self.side.fragment_bytes[start..end]
     }
 }
 
 impl Item {
-    /// Decodes one captured frame; an IP fragment's bytes are appended to
-    /// `fragment_bytes`. Always inlined into the batch loops: as a call it
-    /// costs about 70 instructions per packet of the bench capture
-    /// (cachegrind), most of them moving the returned `Item`.
+    /// Decodes one captured frame; an IP fragment's bytes, a mirror's
+    /// session and what a frame of no protocol of ours was go to `side`.
+    /// Always inlined into the batch loops: as a call it costs about 70
+    /// instructions per packet of the bench capture (cachegrind), most of
+    /// them moving the returned `Item`.
     #[inline(always)]
     fn decode(
         index: u64,
@@ -171,19 +203,48 @@ impl Item {
         linktype: u16,
         data: &[u8],
         decode: &DecodeConfig,
-        fragment_bytes: &mut Vec<u8>,
+        side: &mut Side,
     ) -> Item {
         let link = LinkType::from(u32::from(linktype));
-        match Observation::decode(index, ts_ns, link, data, decode) {
-            Some(obs) => Item::Packet(obs),
-            None => Item::not_observed(index, ts_ns, linktype, data, fragment_bytes),
+        match Observation::decode_common(index, ts_ns, link, data, decode) {
+            Some(Some(obs)) => Item::Packet(obs),
+            Some(None) => Item::not_observed(index, ts_ns, linktype, data, decode, side),
+            None => Item::uncommon(index, ts_ns, linktype, data, decode, side),
+        }
+    }
+
+    /// A frame the common route did not take: mirrored, or anything else
+    /// through the full decode. Out of line, like `not_observed`.
+    #[inline(never)]
+    fn uncommon(
+        index: u64,
+        ts_ns: u64,
+        linktype: u16,
+        data: &[u8],
+        decode: &DecodeConfig,
+        side: &mut Side,
+    ) -> Item {
+        let link = LinkType::from(u32::from(linktype));
+        match Observation::decode_mirrored(index, ts_ns, link, data, decode) {
+            (Some(obs), None) => Item::Packet(obs),
+            (Some(mut obs), Some(tag)) => {
+                side.census.mirrored(&tag);
+                if let Some(switch_ts) = tag.switch_ts_ns {
+                    obs.ts_ns = switch_ts;
+                }
+                Item::Mirrored {
+                    obs,
+                    source: side.source(tag.source),
+                }
+            }
+            (None, _) => Item::not_observed(index, ts_ns, linktype, data, decode, side),
         }
     }
 
     /// A frame that is no packet of ours: an IP fragment (its bytes kept
-    /// for the reassembler) or any other frame. Out of line, so that the
-    /// common frame's `decode` stays small enough to be inlined into the
-    /// loops that build batches.
+    /// for the reassembler) or any other frame (counted by what it was,
+    /// `Census::other`). Out of line, so that the common frame's `decode`
+    /// stays small enough to be inlined into the loops that build batches.
     #[cold]
     #[inline(never)]
     fn not_observed(
@@ -191,23 +252,25 @@ impl Item {
         ts_ns: u64,
         linktype: u16,
         data: &[u8],
-        fragment_bytes: &mut Vec<u8>,
+        decode: &DecodeConfig,
+        side: &mut Side,
     ) -> Item {
         let link = LinkType::from(u32::from(linktype));
         if !defrag::is_fragment(link, data) {
+            side.census.other(link, data, decode);
             return Item::Other {
                 frame: index,
                 ts_ns,
             };
         }
-        let start = fragment_bytes.len();
-        fragment_bytes.extend_from_slice(data);
+        let start = side.fragment_bytes.len();
+        side.fragment_bytes.extend_from_slice(data);
         Item::Fragment {
             frame: index,
             ts_ns,
             linktype,
             start,
-            end: fragment_bytes.len(),
+            end: side.fragment_bytes.len(),
         }
     }
 }
@@ -300,6 +363,9 @@ pub struct ReadStats {
     pub threads: ThreadStats,
     /// IP fragments and the datagrams rebuilt from them.
     pub reassembly: ReassemblyStats,
+    /// Mirrored frames decapsulated and what the frames that made no
+    /// packet were.
+    pub traffic: TrafficReport,
 }
 
 /// How the two threads of one capture shared the work: which one waited
@@ -321,12 +387,19 @@ pub struct ThreadStats {
     pub engine_wait_ns: u64,
 }
 
-/// One capture analysed.
+/// One capture point analysed: a capture file, or a mirror session in one
+/// (`crate::points`).
 #[derive(Debug, Clone)]
 pub struct CaptureResult {
     pub path: PathBuf,
-    /// The file name without extension (the `host=` partition of exports).
+    /// The point's name (the `host=` partition of exports): the file name
+    /// without extension, and for a mirror session its kind, switch and
+    /// session (`collector-erspan3-192.0.2.1-s1`).
     pub stem: String,
+    /// The mirror session this point is, if it is one.
+    pub mirror: Option<MirrorSource>,
+    /// The file's reading totals, on the file's first point only (the
+    /// others' are zero, so that sums count each file once).
     pub read: ReadStats,
     pub report: Report,
 }
@@ -342,9 +415,11 @@ impl CaptureResult {
         report.capture.reassembled_datagrams = r.datagrams;
         report.capture.incomplete_datagrams = r.incomplete_datagrams;
         report.capture.incomplete_fragments = r.incomplete_fragments;
+        report.capture.traffic = read.traffic.clone();
         CaptureResult {
             path,
             stem,
+            mirror: None,
             read,
             report,
         }
@@ -461,7 +536,7 @@ fn parse_loop(
                 record.linktype,
                 record.data,
                 &decode,
-                &mut batch.fragment_bytes,
+                &mut batch.side,
             ));
         }
         if batch.len() == BATCH {
@@ -519,6 +594,8 @@ struct Parser<'scope> {
     back: SyncSender<Batch>,
     queued: Arc<AtomicUsize>,
     decode: DecodeConfig,
+    /// The census of every batch taken.
+    census: Census,
     /// The engine thread's waits for a batch.
     waits: u64,
     wait_ns: u64,
@@ -540,6 +617,9 @@ impl Parser<'_> {
         };
         self.queued.fetch_sub(1, Ordering::Relaxed);
         batch.decode(&self.decode);
+        if !batch.side.census.is_empty() {
+            self.census.add(&batch.side.census);
+        }
         Some(batch)
     }
 
@@ -556,6 +636,7 @@ impl Parser<'_> {
             .map_err(|_| io::Error::other("a parsing thread panicked"))?;
         stats.threads.engine_waits = self.waits;
         stats.threads.engine_wait_ns = self.wait_ns;
+        stats.traffic = self.census.report();
         Ok(stats)
     }
 }
@@ -596,33 +677,63 @@ fn spawn_parser<'scope, 'env>(
         back: back_tx,
         queued,
         decode,
+        census: Census::default(),
         waits: 0,
         wait_ns: 0,
     })
 }
 
 /// One capture: parsing on a second thread, the engine and the sink on
-/// this one.
+/// this one. A capture of plain packets, or of one mirror session, has one
+/// engine; when a second capture point turns up (another session, or plain
+/// packets beside a session), the analysis goes on with a [`Multi`] whose
+/// first point is the engine so far, and the session's latest `RECENT`
+/// packets go to the matcher so that copies seen at both points match
+/// (plain packets before that are not kept).
 fn analyze_one<S: Sink + ?Sized>(
     path: &Path,
     stem: String,
     opts: &Options,
     sink: &mut S,
     progress: &dyn Progress,
-) -> io::Result<CaptureResult> {
+) -> io::Result<Vec<CaptureResult>> {
     let (reader, len) = open_with_len(path, opts.map_files)?;
     progress.start(path, len);
     let mut engine = Engine::new(opts.engine);
     let decode = opts.decode;
     let mut defrag = Defrag::new(decode);
+    let paths = [path.to_path_buf()];
+    let stems = [stem];
+    let mut points = Points::new(&stems);
+    let mut multi: Option<Multi<'_>> = None;
+    let mut recent: std::collections::VecDeque<Observation> = std::collections::VecDeque::new();
     let read = std::thread::scope(|scope| {
         let mut parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
         let mut v = Verdict::default();
+        // One engine while the capture has one point.
         while let Some(batch) = parser.next_batch() {
-            for item in &batch.items {
+            let mut second_point = None;
+            for (at, item) in batch.items.iter().enumerate() {
                 let reassembled;
                 let obs = match item {
-                    Item::Packet(obs) => obs,
+                    Item::Packet(obs) if points.plain_is_own(0) => obs,
+                    Item::Mirrored { obs, source }
+                        if points.is_own_session(0, batch.side.sources[usize::from(*source)]) =>
+                    {
+                        let source = batch.side.sources[usize::from(*source)];
+                        if let Assigned::Renamed(_) = points.session(0, source, &stems) {
+                            sink.begin_capture(0, path, &points.point(0).name);
+                        }
+                        if recent.len() == RECENT {
+                            recent.pop_front();
+                        }
+                        recent.push_back(*obs);
+                        obs
+                    }
+                    Item::Packet(_) | Item::Mirrored { .. } => {
+                        second_point = Some(at);
+                        break;
+                    }
                     _ => match defrag.datagram(item, &batch) {
                         Some(obs) => {
                             reassembled = obs;
@@ -634,24 +745,193 @@ fn analyze_one<S: Sink + ?Sized>(
                         }
                     },
                 };
+                points.saw(0, obs.ts_ns, true);
                 engine.ingest_into(obs, &mut v);
                 sink.packet(0, obs, &v, engine.messages_done());
                 sink.flow_state(0, obs, &v, &engine);
             }
-            parser.recycle(batch);
             hand_over_findings(&mut engine, 0, sink);
+            if let Some(at) = second_point {
+                let first = std::mem::replace(&mut engine, Engine::new(opts.engine));
+                let m = multi.insert(Multi {
+                    multi: MultiEngine::from_engine(first, MergeConfig::default()),
+                    points: std::mem::replace(&mut points, Points::new(&[])),
+                    cfg: opts.engine,
+                    paths: &paths,
+                    stems: &stems,
+                });
+                for obs in recent.drain(..) {
+                    m.multi.remember(0, &obs);
+                }
+                for item in &batch.items[at..] {
+                    m.item(0, item, &batch, &mut defrag, sink);
+                }
+                parser.recycle(batch);
+                break;
+            }
+            parser.recycle(batch);
+        }
+        // Several points: the rest of the capture.
+        if let Some(m) = &mut multi {
+            while let Some(batch) = parser.next_batch() {
+                for item in &batch.items {
+                    m.item(0, item, &batch, &mut defrag, sink);
+                }
+                parser.recycle(batch);
+            }
         }
         parser.join()
     });
     progress.finish();
     let mut read = read?;
     read.reassembly = defrag.finish();
+    if let Some(m) = multi {
+        return m.finish(vec![read], sink);
+    }
     let end = engine.now();
     engine.finish(end);
     hand_over_findings(&mut engine, 0, sink);
     let report = engine.snapshot();
     sink.end_capture(0, &report)?;
-    Ok(CaptureResult::new(path.to_path_buf(), stem, read, report))
+    let point = points.point(0);
+    let mut result = CaptureResult::new(path.to_path_buf(), point.name.clone(), read, report);
+    result.mirror = point.mirror;
+    Ok(vec![result])
+}
+
+/// Mirrored packets kept while a capture has one capture point, for the
+/// cross-capture matcher when a second point turns up (about 5 MB). The
+/// matcher is not fed while there is one point, as it would hold every
+/// packet of its window waiting for a copy (a million entries at 1 Mpps).
+const RECENT: usize = 1 << 15;
+
+/// The engine side of an analysis with several capture points (several
+/// files, or mirror sessions in one): one engine per point and the
+/// cross-capture matcher, points made as they turn up.
+struct Multi<'a> {
+    multi: MultiEngine,
+    points: Points,
+    cfg: Config,
+    paths: &'a [PathBuf],
+    stems: &'a [String],
+}
+
+impl Multi<'_> {
+    /// The point an item of file `file` belongs to, made (and announced
+    /// to the sink) if new.
+    fn point_of<S: Sink + ?Sized>(
+        &mut self,
+        file: usize,
+        item: &Item,
+        batch: &Batch,
+        sink: &mut S,
+    ) -> usize {
+        let assigned = match item {
+            Item::Mirrored { source, .. } => {
+                let source = batch.side.sources[usize::from(*source)];
+                self.points.session(file, source, self.stems)
+            }
+            Item::Packet(_) | Item::Fragment { .. } => self.points.plain(file, self.stems),
+            Item::Other { .. } => Assigned::Known(file),
+        };
+        match assigned {
+            Assigned::Known(p) => p,
+            Assigned::New(p) | Assigned::Renamed(p) => {
+                if let Assigned::New(_) = assigned {
+                    let made = self.multi.add_capture(self.cfg);
+                    debug_assert_eq!(made, p.min(254));
+                }
+                let point = self.points.point(p);
+                sink.begin_capture(p, &self.paths[point.file], &point.name);
+                p
+            }
+        }
+    }
+
+    /// One item of file `file`, in capture order (several files: merged
+    /// by timestamp).
+    fn item<S: Sink + ?Sized>(
+        &mut self,
+        file: usize,
+        item: &Item,
+        batch: &Batch,
+        defrag: &mut Defrag,
+        sink: &mut S,
+    ) {
+        let reassembled;
+        let obs = match item {
+            Item::Packet(obs) | Item::Mirrored { obs, .. } => Some(obs),
+            _ => {
+                reassembled = defrag.datagram(item, batch);
+                reassembled.as_ref()
+            }
+        };
+        let Some(obs) = obs else {
+            // Other frames count in the file's own point.
+            self.points.saw(file, item.ts_ns(), false);
+            self.multi.ingest_other(file, item.ts_ns());
+            return;
+        };
+        let i = self.point_of(file, item, batch, sink);
+        self.observed(i, obs, sink);
+    }
+
+    /// A packet of point `i`.
+    fn observed<S: Sink + ?Sized>(&mut self, i: usize, obs: &Observation, sink: &mut S) {
+        self.points.saw(i, obs.ts_ns, true);
+        let v = self.multi.ingest(i, obs);
+        sink.packet(i, obs, &v, self.multi.messages_done(i));
+        if let Some(engine) = self.multi.engine(i) {
+            sink.flow_state(i, obs, &v, engine);
+        }
+        // A transmission matched in another capture may give a finding
+        // (two-capture rules) in either capture, on a frame ingested
+        // earlier.
+        let matched = self.multi.matched_capture();
+        if (!v.lint.is_empty() || matched.is_some())
+            && let Some(engine) = self.multi.engine_mut(i)
+        {
+            hand_over_findings(engine, i, sink);
+        }
+        if let Some(m) = matched
+            && let Some(engine) = self.multi.engine_mut(m)
+        {
+            hand_over_findings(engine, m, sink);
+        }
+    }
+
+    /// Ends every point and makes one result per point; `reads[f]` is
+    /// file f's reading totals (given to the file's own point).
+    fn finish<S: Sink + ?Sized>(
+        mut self,
+        reads: Vec<ReadStats>,
+        sink: &mut S,
+    ) -> io::Result<Vec<CaptureResult>> {
+        self.multi.finish(&self.points.ends());
+        for i in 0..self.points.len() {
+            if let Some(engine) = self.multi.engine_mut(i) {
+                hand_over_findings(engine, i, sink);
+            }
+        }
+        let files = self.paths.len() as u64;
+        let reports = self.multi.snapshots();
+        let points = self.points.into_points();
+        let mut reads: Vec<Option<ReadStats>> = reads.into_iter().map(Some).collect();
+        let mut out = Vec::with_capacity(points.len());
+        for (i, (mut report, point)) in reports.into_iter().zip(points).enumerate() {
+            report.capture.files = files;
+            sink.end_capture(i, &report)?;
+            let read = reads
+                .get_mut(point.file)
+                .and_then(Option::take)
+                .unwrap_or_default();
+            let CapturePoint { file, mirror, name } = point;
+            let mut result = CaptureResult::new(self.paths[file].clone(), name, read, report);
+            result.mirror = mirror;
+            out.push(result);
+        }
+        Ok(out)
+    }
 }
 
 /// Gives the engine's lint findings to the sink and clears them.
@@ -669,7 +949,6 @@ struct Source<'scope> {
     batch: Batch,
     pos: usize,
     done: bool,
-    last_ts: u64,
     defrag: Defrag,
 }
 
@@ -742,7 +1021,13 @@ fn analyze_many<S: Sink + ?Sized>(
         })
         .collect();
     let n = paths.len();
-    let mut multi = MultiEngine::new(n, opts.engine, MergeConfig::default());
+    let mut multi = Multi {
+        multi: MultiEngine::new(n, opts.engine, MergeConfig::default()),
+        points: Points::new(&stems),
+        cfg: opts.engine,
+        paths,
+        stems: &stems,
+    };
     let decode = opts.decode;
     let reads = std::thread::scope(|scope| -> io::Result<Vec<ReadStats>> {
         let mut sources = Vec::with_capacity(n);
@@ -753,7 +1038,6 @@ fn analyze_many<S: Sink + ?Sized>(
                 batch: Batch::default(),
                 pos: 0,
                 done: false,
-                last_ts: 0,
                 defrag: Defrag::new(decode),
             });
         }
@@ -771,42 +1055,7 @@ fn analyze_many<S: Sink + ?Sized>(
             let src = &mut sources[i];
             let item = src.batch.items[src.pos];
             src.pos += 1;
-            src.last_ts = src.last_ts.max(item.ts_ns());
-            let obs = match item {
-                Item::Packet(obs) => Some(obs),
-                _ => src.defrag.datagram(&item, &src.batch),
-            };
-            match obs {
-                Some(obs) => {
-                    let v = multi.ingest(i, &obs);
-                    sink.packet(i, &obs, &v, multi.messages_done(i));
-                    if let Some(engine) = multi.engine(i) {
-                        sink.flow_state(i, &obs, &v, engine);
-                    }
-                    // A transmission matched in another capture may give
-                    // a finding (two-capture rules) in either capture,
-                    // on a frame ingested earlier.
-                    let matched = multi.matched_capture();
-                    if (!v.lint.is_empty() || matched.is_some())
-                        && let Some(engine) = multi.engine_mut(i)
-                    {
-                        hand_over_findings(engine, i, sink);
-                    }
-                    if let Some(m) = matched
-                        && let Some(engine) = multi.engine_mut(m)
-                    {
-                        hand_over_findings(engine, m, sink);
-                    }
-                }
-                None => multi.ingest_other(i, item.ts_ns()),
-            }
-        }
-        let ends: Vec<u64> = sources.iter().map(|s| s.last_ts).collect();
-        multi.finish(&ends);
-        for i in 0..n {
-            if let Some(engine) = multi.engine_mut(i) {
-                hand_over_findings(engine, i, sink);
-            }
+            multi.item(i, &item, &src.batch, &mut src.defrag, sink);
         }
         sources
             .into_iter()
@@ -818,14 +1067,7 @@ fn analyze_many<S: Sink + ?Sized>(
             .collect()
     });
     progress.finish();
-    let reads = reads?;
-    let reports = multi.snapshots();
-    let mut out = Vec::with_capacity(n);
-    for (i, ((report, read), stem)) in reports.into_iter().zip(reads).zip(stems).enumerate() {
-        sink.end_capture(i, &report)?;
-        out.push(CaptureResult::new(paths[i].clone(), stem, read, report));
-    }
-    Ok(out)
+    multi.finish(reads?, sink)
 }
 
 /// Analyses every capture and returns one result per capture (in the
@@ -854,7 +1096,7 @@ pub fn analyze<S: Sink + ?Sized>(
         [] => Ok(Vec::new()),
         [path] => {
             let stem = stems.pop().unwrap_or_default();
-            Ok(vec![analyze_one(path, stem, opts, sink, progress)?])
+            analyze_one(path, stem, opts, sink, progress)
         }
         _ => analyze_many(paths, stems, opts, sink, progress),
     }
@@ -875,9 +1117,16 @@ pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
     let (first, rest) = results.split_first()?;
     let mut merged = first.report.clone();
     if rest.is_empty() {
+        explain_traffic(&mut merged);
         return Some(merged);
     }
-    merged.capture.files = results.len() as u64;
+    // Capture points of one file (mirror sessions) count it once.
+    merged.capture.files = results
+        .iter()
+        .map(|r| r.report.capture.files)
+        .max()
+        .unwrap_or(1)
+        .max(results.iter().filter(|r| r.mirror.is_none()).count() as u64);
     for r in rest {
         let c = &r.report.capture;
         let m = &mut merged.capture;
@@ -900,6 +1149,7 @@ pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
         m.incomplete_datagrams += c.incomplete_datagrams;
         m.incomplete_fragments += c.incomplete_fragments;
         m.time_went_backwards += c.time_went_backwards;
+        m.traffic.merge(&c.traffic);
         merged
             .directions
             .extend(r.report.directions.iter().cloned());
@@ -922,7 +1172,17 @@ pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
         .capture
         .last_ts_ns
         .saturating_sub(merged.capture.first_ts_ns);
+    explain_traffic(&mut merged);
     Some(merged)
+}
+
+/// Says, in the capture section, why a capture with frames held none of
+/// our packets (`analyzer::traffic::explain`).
+fn explain_traffic(report: &mut Report) {
+    let c = &report.capture;
+    let note =
+        analyzer::traffic::explain(c.frames, c.metaroce_packets + c.rocev2_packets, &c.traffic);
+    report.capture.traffic.note = note;
 }
 
 /// Totals of a bare walk (records and frame decode, no analysis).
@@ -1041,7 +1301,7 @@ mod test {
             let mut reader = Reader::open(&path).unwrap();
             let mut raw = Batch::with_capacity(BATCH);
             let mut direct = Vec::new();
-            let mut fragment_bytes = Vec::new();
+            let mut side = Side::default();
             while let Some(record) = reader.next_record() {
                 let record = record.unwrap();
                 raw.push_raw(&record);
@@ -1051,13 +1311,15 @@ mod test {
                     record.linktype,
                     record.data,
                     &decode,
-                    &mut fragment_bytes,
+                    &mut side,
                 ));
             }
             assert!(direct.len() > 10, "{name}: {} frames", direct.len());
             raw.decode(&decode);
             assert_eq!(raw.items, direct, "{name}");
-            assert_eq!(raw.fragment_bytes, fragment_bytes, "{name}");
+            assert_eq!(raw.side.fragment_bytes, side.fragment_bytes, "{name}");
+            assert_eq!(raw.side.sources, side.sources, "{name}");
+            assert_eq!(raw.side.census.report(), side.census.report(), "{name}");
             assert!(raw.raw.is_empty() && raw.raw_bytes.is_empty());
         }
     }

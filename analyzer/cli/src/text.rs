@@ -129,10 +129,17 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
     let mut out = String::new();
     let n = results.len();
     let c = &merged.capture;
+    let files = c.files.max(1) as usize;
+    let points = if n > files {
+        format!(
+            "{files} capture{}, {n} capture points",
+            if files == 1 { "" } else { "s" }
+        )
+    } else {
+        format!("{n} capture{}", if n == 1 { "" } else { "s" })
+    };
     let title = format!(
-        "MetaRoCE analysis: {} capture{}, {} frames ({} MetaRoCE, {} RoCEv2), {}",
-        n,
-        if n == 1 { "" } else { "s" },
+        "MetaRoCE analysis: {points}, {} frames ({} MetaRoCE, {} RoCEv2), {}",
         c.frames,
         c.metaroce_packets,
         c.rocev2_packets,
@@ -142,10 +149,13 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
     for r in results {
         let rc = &r.report.capture;
         let corrupt = r.read.corrupt_records;
+        let point = match &r.mirror {
+            Some(m) => format!("{} [{m}]", r.path.display()),
+            None => r.path.display().to_string(),
+        };
         let _ = write!(
             out,
-            "  {}: {} frames, {}, ",
-            r.path.display(),
+            "  {point}: {} frames, {}, ",
             rc.frames,
             fmt_ns(rc.duration_ns)
         );
@@ -190,6 +200,7 @@ pub fn render(results: &[CaptureResult], merged: &Report, top: usize) -> String 
                 let _ = writeln!(out, "{incomplete}");
             }
         }
+        render_traffic(&mut out, &rc.traffic);
         if let Some(e) = &r.read.io_error {
             let _ = writeln!(out, "    {}", format!("read error: {e}").red());
         }
@@ -402,6 +413,33 @@ fn render_offenders(out: &mut String, dirs: &[(String, &DirectionReport)], top: 
     }
 }
 
+/// A capture's mirrored frames: decapsulated per encapsulation, cut by
+/// the switch, and those that could not be decapsulated.
+fn render_traffic(out: &mut String, t: &analyzer::traffic::TrafficReport) {
+    if t.decapsulated.is_empty() && t.mirror_problems.is_empty() {
+        return;
+    }
+    let kinds: Vec<String> = t
+        .decapsulated
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    let _ = write!(
+        out,
+        "    mirrored frames decapsulated: {}",
+        kinds.join(", ")
+    );
+    if t.mirror_truncated > 0 {
+        let cut = format!(", {} cut by the switch (ERSPAN T bit)", t.mirror_truncated);
+        let _ = write!(out, "{}", cut.yellow());
+    }
+    out.push('\n');
+    for (what, n) in &t.mirror_problems {
+        let line = format!("    not decapsulated or broken inside: {what}: {n} frames");
+        let _ = writeln!(out, "{}", line.yellow());
+    }
+}
+
 /// A signed duration: `+1.00ms`, `-24.0us`.
 pub fn signed_ns(ns: i64) -> String {
     if ns < 0 {
@@ -528,6 +566,9 @@ fn render_notes(out: &mut String, results: &[CaptureResult], merged: &Report) {
 pub fn notes(results: &[CaptureResult], merged: &Report) -> Vec<String> {
     let e = &merged.engine;
     let mut notes = Vec::new();
+    if let Some(note) = &merged.capture.traffic.note {
+        notes.push(note.clone());
+    }
     let malformed = merged.capture.malformed;
     let corrupt: u64 = results.iter().map(|r| r.read.corrupt_records).sum();
     if malformed > 0 {

@@ -646,6 +646,33 @@ impl MultiEngine {
         }
     }
 
+    /// The first capture point is `engine`, which has analysed a capture
+    /// until it found a second point in it (a second mirror session).
+    pub fn from_engine(engine: Engine, merge: MergeConfig) -> Self {
+        MultiEngine {
+            engines: vec![engine],
+            cross: CrossCapture::new(merge),
+            matched: None,
+        }
+    }
+
+    /// Gives the matcher a packet of capture `capture` that its engine
+    /// has already ingested (`engine_mut(capture)`): the latest packets of
+    /// a capture analysed alone until a second capture point turned up.
+    pub fn remember(&mut self, capture: usize, obs: &Observation) {
+        let c = capture.min(self.engines.len() - 1);
+        self.cross.observe(c as u8, obs);
+    }
+
+    /// Adds a capture point (a mirror session found in a capture) and
+    /// returns its index. Past 255 points the last one takes the rest.
+    pub fn add_capture(&mut self, cfg: Config) -> usize {
+        if self.engines.len() < 255 {
+            self.engines.push(Engine::new(cfg));
+        }
+        self.engines.len() - 1
+    }
+
     /// One packet of capture `capture` (0-based); the verdict is that
     /// capture's own. When the packet is the copy of a transmission in
     /// another capture, the lint (`Config::lint`) judges the two copies

@@ -66,8 +66,8 @@ pub use interval::IntervalSet;
 pub use merge::{BetweenPath, BetweenReport, CaptureCopy, CrossCapture, MergeConfig, MultiEngine};
 pub use metaroce::DirSize;
 pub use observation::{
-    CrcCheck, CtrlObs, DataObs, FbKind, FeedbackObs, FlowLabel, MrBody, MrChecks, MrObs, ObsKind,
-    Observation, RoceObs,
+    CrcCheck, CtrlObs, DataObs, FbKind, FeedbackObs, FlowLabel, MirrorTag, MrBody, MrChecks, MrObs,
+    ObsKind, Observation, RoceObs,
 };
 pub use report::{
     BetweenCaptures, CaptureReport, DirectionReport, EngineReport, PathReport, Report,

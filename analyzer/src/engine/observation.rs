@@ -11,7 +11,30 @@ use proto_parse::metaroce::{
     self, CnpReason, CrcStatus, CtrlOp, DataOp, FbFlags, Flags, Layout, NackCode, Packet,
     PacketType, WarningFlags,
 };
+use proto_parse::mirror::{Mirror, MirrorSource, vxlan};
 use proto_parse::rocev2;
+
+/// Where a mirrored frame was copied: its capture point and what the
+/// copy said of itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MirrorTag {
+    pub source: MirrorSource,
+    /// ERSPAN III with an IEEE 1588 time: the switch's time of the copy
+    /// (ns), taken where the packet was, without the trip to the collector.
+    pub switch_ts_ns: Option<u64>,
+    /// The switch cut the copy (ERSPAN's T bit).
+    pub truncated: bool,
+}
+
+impl MirrorTag {
+    pub fn of(mirror: &Mirror) -> MirrorTag {
+        MirrorTag {
+            source: mirror.source(),
+            switch_ts_ns: mirror.switch_time.and_then(|t| t.full_ns()),
+            truncated: mirror.truncated,
+        }
+    }
+}
 
 /// One frame as the engine sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -412,6 +435,10 @@ impl Observation {
     /// packet) read without building a `Frame`, which costs more than the
     /// rest of the per-packet analysis. `None` when the frame is neither
     /// MetaRoCE nor RoCEv2.
+    ///
+    /// A mirrored frame (GRE, ERSPAN, VXLAN) gives the observation of the
+    /// frame it carries; [`Observation::decode_mirrored`] also says where
+    /// it was mirrored.
     #[inline(always)]
     pub fn decode(
         frame_no: u64,
@@ -420,6 +447,25 @@ impl Observation {
         data: &[u8],
         cfg: &DecodeConfig,
     ) -> Option<Observation> {
+        match Observation::decode_common(frame_no, ts_ns, link, data, cfg) {
+            Some(decided) => decided,
+            None => Observation::decode_mirrored(frame_no, ts_ns, link, data, cfg).0,
+        }
+    }
+
+    /// The common frame's route of [`Observation::decode`]: `Some` with its
+    /// result when the frame is Ethernet / IPv4 / UDP and either a
+    /// complete, valid MetaRoCE packet or UDP of no protocol of ours (with
+    /// the heuristic off); `None` when the frame needs
+    /// [`Observation::decode_mirrored`] (which takes every frame).
+    #[inline(always)]
+    pub fn decode_common(
+        frame_no: u64,
+        ts_ns: u64,
+        link: LinkType,
+        data: &[u8],
+        cfg: &DecodeConfig,
+    ) -> Option<Option<Observation>> {
         if let Some(udp) = frame::ipv4_udp(link, data) {
             let choice = cfg.port_choice(udp.src_port, udp.dst_port);
             if choice == PortChoice::MetaRoce {
@@ -430,7 +476,7 @@ impl Observation {
                     .flatten();
                 if let Some(layout) = layout {
                     let mr = MrObs::from_packet_checked(&packet, &layout, cfg.verify_crc);
-                    return Some(Observation {
+                    return Some(Some(Observation {
                         frame: frame_no,
                         ts_ns,
                         src: IpAddr::V4(udp.src),
@@ -440,14 +486,42 @@ impl Observation {
                         ecn: udp.ecn.bits(),
                         malformed: matches!(mr.body, MrBody::Malformed),
                         kind: ObsKind::MetaRoce(mr),
-                    });
+                    }));
                 }
-            } else if choice == PortChoice::Unknown && !cfg.heuristic {
-                return None; // other UDP
+            } else if choice == PortChoice::Unknown
+                && !cfg.heuristic
+                && udp.dst_port != vxlan::UDP_PORT
+            {
+                return Some(None); // other UDP
             }
         }
+        None
+    }
+
+    /// Any frame, mirrored or not: its observation (of the frame it
+    /// carries, when mirrored) and, when mirrored, where. The common
+    /// mirror (Ethernet / IPv4 / GRE or ERSPAN / a common frame) is read
+    /// without building a `Frame`, like the common frame; every other
+    /// frame goes through `proto_parse::frame::decode`.
+    #[inline(never)]
+    pub fn decode_mirrored(
+        frame_no: u64,
+        ts_ns: u64,
+        link: LinkType,
+        data: &[u8],
+        cfg: &DecodeConfig,
+    ) -> (Option<Observation>, Option<MirrorTag>) {
+        if let Some(m) = frame::ipv4_mirror(link, data)
+            && let Some(decided) =
+                Observation::decode_common(frame_no, ts_ns, LinkType::Ethernet, m.inner, cfg)
+        {
+            return (decided, Some(MirrorTag::of(&m.mirror)));
+        }
         frame::decode_with(link, data, cfg, |frame| {
-            Observation::from_frame_checked(frame_no, ts_ns, frame, cfg)
+            (
+                Observation::from_frame_checked(frame_no, ts_ns, frame, cfg),
+                frame.mirror.as_ref().map(MirrorTag::of),
+            )
         })
     }
 

@@ -47,6 +47,10 @@ pub struct CaptureReport {
     pub reassembled_datagrams: u64,
     pub incomplete_datagrams: u64,
     pub incomplete_fragments: u64,
+    /// Mirrored frames decapsulated and what the frames that made no
+    /// packet were (`crate::traffic`). Filled by whoever decodes the
+    /// frames, like `corrupt_records`.
+    pub traffic: crate::traffic::TrafficReport,
 }
 
 #[derive(Debug, Clone)]

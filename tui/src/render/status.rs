@@ -117,6 +117,19 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
             Style::default().fg(Color::Yellow),
         ));
     }
+    let decapsulated: u64 = c.traffic.decapsulated.values().sum();
+    if decapsulated > 0 {
+        spans.push(sep());
+        spans.push(Span::raw(format!("mirrored {}", fmt::count(decapsulated))));
+    }
+    if let Some(note) = &c.traffic.note {
+        // Frames but none of ours: what they were and the likely cause.
+        spans.push(sep());
+        spans.push(Span::styled(
+            note.clone(),
+            Style::default().fg(Color::Yellow),
+        ));
+    }
     match &s.state {
         RunState::Running => {}
         RunState::Finished => {

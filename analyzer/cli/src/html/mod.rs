@@ -283,9 +283,12 @@ fn header(out: &mut String, page: &Page<'_>) {
     );
     for r in page.results {
         let rc = &r.report.capture;
+        let point = match &r.mirror {
+            Some(m) => format!("{} [{m}]", r.path.display()),
+            None => r.path.display().to_string(),
+        };
         let mut line = format!(
-            "{}: {} frames, {}, {} malformed, {} corrupt records",
-            r.path.display(),
+            "{point}: {} frames, {}, {} malformed, {} corrupt records",
             thousands(rc.frames),
             text::fmt_ns(rc.duration_ns),
             rc.malformed,

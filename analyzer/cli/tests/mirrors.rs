@@ -1,0 +1,246 @@
+//! Switch mirrors as capture points: a collector's capture of mirror
+//! sessions (`fixtures/generated/mirror_*.pcap`, made from
+//! `multipath_loss`) is analysed like the captures taken at each point;
+//! broken mirrors are counted and named; a capture without our packets
+//! says what it held; and tshark's own ERSPAN and GRE dissectors find the
+//! same frames inside the mirrors as our decode. tshark is required:
+//! without it the last test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use analyzer::engine::Config;
+use metaroce_analyze::pipeline::{self, CaptureResult, NoProgress, NoSink, Options};
+use proto_parse::capture::Reader;
+use proto_parse::frame::{self, DecodeConfig, LinkType};
+use proto_parse::mirror::MirrorKind;
+use serde_json::Value;
+
+fn generated(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/generated")
+        .join(name)
+}
+
+fn analyze(names: &[&str]) -> Vec<CaptureResult> {
+    let paths: Vec<PathBuf> = names.iter().map(|n| generated(n)).collect();
+    let opts = Options::new(DecodeConfig::default(), Config::default());
+    pipeline::analyze(&paths, &opts, &mut NoSink, &NoProgress).unwrap()
+}
+
+/// The merged report as JSON, without the capture section (frame counts,
+/// file names and the decapsulation counts differ by design) and without
+/// frame numbers (a point's frames are numbered in the file that holds
+/// them: the collector's capture numbers both sessions' copies).
+fn without_capture(results: &[CaptureResult]) -> Value {
+    fn strip_frame_numbers(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                o.retain(|k, _| !k.ends_with("frame"));
+                o.values_mut().for_each(strip_frame_numbers);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip_frame_numbers),
+            _ => {}
+        }
+    }
+    let merged = pipeline::merge_reports(results).unwrap();
+    let mut v = serde_json::to_value(&merged).unwrap();
+    v.as_object_mut().unwrap().remove("capture");
+    strip_frame_numbers(&mut v);
+    v
+}
+
+#[test]
+fn two_mirror_sessions_in_one_capture_match_like_two_captures() {
+    let apart = analyze(&["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"]);
+    let expected = without_capture(&apart);
+    assert!(
+        expected["between_captures"][0]["matched_packets"]
+            .as_u64()
+            .unwrap()
+            > 20,
+        "{}",
+        expected["between_captures"]
+    );
+    for (name, kind) in [
+        ("mirror_erspan2.pcap", "erspan2"),
+        ("mirror_erspan3.pcap", "erspan3"),
+    ] {
+        let mirrored = analyze(&[name]);
+        assert_eq!(mirrored.len(), 2, "{name}: two capture points");
+        assert_eq!(without_capture(&mirrored), expected, "{name}");
+        for (i, r) in mirrored.iter().enumerate() {
+            let m = r.mirror.expect("a mirror session");
+            assert_eq!(m.session, i as u32 + 1, "{name}");
+            assert_eq!(m.switch.to_string(), format!("192.0.2.{}", i + 1));
+            assert_eq!(
+                r.stem,
+                format!("mirror_{kind}-{kind}-192.0.2.{}-s{}", i + 1, i + 1)
+            );
+            // Each point holds what the capture at that point held.
+            assert_eq!(
+                r.report.capture.metaroce_packets, apart[i].report.capture.metaroce_packets,
+                "{name} point {i}"
+            );
+        }
+        let merged = pipeline::merge_reports(&mirrored).unwrap();
+        let frames = apart.iter().map(|r| r.read.frames).sum::<u64>();
+        assert_eq!(merged.capture.files, 1);
+        assert_eq!(merged.capture.frames, frames);
+        assert_eq!(
+            merged.capture.traffic.decapsulated.get(kind),
+            Some(&frames),
+            "{name}"
+        );
+        assert!(merged.capture.traffic.mirror_problems.is_empty());
+    }
+}
+
+#[test]
+fn one_gre_session_over_ipv6_equals_its_capture() {
+    let apart = analyze(&["multipath_loss_sender.pcap"]);
+    let mirrored = analyze(&["mirror_gre.pcap"]);
+    assert_eq!(mirrored.len(), 1);
+    assert_eq!(without_capture(&mirrored), without_capture(&apart));
+    let m = mirrored[0].mirror.unwrap();
+    assert_eq!(
+        (m.kind, m.session, m.switch.to_string()),
+        (MirrorKind::Gre, 100, "2001:db8::1".into())
+    );
+    let c = &mirrored[0].report.capture;
+    assert_eq!(
+        c.traffic.decapsulated.get("gre"),
+        Some(&apart[0].read.frames)
+    );
+}
+
+#[test]
+fn broken_mirrors_are_counted_and_named_and_the_next_copy_analysed() {
+    let results = analyze(&["mirror_bad.pcap"]);
+    let merged = pipeline::merge_reports(&results).unwrap();
+    let t = &merged.capture.traffic;
+    let problems: Vec<&str> = t.mirror_problems.keys().map(String::as_str).collect();
+    assert_eq!(
+        problems,
+        [
+            "erspan version 3 (expected 1 (type II) or 2 (type III))",
+            "gre longer than its length field allows",
+            "gre: unsupported GRE protocol type 0x8847",
+            "gre: unsupported encapsulation inside a mirrored frame (recursion), depth 2",
+        ],
+        "{t:?}"
+    );
+    assert!(t.mirror_problems.values().all(|&n| n == 1), "{t:?}");
+    assert_eq!(t.mirror_truncated, 1, "{t:?}");
+    // The five good copies and the one the switch cut (counted malformed:
+    // its packet is not whole) were read as MetaRoCE.
+    assert_eq!(merged.capture.metaroce_packets, 6, "{:?}", merged.capture);
+    assert_eq!(merged.capture.malformed, 1);
+    assert_eq!(t.decapsulated.get("erspan2"), Some(&7), "{t:?}");
+}
+
+#[test]
+fn a_capture_without_our_packets_says_what_it_held() {
+    // The multipath capture on another MetaRoCE port: nothing of ours.
+    let paths = vec![generated("mirror_erspan3.pcap")];
+    let decode = DecodeConfig {
+        metaroce_port: 5000,
+        ..DecodeConfig::default()
+    };
+    let opts = Options::new(decode, Config::default());
+    let results = pipeline::analyze(&paths, &opts, &mut NoSink, &NoProgress).unwrap();
+    let merged = pipeline::merge_reports(&results).unwrap();
+    let note = merged.capture.traffic.note.clone().expect("a note");
+    assert!(
+        note.starts_with("no MetaRoCE or RoCEv2 packet in "),
+        "{note}"
+    );
+    assert!(note.contains("decapsulated: erspan3"), "{note}");
+    assert!(note.contains("seen: UDP port 4794"), "{note}");
+    assert!(note.contains("--port 4794"), "{note}");
+    // The CLI says it too, on stderr, for report and lint.
+    for sub in ["report", "lint"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))
+            .args([sub, "--port", "5000"])
+            .arg(&paths[0])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("likely cause: the RDMA traffic uses another UDP port"),
+            "{sub}: {err}"
+        );
+    }
+}
+
+/// (frame, session, inner IPv4 src, inner IPv4 dst, inner UDP ports) of
+/// every mirrored frame, as tshark's dissectors read them.
+fn tshark_inner(capture: &Path, session_field: &str) -> Vec<String> {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(capture)
+        .args(["-T", "fields", "-E", "occurrence=l", "-E", "separator=,"])
+        .args(["-e", "frame.number", "-e", session_field])
+        .args([
+            "-e",
+            "ip.src",
+            "-e",
+            "ip.dst",
+            "-e",
+            "udp.srcport",
+            "-e",
+            "udp.dstport",
+        ])
+        .output()
+        .expect("tshark must be installed (apt-get install tshark); .ci/run installs it");
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // tshark prints GRE's key in hex: decimal, as ours.
+    let decimal = |field: &str| match field.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).map_or(field.to_string(), |n| n.to_string()),
+        None => field.to_string(),
+    };
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| line.split(',').map(decimal).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+fn ours(capture: &Path) -> Vec<String> {
+    let mut reader = Reader::open(capture).unwrap();
+    let mut lines = Vec::new();
+    while let Some(record) = reader.next_record() {
+        let record = record.unwrap();
+        let f = frame::decode(
+            LinkType::from(u32::from(record.linktype)),
+            record.data,
+            &DecodeConfig::default(),
+        );
+        let m = f.mirror.expect("every frame is mirrored");
+        let (ip, udp) = (f.ip.unwrap(), f.udp.unwrap());
+        lines.push(format!(
+            "{},{},{},{},{},{}",
+            record.index, m.session, ip.src, ip.dst, udp.src_port, udp.dst_port
+        ));
+    }
+    lines
+}
+
+#[test]
+fn tshark_finds_the_same_frames_inside_the_mirrors() {
+    for (name, session) in [
+        ("mirror_erspan2.pcap", "erspan.spanid"),
+        ("mirror_erspan3.pcap", "erspan.spanid"),
+        ("mirror_gre.pcap", "gre.key"),
+    ] {
+        let capture = generated(name);
+        let theirs = tshark_inner(&capture, session);
+        let ours = ours(&capture);
+        assert!(ours.len() > 25, "{name}: {} frames", ours.len());
+        assert_eq!(theirs, ours, "{name}");
+    }
+}
