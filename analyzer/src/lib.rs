@@ -8,6 +8,8 @@
 
 pub mod engine;
 pub mod fmt;
-pub mod lint;
+pub mod observation;
+
+pub use engine::lint;
 
 pub use engine::{Config, Engine, Observation, Report, Verdict};

@@ -498,7 +498,7 @@ mod test {
     #[test]
     fn lint_findings_are_kept_per_frame_and_shown_as_notes() {
         let mut a = Analysis::new(Config {
-            lint: true,
+            lint: Some(Default::default()),
             ..Config::default()
         });
         let p = data_packet(10, 0);

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use analyzer::engine::{MsgDone, Observation, Verdict};
 use analyzer::lint::{
-    self, CapturePoint, Finding, LintConfig, LintReport, LintTimings, RuleId, Severity,
+    self, CapturePoint, Finding, LintConfig, LintOptions, LintReport, LintTimings, RuleId, Severity,
 };
 use clap::Args;
 use metaroce_analyze::pipeline::{self, CaptureResult, Sink};
@@ -195,10 +195,11 @@ pub(crate) fn run(args: &LintArgs) -> ExitCode {
     let mut analysis = args.analysis.options();
     // MR-PKT-013 and 014 read the parser's warnings and the CRC check.
     analysis.decode.verify_crc = true;
-    analysis.engine.lint = true;
-    analysis.engine.lint_point = args.vantage;
-    analysis.engine.lint_cnp_interval_ns = args.cnp_interval;
-    analysis.engine.lint_timings = args.timings.timings();
+    analysis.engine.lint = Some(LintOptions {
+        point: args.vantage,
+        cnp_interval_ns: args.cnp_interval,
+        timings: args.timings.timings(),
+    });
     let mut collector = Collector::default();
     let progress = TermProgress::new(&args.analysis);
     let captures = &args.analysis.captures;

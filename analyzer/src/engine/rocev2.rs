@@ -13,16 +13,16 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use proto_parse::rocev2::{NakCode, Opcode, Service, Syndrome};
+use proto_parse::rocev2::{NakCode, PSN_MASK, RequestOp, Role, Syndrome, role, sext24};
 use rustc_hash::FxHashMap;
 
+use super::direction::ip_bits;
 use super::hist::LazyHist;
-use super::metaroce::ip_bits;
-use super::observation::{Observation, RoceObs};
 use super::report::RoceFlowReport;
 use super::verdict::{MsgDone, MsgView, Retransmission, RetxKind, Verdict};
 use super::window::{Window, diff, lt};
 use super::{Config, StateSize};
+use crate::observation::{Observation, RoceObs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct RoceKey {
@@ -54,31 +54,13 @@ struct RSlot {
     ts: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OpKind {
-    Send,
-    Write,
-    Read,
-    Atomic,
-}
-
-impl OpKind {
-    fn name(self) -> &'static str {
-        match self {
-            OpKind::Send => "send",
-            OpKind::Write => "write",
-            OpKind::Read => "read",
-            OpKind::Atomic => "atomic",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            OpKind::Send => 0,
-            OpKind::Write => 1,
-            OpKind::Read => 2,
-            OpKind::Atomic => 3,
-        }
+/// Index of `op` in `RoceFlow::by_op`.
+fn op_index(op: RequestOp) -> usize {
+    match op {
+        RequestOp::Send => 0,
+        RequestOp::Write => 1,
+        RequestOp::Read => 2,
+        RequestOp::Atomic => 3,
     }
 }
 
@@ -86,7 +68,7 @@ impl OpKind {
 /// completes its work requests in the order they were posted.
 #[derive(Debug, Clone)]
 struct RMsg {
-    op: OpKind,
+    op: RequestOp,
     /// Capture time of its first request packet.
     ts: u64,
     /// PSN of its first request packet.
@@ -136,7 +118,11 @@ struct RCounters {
     max_bytes_in_flight: u64,
 }
 
-pub(crate) struct Flow {
+/// One RoCEv2 request flow and the responses to it: the RoCEv2
+/// counterpart of a MetaRoCE [`super::direction::Direction`] (one
+/// direction of data and what acknowledges it), named like its report
+/// (`RoceFlowReport`, as a direction's is `DirectionReport`).
+pub(crate) struct RoceFlow {
     key: RoceKey,
     pub first_frame: u64,
     last_ts: u64,
@@ -160,51 +146,7 @@ pub(crate) struct Flow {
     rtt: LazyHist,
 }
 
-/// Opcode roles of the RC service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    Request {
-        op: OpKind,
-        first: bool,
-        last: bool,
-    },
-    /// Every response acknowledges up to its PSN; the last one ends the READ.
-    ReadResponse {
-        last: bool,
-    },
-    Ack,
-    AtomicAck,
-    Cnp,
-    NotRc,
-}
-
-pub(crate) fn role(op: Opcode) -> Role {
-    use Opcode::*;
-    let req = |op, first, last| Role::Request { op, first, last };
-    match op {
-        RcSendFirst => req(OpKind::Send, true, false),
-        RcSendMiddle => req(OpKind::Send, false, false),
-        RcSendLast | RcSendLastImm | RcSendLastInvalidate => req(OpKind::Send, false, true),
-        RcSendOnly | RcSendOnlyImm | RcSendOnlyInvalidate => req(OpKind::Send, true, true),
-        RcRdmaWriteFirst => req(OpKind::Write, true, false),
-        RcRdmaWriteMiddle => req(OpKind::Write, false, false),
-        RcRdmaWriteLast | RcRdmaWriteLastImm => req(OpKind::Write, false, true),
-        RcRdmaWriteOnly | RcRdmaWriteOnlyImm => req(OpKind::Write, true, true),
-        RcRdmaReadRequest => req(OpKind::Read, true, false),
-        RcCompareSwap | RcFetchAdd => req(OpKind::Atomic, true, false),
-        RcRdmaReadResponseFirst | RcRdmaReadResponseMiddle => Role::ReadResponse { last: false },
-        RcRdmaReadResponseLast | RcRdmaReadResponseOnly => Role::ReadResponse { last: true },
-        RcAcknowledge => Role::Ack,
-        RcAtomicAcknowledge => Role::AtomicAck,
-        Cnp => Role::Cnp,
-        other if other.service() == Service::Cnp => Role::Cnp,
-        _ => Role::NotRc,
-    }
-}
-
-const PSN_MASK: u32 = 0x00FF_FFFF;
-
-/// Slots of `Flow::naks_by_code`: codes 0..=4 (IBTA table 43), then every
+/// Slots of `RoceFlow::naks_by_code`: codes 0..=4 (IBTA table 43), then every
 /// reserved code in the last one.
 const NAK_SLOTS: usize = 6;
 
@@ -212,30 +154,25 @@ fn nak_slot(code: NakCode) -> usize {
     usize::from(u8::from(code)).min(NAK_SLOTS - 1)
 }
 
-/// Sign-extends a 24-bit difference.
-pub(crate) fn sext24(d: u32) -> i32 {
-    ((d << 8) as i32) >> 8
-}
-
 /// Extends a 24-bit PSN to 32 bits next to `reference` (a 32-bit PSN).
 fn extend(psn24: u32, reference: Option<u32>) -> u32 {
     match reference {
         None => psn24,
         Some(r) => {
-            let d = sext24(psn24.wrapping_sub(r) & 0x00FF_FFFF);
+            let d = sext24(psn24.wrapping_sub(r) & PSN_MASK);
             r.wrapping_add(d as u32)
         }
     }
 }
 
-impl Flow {
+impl RoceFlow {
     /// The request flow's source and destination addresses.
     pub fn addresses(&self) -> (std::net::IpAddr, std::net::IpAddr) {
         (self.key.src, self.key.dst)
     }
 
-    fn new(key: RoceKey, frame: u64, ts: u64, cfg: &Config) -> Flow {
-        Flow {
+    fn new(key: RoceKey, frame: u64, ts: u64, cfg: &Config) -> RoceFlow {
+        RoceFlow {
             key,
             first_frame: frame,
             last_ts: ts,
@@ -255,21 +192,21 @@ impl Flow {
 
     fn complete(
         &mut self,
-        op: OpKind,
+        op: RequestOp,
         msg_id: u32,
         latency: u64,
         view: MsgView,
         v: &mut Verdict,
         done: &mut Vec<MsgDone>,
     ) {
-        self.by_op[op.index()].record(latency);
+        self.by_op[op_index(op)].record(latency);
         self.c.messages_completed += 1;
         v.messages_completed = v.messages_completed.saturating_add(1);
         v.message_done(
             done,
             MsgDone {
                 msg_id,
-                op: op.name(),
+                op: op.as_str(),
                 view,
                 latency_ns: latency,
             },
@@ -281,7 +218,7 @@ impl Flow {
         &mut self,
         obs: &Observation,
         r: &RoceObs,
-        op: OpKind,
+        op: RequestOp,
         first: bool,
         last: bool,
         cfg: &Config,
@@ -352,13 +289,13 @@ impl Flow {
             };
             self.c.bytes_in_flight += u64::from(r.payload_len);
         }
-        if op == OpKind::Read {
+        if op == RequestOp::Read {
             self.c.read_requests += 1;
         }
         let span = match op {
-            OpKind::Read => r.dma_len.unwrap_or(0).div_ceil(MIN_PMTU).max(1),
-            OpKind::Atomic => 1,
-            OpKind::Send | OpKind::Write => 0,
+            RequestOp::Read => r.dma_len.unwrap_or(0).div_ceil(MIN_PMTU).max(1),
+            RequestOp::Atomic => 1,
+            RequestOp::Send | RequestOp::Write => 0,
         };
         if first {
             if self.msgs.len() >= cfg.max_messages {
@@ -407,8 +344,8 @@ impl Flow {
                 break;
             };
             let (id, view) = match m.op {
-                OpKind::Send | OpKind::Write => (m.last.unwrap_or(m.psn), MsgView::Acked),
-                OpKind::Read | OpKind::Atomic => (m.psn, MsgView::Read),
+                RequestOp::Send | RequestOp::Write => (m.last.unwrap_or(m.psn), MsgView::Acked),
+                RequestOp::Read | RequestOp::Atomic => (m.psn, MsgView::Read),
             };
             self.complete(m.op, id, ts.saturating_sub(m.ts), view, v, done);
         }
@@ -439,7 +376,7 @@ impl Flow {
             if lt(psn, m.psn) {
                 break;
             }
-            if matches!(m.op, OpKind::Send | OpKind::Write) {
+            if matches!(m.op, RequestOp::Send | RequestOp::Write) {
                 match m.last {
                     Some(last) if !lt(psn, last) => m.done = true,
                     _ => break,
@@ -458,7 +395,7 @@ impl Flow {
     fn response(
         &mut self,
         psn: u32,
-        op: OpKind,
+        op: RequestOp,
         last: bool,
         ts: u64,
         v: &mut Verdict,
@@ -562,7 +499,7 @@ impl Flow {
 
 #[derive(Default)]
 pub(crate) struct RoceTable {
-    flows: Vec<Option<Flow>>,
+    flows: Vec<Option<RoceFlow>>,
     free: Vec<u32>,
     index: FxHashMap<Packed, u32>,
     /// Response key (responder -> requester, requester QP) -> request flow.
@@ -573,8 +510,8 @@ pub(crate) struct RoceTable {
 }
 
 impl RoceTable {
-    /// Flow `i`, if live (the lint's checks read it).
-    pub fn flow(&self, i: u32) -> Option<&Flow> {
+    /// RoceFlow `i`, if live (the lint's checks read it).
+    pub fn flow(&self, i: u32) -> Option<&RoceFlow> {
         self.flows.get(i as usize).and_then(Option::as_ref)
     }
 
@@ -598,7 +535,7 @@ impl RoceTable {
         if self.index.len() >= cfg.max_flows {
             self.evict();
         }
-        let flow = Flow::new(key, frame, ts, cfg);
+        let flow = RoceFlow::new(key, frame, ts, cfg);
         let i = match self.free.pop() {
             Some(i) => {
                 self.flows[i as usize] = Some(flow);
@@ -761,12 +698,12 @@ impl RoceTable {
                         // own (IBTA 9.7.5.1.2: an implicit ACK); the first
                         // one names the request's PSN (the RTT sample).
                         f.ack_through(psn, ts, v, done);
-                        f.response(psn, OpKind::Read, last, ts, v, done);
+                        f.response(psn, RequestOp::Read, last, ts, v, done);
                     }
                     Role::AtomicAck => {
                         f.c.acks += 1;
                         f.ack_through(psn, ts, v, done);
-                        f.response(psn, OpKind::Atomic, true, ts, v, done);
+                        f.response(psn, RequestOp::Atomic, true, ts, v, done);
                     }
                     _ => {}
                 }
@@ -776,13 +713,13 @@ impl RoceTable {
 
     pub fn report(&self) -> Vec<RoceFlowReport> {
         let mut flows: Vec<RoceFlowReport> =
-            self.flows.iter().flatten().map(Flow::report).collect();
+            self.flows.iter().flatten().map(RoceFlow::report).collect();
         flows.sort_by_key(|f| (f.first_frame, f.src, f.dst, f.dest_qp));
         flows
     }
 }
 
-impl Flow {
+impl RoceFlow {
     /// Every packet of the flow, requests and responses: time and marks.
     fn on_packet(&mut self, obs: &Observation, r: &RoceObs) {
         self.last_ts = obs.ts_ns;

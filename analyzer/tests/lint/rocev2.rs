@@ -521,8 +521,10 @@ fn the_cnp_interval_is_configurable() {
     let frames = render_rc(&[req(0, Opcode::RcSendOnly, 100, 64), cnp(10), cnp(30)]);
     let count = |interval: u64| {
         let mut engine = analyzer::engine::Engine::new(analyzer::engine::Config {
-            lint: true,
-            lint_cnp_interval_ns: interval,
+            lint: Some(analyzer::lint::LintOptions {
+                cnp_interval_ns: interval,
+                ..Default::default()
+            }),
             ..analyzer::engine::Config::default()
         });
         let decode = proto_parse::frame::DecodeConfig::default();

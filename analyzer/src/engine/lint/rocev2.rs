@@ -9,7 +9,7 @@
 //! models of the sequence in [`FlowState`]: the PSN the requester's next
 //! new request must carry, and the PSN the responder expects next (what
 //! a responder-side capture shows arriving). PSNs are 24 bits and every
-//! comparison is serial (`sext24`, the engine's).
+//! comparison is serial (`proto_parse::rocev2::sext24`).
 //!
 //! A READ of `len` bytes takes `ceil(len / PMTU)` PSNs (one at least).
 //! The PMTU is not on the wire: it is learned from a first or middle
@@ -19,12 +19,14 @@
 
 use std::net::IpAddr;
 
-use proto_parse::rocev2::{NakCode, Syndrome};
+use proto_parse::rocev2::{
+    NakCode, RequestOp as RoceOp, Role as RoceRole, Syndrome, role as roce_role, sext24,
+};
 use rustc_hash::FxHashMap;
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{ConnIds, Ctx, Evidence, Side};
-use crate::engine::{RoceObs, RoceOp, RoceRole, roce_role, sext24};
+use crate::observation::RoceObs;
 
 const fn rule(
     id: &'static str,

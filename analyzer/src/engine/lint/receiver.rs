@@ -21,7 +21,9 @@ use proto_parse::metaroce::{FbFlags, Flags, NackCode, psn_diff, psn_lt};
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{DataObs, Dir, FbKind, FeedbackObs, MrObs, Verdict};
+use crate::engine::direction::Direction;
+use crate::engine::verdict::Verdict;
+use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs};
 
 const fn rule(
     id: &'static str,
@@ -324,7 +326,7 @@ pub(super) fn plain_data(state: &DirState, mr: &MrObs, d: &DataObs, v: &Verdict)
 /// What a [`plain_data`] packet changes: only a direction whose start was
 /// captured is judged on what arrived (MR-RCV-003, 010).
 #[inline(always)]
-pub(super) fn record_plain_data(state: &mut DirState, mr: &MrObs, own: Option<&Dir>) {
+pub(super) fn record_plain_data(state: &mut DirState, mr: &MrObs, own: Option<&Direction>) {
     if own.is_some_and(|dir| dir.start_seen) {
         state.received.insert(mr.psn);
     }

@@ -1,7 +1,7 @@
 //! The lint's timing bounds: where a rule says "within the ack delay" or
 //! "reacts", the spec sets no number, so the lint uses these, and an
 //! implementer whose transport has other timers sets their own
-//! (`Config::lint_timings`, the CLI's `--ack-delay`, `--nack-rtts`, ...).
+//! (`LintOptions::timings`, the CLI's `--ack-delay`, `--nack-rtts`, ...).
 
 /// The timing bounds of the lint's rules. Read by the checks from the
 /// lint's state (one copy per engine), never looked up per packet.

@@ -8,7 +8,7 @@ use proto_parse::metaroce::{DataOp, Flags, WarningFlags, udp_source_port};
 use super::connection::Announced;
 use super::rule::{Protocol, Rule, RuleId, Severity};
 use super::{Ctx, Evidence};
-use crate::engine::{
+use crate::observation::{
     CrcCheck, DataObs, FbKind, FeedbackObs, FlowLabel, MrBody, MrObs, Observation,
 };
 

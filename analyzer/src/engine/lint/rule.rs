@@ -201,34 +201,20 @@ const fn str_eq(a: &str, b: &str) -> bool {
     true
 }
 
-/// The rules a packet broke, kept inline in its `Verdict` (no allocation):
-/// a bit per rule of the registry, by its flat index.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RuleSet([u64; 2]);
+pub use crate::engine::verdict::RuleSet;
 
 /// The registry fits a [`RuleSet`].
 const _: () = assert!(super::RULE_COUNT <= RuleSet::CAPACITY);
 
+/// A [`RuleSet`] holds rules by their flat index in the registry
+/// ([`RuleId::index`]).
 impl RuleSet {
-    /// Rules the registry may hold.
-    pub const CAPACITY: usize = 128;
-
-    pub fn is_empty(&self) -> bool {
-        self.0 == [0, 0]
-    }
-
-    pub fn len(&self) -> usize {
-        (self.0[0].count_ones() + self.0[1].count_ones()) as usize
-    }
-
     pub fn insert(&mut self, id: RuleId) {
-        let i = id.index();
-        self.0[i / 64] |= 1 << (i % 64);
+        self.insert_index(id.index());
     }
 
     pub fn contains(&self, id: RuleId) -> bool {
-        let i = id.index();
-        self.0[i / 64] & (1 << (i % 64)) != 0
+        self.contains_index(id.index())
     }
 
     /// The rules, in registry order.

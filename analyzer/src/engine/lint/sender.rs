@@ -18,7 +18,9 @@ use proto_parse::metaroce::{FbFlags, NackCode, psn_lt};
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{DataObs, Dir, FbKind, FeedbackObs, MrObs, Observation, RetxKind, Verdict};
+use crate::engine::direction::Direction;
+use crate::engine::verdict::{RetxKind, Verdict};
+use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -271,7 +273,7 @@ pub(super) fn plain_data(
     obs: &Observation,
     mr: &MrObs,
     v: &Verdict,
-    own: Option<&Dir>,
+    own: Option<&Direction>,
 ) -> bool {
     let path_in_order = mr.path_seq == 0
         || v.path_loss.is_none()

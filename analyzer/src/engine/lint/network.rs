@@ -13,7 +13,8 @@ use proto_parse::frame::Ecn;
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Conn, Finding, Recorder, RuleCounts};
-use crate::engine::{CaptureCopy, MrObs, Observation};
+use crate::engine::cross_capture::CaptureCopy;
+use crate::observation::{MrObs, Observation};
 
 pub(super) const RULES: &[Rule] = &[Rule::new(
     Protocol::MetaRoce,

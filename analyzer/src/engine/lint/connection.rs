@@ -17,7 +17,8 @@ use rustc_hash::FxHashMap;
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Conn, Ctx, DirLint, Evidence, Finding, Recorder};
-use crate::engine::{CtrlObs, Dir, MrBody, MrObs};
+use crate::engine::direction::Direction;
+use crate::observation::{CtrlObs, MrBody, MrObs};
 
 const fn rule(
     id: &'static str,
@@ -434,7 +435,7 @@ impl State {
     pub(super) fn finish(
         &mut self,
         end_ns: u64,
-        dirs: &[Option<Dir>],
+        dirs: &[Option<Direction>],
         lints: &mut [DirLint],
         out: &mut Recorder,
     ) {
