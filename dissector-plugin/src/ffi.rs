@@ -195,7 +195,10 @@ fn analysis_config() -> Option<analyzer::Config> {
         .truth()
         .then(|| analyzer::Config {
             stall_threshold_ns: u64::from(PREF_STALL_US.load(Ordering::Relaxed)) * 1000,
-            lint: PREF_LINT.load(Ordering::Relaxed).truth(),
+            lint: PREF_LINT
+                .load(Ordering::Relaxed)
+                .truth()
+                .then(analyzer::lint::LintOptions::default),
             ..analyzer::Config::default()
         })
 }
