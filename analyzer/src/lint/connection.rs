@@ -55,7 +55,10 @@ pub(super) const RULES: &[Rule] = &[
         "ACCEPT to connection id {observed}, which no CONNECT captured from that host \
          carries.",
     )
-    .because("CTRL packets, the same at every capture point; an ACCEPT passes any point after the CONNECT it answers"),
+    .because(
+        "CTRL packets, the same at every capture point; an ACCEPT passes any point after the \
+         CONNECT it answers",
+    ),
     rule(
         "MR-CONN-004",
         Vantage::Either,
@@ -105,7 +108,10 @@ pub(super) const RULES: &[Rule] = &[
         "first DATA with PSN {observed} where the sender's CTRL (frame {related}) announced \
          init_psn {expected}.",
     )
-    .because("the first DATA captured where it left is the first sent; elsewhere a later PSN on a faster path may come first"),
+    .because(
+        "the first DATA captured where it left is the first sent; elsewhere a later PSN on a \
+         faster path may come first",
+    ),
     rule(
         "MR-CONN-010",
         Vantage::Either,
@@ -116,7 +122,10 @@ pub(super) const RULES: &[Rule] = &[
          (close wait {expected} us).",
     )
     .with_severity(Severity::Warning)
-    .because("the answer passes any point on the way back; one lost before the capture point is reported too (a warning)"),
+    .because(
+        "the answer passes any point on the way back; one lost before the capture point is \
+         reported too (a warning)",
+    ),
 ];
 
 const CONNECT_DST_ZERO: RuleId = RuleId::of("MR-CONN-001");

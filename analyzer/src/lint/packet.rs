@@ -126,7 +126,10 @@ pub(super) const RULES: &[Rule] = &[
         "IP ECN codepoint {observed} (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE) where ECT(0) \
          or CE is expected.",
     )
-    .because("the ECN field as captured: a switch may set CE, never Not-ECT (a field cleared on the way is MR-NET-001's)"),
+    .because(
+        "the ECN field as captured: a switch may set CE, never Not-ECT (a field cleared on the way \
+         is MR-NET-001's)",
+    ),
     rule(
         "MR-PKT-013",
         Severity::Warning,
@@ -167,7 +170,10 @@ pub(super) const RULES: &[Rule] = &[
          or an overlap: the later starts at byte {observed}, the earlier ends at byte \
          {expected}.",
     )
-    .because("two captured packets of one message one PSN apart, in either capture order: a retransmission repeats msg_offset, so any copy of each will do"),
+    .because(
+        "two captured packets of one message one PSN apart, in either capture order: a \
+         retransmission repeats msg_offset, so any copy of each will do",
+    ),
 ];
 
 const MALFORMED: RuleId = RuleId::of("MR-PKT-001");

@@ -47,7 +47,10 @@ pub(super) const RULES: &[Rule] = &[
         "cumulative ack {observed} in the later sent (by tx_ts) of this feedback and that of \
          frame {related}, {expected} in the earlier.",
     )
-    .because("the feedback's tx_ts (the receiver's clock) orders it as it was sent, so feedback reordered on the way is judged at any capture point"),
+    .because(
+        "the feedback's tx_ts (the receiver's clock) orders it as it was sent, so feedback \
+         reordered on the way is judged at any capture point",
+    ),
     rule(
         "MR-RCV-002",
         Severity::Error,
@@ -67,7 +70,10 @@ pub(super) const RULES: &[Rule] = &[
         "SACK bit for PSN {observed}, which had not arrived intact (cumulative ack \
          {expected}).",
     )
-    .because("a SACKed PSN arrived: the receiver's capture holds every arrival, the sender's every transmission (a PSN never sent never arrived); a mirror may not see every path"),
+    .because(
+        "a SACKed PSN arrived: the receiver's capture holds every arrival, the sender's every \
+         transmission (a PSN never sent never arrived); a mirror may not see every path",
+    ),
     rule(
         "MR-RCV-004",
         Severity::Error,
@@ -78,7 +84,10 @@ pub(super) const RULES: &[Rule] = &[
         "echo_psn {observed} with echo_tx_ts {expected:x} and echo_ev {ev}: no transmission \
          captured at the sender carries them.",
     )
-    .because("the echo names a transmission that arrived: the sender's capture holds every transmission, the receiver's every arrival; a mirror may not see every path"),
+    .because(
+        "the echo names a transmission that arrived: the sender's capture holds every \
+         transmission, the receiver's every arrival; a mirror may not see every path",
+    ),
     rule(
         "MR-RCV-005",
         Severity::Error,
@@ -88,7 +97,10 @@ pub(super) const RULES: &[Rule] = &[
         "DUP on the feedback echoing PSN {observed}, whose first arrival it echoes \
          (frame {related}).",
     )
-    .because("whether the PSN had arrived before: only the receiver's capture holds every arrival (the sender's cannot see a copy the network duplicated)"),
+    .because(
+        "whether the PSN had arrived before: only the receiver's capture holds every arrival (the \
+         sender's cannot see a copy the network duplicated)",
+    ),
     rule(
         "MR-RCV-006",
         Severity::Error,
@@ -99,7 +111,10 @@ pub(super) const RULES: &[Rule] = &[
         "no DUP on the ACK echoing PSN {observed}, which arrived again (frame {related}) \
          after the receiver had acknowledged it.",
     )
-    .because("whether the PSN arrived again: only the receiver's capture holds every arrival (the sender's holds copies lost on the way)"),
+    .because(
+        "whether the PSN arrived again: only the receiver's capture holds every arrival (the \
+         sender's holds copies lost on the way)",
+    ),
     rule(
         "MR-RCV-007",
         Severity::Error,
@@ -110,7 +125,10 @@ pub(super) const RULES: &[Rule] = &[
         "ce_count {observed} in the later sent (by tx_ts) of this feedback and that of frame \
          {related}, {expected} in the earlier.",
     )
-    .because("the feedback's tx_ts (the receiver's clock) orders it as it was sent, so feedback reordered on the way is judged at any capture point"),
+    .because(
+        "the feedback's tx_ts (the receiver's clock) orders it as it was sent, so feedback \
+         reordered on the way is judged at any capture point",
+    ),
     rule(
         "MR-RCV-008",
         Severity::Warning,
@@ -121,7 +139,10 @@ pub(super) const RULES: &[Rule] = &[
         "{observed} us after the AR packet of frame {related}, no feedback had echoed it \
          (ack delay {expected} us).",
     )
-    .because("the AR packet's arrival and the feedback's departure: both times only in the receiver's capture"),
+    .because(
+        "the AR packet's arrival and the feedback's departure: both times only in the receiver's \
+         capture",
+    ),
     rule(
         "MR-RCV-009",
         Severity::Warning,
@@ -139,7 +160,10 @@ pub(super) const RULES: &[Rule] = &[
         "A NACK GAP is sent only for a hole: a higher PSN has arrived.",
         "NACK GAP for PSN {observed} while the highest PSN received was {expected}.",
     )
-    .because("a higher PSN arrived before the NACK left: the receiver's capture holds every arrival, the sender's every PSN sent before the NACK reached it (none sent, none arrived)"),
+    .because(
+        "a higher PSN arrived before the NACK left: the receiver's capture holds every arrival, \
+         the sender's every PSN sent before the NACK reached it (none sent, none arrived)",
+    ),
     rule(
         "MR-RCV-011",
         Severity::Warning,
@@ -150,7 +174,10 @@ pub(super) const RULES: &[Rule] = &[
         "PSN {observed} arrived from its first transmission after the NACK GAP of frame \
          {related} named it: it was reordered, not lost.",
     )
-    .because("the PSN's arrival from its first transmission after the NACK left: only in the receiver's capture"),
+    .because(
+        "the PSN's arrival from its first transmission after the NACK left: only in the receiver's \
+         capture",
+    ),
 ];
 
 const CUM_MONOTONIC: RuleId = RuleId::of("MR-RCV-001");
@@ -557,12 +584,11 @@ pub(super) fn check_feedback(
         nack_psn,
         ..
     } = fb.kind
+        && !state.gaps.iter().flatten().any(|&(p, _)| p == nack_psn)
     {
-        if !state.gaps.iter().flatten().any(|&(p, _)| p == nack_psn) {
-            state.gaps.rotate_left(1);
-            state.gaps[RING - 1] = Some((nack_psn, frame));
-            state.gaps_pending = true;
-        }
+        state.gaps.rotate_left(1);
+        state.gaps[RING - 1] = Some((nack_psn, frame));
+        state.gaps_pending = true;
     }
     if state.gaps_pending {
         for slot in &mut state.gaps {

@@ -52,7 +52,10 @@ pub(super) const RULES: &[Rule] = &[
         "retransmission with PSN {observed} where the sequence error NAK of frame {related} \
          asked for PSN {expected}.",
     )
-    .because("what the requester sent once the NAK reached it: only its capture orders the two, without loss or reordering"),
+    .because(
+        "what the requester sent once the NAK reached it: only its capture orders the two, without \
+         loss or reordering",
+    ),
     rule(
         "RC-REQ-002",
         Severity::Error,
@@ -62,7 +65,10 @@ pub(super) const RULES: &[Rule] = &[
          WRITE packet and an atomic take one PSN, a READ one per response packet).",
         "new request with PSN {observed} where {expected} was next.",
     )
-    .because("in the requester's capture nothing is lost or reordered yet; elsewhere a lost PSN looks skipped"),
+    .because(
+        "in the requester's capture nothing is lost or reordered yet; elsewhere a lost PSN looks \
+         skipped",
+    ),
     rule(
         "RC-REQ-003",
         Severity::Error,
@@ -127,7 +133,10 @@ pub(super) const RULES: &[Rule] = &[
         "The MSN of a responder's AETH never moves backwards (24-bit serial arithmetic).",
         "MSN {observed} after MSN {expected} in the flow's previous response (frame {related}).",
     )
-    .because("the responses' MSNs: a later response passes any point on the way after an earlier one on the same path"),
+    .because(
+        "the responses' MSNs: a later response passes any point on the way after an earlier one on \
+         the same path",
+    ),
     rule(
         "RC-RSP-006",
         Severity::Error,
@@ -159,7 +168,10 @@ pub(super) const RULES: &[Rule] = &[
         "CNP {observed} ns after the flow's previous CNP (frame {related}); the interval is \
          {expected} ns.",
     )
-    .because("two CNPs of a flow can only come closer on the way from the notification point (a warning)"),
+    .because(
+        "two CNPs of a flow can only come closer on the way from the notification point (a \
+         warning)",
+    ),
 ];
 
 const GO_BACK_N: RuleId = RuleId::of("RC-REQ-001");

@@ -46,7 +46,10 @@ pub(super) const RULES: &[Rule] = &[
         "first transmission of PSN {observed} where the next PSN is {expected}: the PSNs \
          between were skipped.",
     )
-    .because("in the sender's capture nothing is lost or reordered yet; elsewhere a lost PSN looks skipped"),
+    .because(
+        "in the sender's capture nothing is lost or reordered yet; elsewhere a lost PSN looks \
+         skipped",
+    ),
     rule(
         "MR-SND-002",
         Severity::Error,
@@ -56,7 +59,10 @@ pub(super) const RULES: &[Rule] = &[
         "tx_attempt {observed} where {expected} earlier transmissions of the PSN were \
          captured (the first in frame {related}).",
     )
-    .because("only the sender's capture holds every earlier transmission; elsewhere a lost one is missing from the count"),
+    .because(
+        "only the sender's capture holds every earlier transmission; elsewhere a lost one is \
+         missing from the count",
+    ),
     rule(
         "MR-SND-003",
         Severity::Error,
@@ -66,7 +72,11 @@ pub(super) const RULES: &[Rule] = &[
         "path_seq {observed} on ev {ev} where the next value is {expected}.",
     )
     .judged_from(Vantage::Either)
-    .because("a step back at any capture point: one ev is one path, which keeps its packets' order (a value repeated, which a network duplicate also shows, only at the sender); a skipped value only at the sender, elsewhere a loss"),
+    .because(
+        "a step back at any capture point: one ev is one path, which keeps its packets' order (a \
+         value repeated, which a network duplicate also shows, only at the sender); a skipped \
+         value only at the sender, elsewhere a loss",
+    ),
     rule(
         "MR-SND-004",
         Severity::Warning,
@@ -77,7 +87,10 @@ pub(super) const RULES: &[Rule] = &[
         "retransmission of PSN {observed}, which the feedback of frame {related} had \
          already acknowledged (cumulatively or by SACK).",
     )
-    .because("the sender acts on the feedback it had received: only its capture shows what had arrived when it sent"),
+    .because(
+        "the sender acts on the feedback it had received: only its capture shows what had arrived \
+         when it sent",
+    ),
     rule(
         "MR-SND-005",
         Severity::Warning,
@@ -88,7 +101,10 @@ pub(super) const RULES: &[Rule] = &[
         "DATA {observed} us after the NACK of frame {related}, whose PSN {expected} was \
          neither retransmitted nor acknowledged since.",
     )
-    .because("the NACK's arrival and the retransmission's departure: both times only in the sender's capture"),
+    .because(
+        "the NACK's arrival and the retransmission's departure: both times only in the sender's \
+         capture",
+    ),
     rule(
         "MR-SND-006",
         Severity::Error,

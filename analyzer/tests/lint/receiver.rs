@@ -90,6 +90,15 @@ pub fn cases() -> Vec<Case> {
                 whole(vec![d0, a], &[4])
             },
         ),
+        case(
+            "MR-RCV-004",
+            "at the receiver: an ACK echoing ev 5, where the DATA arrived on ev 0",
+            || {
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_ev = 5);
+                whole(vec![d0, a], &[4])
+            },
+        ),
         case("MR-RCV-005", "DUP on the first arrival", || {
             let [d0] = message();
             let a = ack(&d0, P0 + 1).with_fb(|f| f.flags = FbFlags::DUP);
