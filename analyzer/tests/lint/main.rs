@@ -261,3 +261,26 @@ fn the_capture_host_is_guessed_across_tx_ts_wraps() {
         );
     }
 }
+
+/// Spec 2, 4 and 9: the engine's RTT samples match an echo by tx_ts
+/// equality and its hold time T3 - T2 is taken modulo 2^32, so both hold
+/// across the wraps of either clock: on the 6 s capture every ACK gives its
+/// WRITE's RTT, and the fabric RTT is that less B's 1 us hold.
+#[test]
+fn rtt_and_hold_time_hold_across_tx_ts_wraps() {
+    let frames = long_capture(6, 0xFFFF_FFFF - 500_000_000, 0xFFFF_FFFF - 2_000_000_000);
+    let out = run(&frames, lint::CapturePoint::Auto);
+    let mut samples = 0;
+    for (pair, verdicts) in frames.chunks(2).zip(out.verdicts.chunks(2)) {
+        let rtt = pair[1].ts_ns - pair[0].ts_ns;
+        assert_eq!(
+            verdicts[1].ack_rtt_ns,
+            Some(rtt),
+            "frame {}",
+            verdicts[1].frame
+        );
+        assert_eq!(verdicts[1].fabric_rtt_ns, Some(rtt as i64 - 1_000));
+        samples += 1;
+    }
+    assert_eq!(samples, 6_000);
+}
