@@ -5,7 +5,10 @@
 //! going the other way between the same hosts whose outstanding PSNs the
 //! response's PSN belongs to (24-bit serial arithmetic), and the match is
 //! cached until a later response contradicts it. A CNP's PSN is not a
-//! sequence number: a CNP never makes a match, it follows one.
+//! sequence number: a CNP never makes a match, it follows one. A CNP that
+//! comes before its QP's pairing is known (ECN marks start with the first
+//! requests, before the first response) is held, per response key, and
+//! counted on the flow its key is first matched to ([`HeldCnps`]).
 //!
 //! PSNs are 24 bits; they are extended to 32 bits against the flow's
 //! highest PSN so the serial arithmetic of [`super::window`] applies.
@@ -497,6 +500,22 @@ impl RoceFlow {
     }
 }
 
+/// What CNPs received before their flow was known add to it (the
+/// counters `RoceFlow::on_packet` and a matched CNP change).
+#[derive(Debug, Default, Clone, Copy)]
+struct HeldCnps {
+    cnps: u64,
+    ce_marked: u64,
+    ect_packets: u64,
+    fecn: u64,
+    becn: u64,
+    last_ts: u64,
+}
+
+/// Response keys whose CNPs wait for their flow; beyond this many, the
+/// held CNPs are given up (they stay counted in `unmatched`).
+const MAX_HELD_CNP_KEYS: usize = 4096;
+
 #[derive(Default)]
 pub(crate) struct RoceTable {
     flows: Vec<Option<RoceFlow>>,
@@ -504,7 +523,13 @@ pub(crate) struct RoceTable {
     index: FxHashMap<Packed, u32>,
     /// Response key (responder -> requester, requester QP) -> request flow.
     assoc: FxHashMap<Packed, u32>,
+    /// CNPs of response keys not matched to a flow yet, counted in
+    /// `unmatched` until their key is matched (then on that flow).
+    held_cnps: FxHashMap<Packed, HeldCnps>,
     pub evicted: u64,
+    /// Responses matched to no flow: responses no flow answers, and CNPs
+    /// whose key no later response matched (held, or given up when
+    /// [`MAX_HELD_CNP_KEYS`] keys wait).
     pub unmatched: u64,
     pub not_rc: u64,
 }
@@ -520,7 +545,7 @@ impl RoceTable {
     }
 
     pub fn add_size(&self, s: &mut StateSize) {
-        s.rocev2_flows = self.index.len() + self.assoc.len();
+        s.rocev2_flows = self.index.len() + self.assoc.len() + self.held_cnps.len();
         for f in self.flows.iter().flatten() {
             s.rocev2_slots += f.window.len();
             s.rocev2_messages += f.msgs.len();
@@ -583,12 +608,7 @@ impl RoceTable {
     /// flow the response stays with its pairing, or, with none, with the
     /// only flow between the hosts (unpaired: the next response decides).
     fn responder_flow(&mut self, obs: &Observation, r: &RoceObs, sequenced: bool) -> Option<u32> {
-        let rk = RoceKey {
-            src: obs.src,
-            dst: obs.dst,
-            qp: r.dest_qp,
-        }
-        .packed();
+        let rk = response_key(obs, r);
         let live = |i: &u32| {
             self.flows
                 .get(*i as usize)
@@ -658,9 +678,16 @@ impl RoceTable {
                 let sequenced = role != Role::Cnp;
                 let Some(i) = self.responder_flow(obs, r, sequenced) else {
                     self.unmatched += 1;
+                    if role == Role::Cnp {
+                        v.cnp_rocev2 = true;
+                        self.hold_cnp(obs, r);
+                    }
                     return;
                 };
                 v.flow = Some(i);
+                if !self.held_cnps.is_empty() {
+                    self.release_cnps(obs, r, i);
+                }
                 let Some(f) = self.flows[i as usize].as_mut() else {
                     return;
                 };
@@ -711,12 +738,59 @@ impl RoceTable {
         }
     }
 
+    /// A CNP matched to no flow: held under its response key until a
+    /// response (or CNP) of that key is matched.
+    #[cold]
+    fn hold_cnp(&mut self, obs: &Observation, r: &RoceObs) {
+        let key = response_key(obs, r);
+        if self.held_cnps.len() >= MAX_HELD_CNP_KEYS && !self.held_cnps.contains_key(&key) {
+            // Given up: they stay counted in `unmatched`.
+            self.held_cnps.clear();
+        }
+        let h = self.held_cnps.entry(key).or_default();
+        h.cnps += 1;
+        h.ce_marked += u64::from(obs.ce());
+        h.ect_packets += u64::from(obs.ecn != 0);
+        h.fecn += u64::from(r.fecn);
+        h.becn += u64::from(r.becn);
+        h.last_ts = obs.ts_ns;
+    }
+
+    /// The response `obs` was matched to flow `i`: the CNPs held under its
+    /// key are counted there (and leave `unmatched`).
+    #[cold]
+    fn release_cnps(&mut self, obs: &Observation, r: &RoceObs, i: u32) {
+        let Some(h) = self.held_cnps.remove(&response_key(obs, r)) else {
+            return;
+        };
+        let Some(f) = self.flows.get_mut(i as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        self.unmatched -= h.cnps;
+        f.c.cnps += h.cnps;
+        f.c.ce_marked += h.ce_marked;
+        f.c.ect_packets += h.ect_packets;
+        f.c.fecn += h.fecn;
+        f.c.becn += h.becn;
+        f.last_ts = f.last_ts.max(h.last_ts);
+    }
+
     pub fn report(&self) -> Vec<RoceFlowReport> {
         let mut flows: Vec<RoceFlowReport> =
             self.flows.iter().flatten().map(RoceFlow::report).collect();
         flows.sort_by_key(|f| (f.first_frame, f.src, f.dst, f.dest_qp));
         flows
     }
+}
+
+/// A response's key: responder -> requester, the requester's QP.
+fn response_key(obs: &Observation, r: &RoceObs) -> Packed {
+    RoceKey {
+        src: obs.src,
+        dst: obs.dst,
+        qp: r.dest_qp,
+    }
+    .packed()
 }
 
 impl RoceFlow {

@@ -171,6 +171,7 @@ impl Side {
             Vantage::Either | Vantage::TwoCapture => true,
             Vantage::Sender => self == Side::Sender,
             Vantage::Receiver => self == Side::Receiver,
+            Vantage::Endpoint => self != Side::Unknown,
         }
     }
 }
@@ -361,34 +362,44 @@ impl LintReport {
         self.findings_dropped += other.findings_dropped;
     }
 
-    /// Whether `finding`'s rule could be judged at this capture point.
+    /// Whether `finding` could be judged at this capture point (its
+    /// vantage: its rule's, or a narrower one of the rule's part it broke).
     pub fn keeps(&self, finding: &Finding) -> bool {
-        Side::of(finding.conn.src(), finding.conn.dst(), self.host).judges(finding.rule().vantage)
+        Side::of(finding.conn.src(), finding.conn.dst(), self.host).judges(finding.vantage)
     }
 }
 
-/// Counts per rule of one direction (a short list: few rules fire).
+/// Counts per rule, and the vantage its findings were judged from, of one
+/// direction (a short list: few rules fire).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RuleCounts(Vec<(RuleId, u64)>);
+pub(crate) struct RuleCounts(Vec<(RuleId, Vantage, u64)>);
 
 impl RuleCounts {
     /// The counts of the rules judged from `side`, by rule id in registry
     /// order.
     fn judged(&self, side: Side) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(RuleId, u64)> = self
-            .0
-            .iter()
-            .filter(|(r, _)| side.judges(r.rule().vantage))
-            .copied()
-            .collect();
+        let mut out: Vec<(RuleId, u64)> = Vec::new();
+        for &(r, vantage, n) in &self.0 {
+            if !side.judges(vantage) {
+                continue;
+            }
+            match out.iter_mut().find(|(o, _)| *o == r) {
+                Some((_, m)) => *m += n,
+                None => out.push((r, n)),
+            }
+        }
         out.sort_unstable();
         out.into_iter().map(|(r, n)| (r.rule().id, n)).collect()
     }
 
-    fn add(&mut self, rule: RuleId) {
-        match self.0.iter_mut().find(|(r, _)| *r == rule) {
-            Some((_, n)) => *n += 1,
-            None => self.0.push((rule, 1)),
+    fn add(&mut self, rule: RuleId, vantage: Vantage) {
+        match self
+            .0
+            .iter_mut()
+            .find(|(r, v, _)| *r == rule && *v == vantage)
+        {
+            Some((_, _, n)) => *n += 1,
+            None => self.0.push((rule, vantage, 1)),
         }
     }
 }
@@ -436,8 +447,8 @@ impl Recorder {
     /// counted in `counts` (its direction's) or, without, at the top level.
     fn record(&mut self, counts: Option<&mut RuleCounts>, finding: Finding) {
         match counts {
-            Some(c) => c.add(finding.rule),
-            None => self.undirected.add(finding.rule),
+            Some(c) => c.add(finding.rule, finding.vantage),
+            None => self.undirected.add(finding.rule, finding.vantage),
         }
         if self.findings.len() >= MAX_PENDING {
             self.dropped += 1;
@@ -535,10 +546,17 @@ impl Ctx<'_> {
 
     /// Records that this packet broke `rule`.
     pub fn report(&mut self, rule: RuleId, evidence: Evidence) {
+        self.report_from(rule, rule.rule().vantage, evidence);
+    }
+
+    /// Records that this packet broke a part of `rule` that only
+    /// `vantage`, narrower than the rule's, can judge (the finding is
+    /// kept only where `vantage` applies).
+    pub fn report_from(&mut self, rule: RuleId, vantage: Vantage, evidence: Evidence) {
         self.marks.insert(rule);
         match self.counts.as_deref_mut() {
-            Some(c) => c.add(rule),
-            None => self.out.undirected.add(rule),
+            Some(c) => c.add(rule, vantage),
+            None => self.out.undirected.add(rule, vantage),
         }
         if self.out.findings.len() >= MAX_PENDING {
             self.out.dropped += 1;
@@ -546,6 +564,7 @@ impl Ctx<'_> {
         }
         self.out.findings.push(Finding {
             rule,
+            vantage,
             frame: self.obs.frame,
             ts_ns: self.obs.ts_ns,
             related_frame: evidence.related_frame,
@@ -743,6 +762,8 @@ impl LintState {
         let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
         let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
         let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
+        // At the sender, the receiver family records what was sent.
+        let endpoint = side.is_none_or(|s| s.judges(Vantage::Endpoint));
         let connection = match self.connection.steady(mr, &lint.connection) {
             Passes::FullCheck => return false,
             Passes::Unannounced => true,
@@ -750,15 +771,21 @@ impl LintState {
         };
         let plain = connection
             && !packet::breaks_alone(obs, mr)
-            && (!sender || sender::plain_data(&lint.sender, obs, mr, v, own_dir))
+            && !packet::breaks_sequence(&lint.packet, obs.frame, mr, d)
+            && match sender {
+                true => sender::plain_data(&lint.sender, obs, mr, v, own_dir),
+                // MR-SND-003's step back is judged anywhere.
+                false => sender::path_in_order(&lint.sender, mr, v, own_dir),
+            }
             && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));
         if !plain {
             return false;
         }
+        packet::record_data(&mut lint.packet, obs.frame, mr, d);
         if sender {
             sender::record_plain_data(&mut lint.sender, mr, d);
         }
-        if receiver {
+        if receiver || endpoint && !d.trimmed {
             receiver::record_plain_data(&mut lint.receiver, mr, own_dir);
         }
         if let Some(sources) = sources {
@@ -932,8 +959,8 @@ impl LintState {
         let host = self.host();
         let mut counts = vec![0u64; rule_count()];
         let mut add = |c: &RuleCounts, side: Side| {
-            for &(rule, n) in &c.0 {
-                if side.judges(rule.rule().vantage) {
+            for &(rule, vantage, n) in &c.0 {
+                if side.judges(vantage) {
                     counts[rule.index()] += n;
                 }
             }
@@ -1024,6 +1051,7 @@ mod test {
             );
             assert!(rule.statement.ends_with('.'), "{}", rule.id);
             assert!(!rule.evidence.is_empty() && !rule.spec_section.is_empty());
+            assert!(!rule.vantage_why.is_empty(), "{}: why its vantage", rule.id);
         }
         assert_eq!(seen.len(), rule_count());
         let indices: Vec<usize> = rules().map(|(id, _)| id.index()).collect();

@@ -27,7 +27,8 @@ pub(super) const RULES: &[Rule] = &[Rule::new(
      the capture points cleared the field, hiding congestion from the endpoints.",
 )
 .with_severity(Severity::Warning)
-.judged_from(Vantage::TwoCapture)];
+.judged_from(Vantage::TwoCapture)
+.because("it compares two copies of one transmission, one per capture point")];
 
 const ECN_KEPT: RuleId = RuleId::of("MR-NET-001");
 
@@ -50,6 +51,7 @@ pub(super) fn check_copies(
             counts,
             Finding {
                 rule: ECN_KEPT,
+                vantage: ECN_KEPT.rule().vantage,
                 frame: own.frame,
                 ts_ns: own.ts_ns,
                 related_frame: Some(other.frame),

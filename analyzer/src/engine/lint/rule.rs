@@ -46,6 +46,11 @@ pub enum Vantage {
     /// A capture at the host that receives the direction's DATA: what was
     /// captured is what arrived.
     Receiver,
+    /// A capture at either end host, not in the middle: the sender's
+    /// capture holds every transmission, the receiver's every arrival, so
+    /// a PSN captured at neither was never sent, or never arrived (at a
+    /// mirror, packets of paths it does not see are missing).
+    Endpoint,
     /// Captures at both ends, merged (`MultiEngine`).
     TwoCapture,
 }
@@ -56,6 +61,7 @@ impl Vantage {
             Vantage::Either => "either",
             Vantage::Sender => "sender",
             Vantage::Receiver => "receiver",
+            Vantage::Endpoint => "endpoint",
             Vantage::TwoCapture => "two-capture",
         }
     }
@@ -92,6 +98,10 @@ pub struct Rule {
     pub spec_section: &'static str,
     pub severity: Severity,
     pub vantage: Vantage,
+    /// Why the rule is judged from `vantage` (and not from the others),
+    /// in a few words: what a capture there shows that one elsewhere
+    /// does not.
+    pub vantage_why: &'static str,
     pub protocol: Protocol,
     /// One sentence for a finding, with placeholders filled from the
     /// finding: `{observed}`, `{expected}` (decimal; `{observed:x}`,
@@ -116,6 +126,7 @@ impl Rule {
             spec_section,
             severity: Severity::Error,
             vantage: Vantage::Either,
+            vantage_why: "",
             protocol,
             evidence,
         }
@@ -127,6 +138,14 @@ impl Rule {
 
     pub(super) const fn judged_from(self, vantage: Vantage) -> Rule {
         Rule { vantage, ..self }
+    }
+
+    /// Why the rule is judged from its vantage (`Rule::vantage_why`).
+    pub(super) const fn because(self, vantage_why: &'static str) -> Rule {
+        Rule {
+            vantage_why,
+            ..self
+        }
     }
 }
 

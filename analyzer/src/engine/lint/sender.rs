@@ -6,6 +6,8 @@
 //! Every rule here is judged at a capture on the sender's host
 //! (`Vantage::Sender`): there, what was captured is what was sent, in the
 //! order it was sent, and feedback is captured when it reached the sender.
+//! MR-SND-003's step back is judged anywhere too: one ev is one path, and
+//! a path keeps its packets' order.
 //! Checks on feedback get the [`Ctx`] of the direction the feedback
 //! acknowledges (the DATA direction), so the vantage and the finding's
 //! connection are that direction's.
@@ -20,7 +22,7 @@ use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
 use crate::engine::direction::Direction;
 use crate::engine::verdict::{RetxKind, Verdict};
-use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs, Observation};
+use crate::observation::{DataObs, FbKind, FeedbackObs, MrBody, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -43,6 +45,10 @@ pub(super) const RULES: &[Rule] = &[
          already sent.",
         "first transmission of PSN {observed} where the next PSN is {expected}: the PSNs \
          between were skipped.",
+    )
+    .because(
+        "in the sender's capture nothing is lost or reordered yet; elsewhere a lost PSN looks \
+         skipped",
     ),
     rule(
         "MR-SND-002",
@@ -52,23 +58,38 @@ pub(super) const RULES: &[Rule] = &[
          retransmission (saturating at 15).",
         "tx_attempt {observed} where {expected} earlier transmissions of the PSN were \
          captured (the first in frame {related}).",
+    )
+    .because(
+        "only the sender's capture holds every earlier transmission; elsewhere a lost one is \
+         missing from the count",
     ),
     rule(
         "MR-SND-003",
         Severity::Error,
         "2, 11.5",
         "path_seq grows by one with every non-CTRL packet a direction sends on an ev \
-         (skipping 0 when it wraps).",
+         (skipping 0 when it wraps): it never goes back, and skips no value.",
         "path_seq {observed} on ev {ev} where the next value is {expected}.",
+    )
+    .judged_from(Vantage::Either)
+    .because(
+        "a step back at any capture point: one ev is one path, which keeps its packets' order (a \
+         value repeated, which a network duplicate also shows, only at the sender); a skipped \
+         value only at the sender, elsewhere a loss",
     ),
     rule(
         "MR-SND-004",
         Severity::Warning,
         "9, 11.10",
         "A PSN is retransmitted only while no feedback has acknowledged it (cumulatively or \
-         by SACK); otherwise the retransmission is spurious.",
+         by SACK) for the sender's reaction time (--reaction-min, default 10 us); otherwise the \
+         retransmission is spurious.",
         "retransmission of PSN {observed}, which the feedback of frame {related} had \
          already acknowledged (cumulatively or by SACK).",
+    )
+    .because(
+        "the sender acts on the feedback it had received: only its capture shows what had arrived \
+         when it sent",
     ),
     rule(
         "MR-SND-005",
@@ -79,6 +100,10 @@ pub(super) const RULES: &[Rule] = &[
          --nack-min (default 2 ms).",
         "DATA {observed} us after the NACK of frame {related}, whose PSN {expected} was \
          neither retransmitted nor acknowledged since.",
+    )
+    .because(
+        "the NACK's arrival and the retransmission's departure: both times only in the sender's \
+         capture",
     ),
     rule(
         "MR-SND-006",
@@ -88,7 +113,8 @@ pub(super) const RULES: &[Rule] = &[
          most credit bytes beyond the cumulative ack of a feedback.",
         "the packet ends {observed} bytes beyond the cumulative ack of frame {related}, \
          whose credit was {expected} bytes (no feedback allowed more).",
-    ),
+    )
+    .because("the credit the sender had received when it sent: only its capture orders the two"),
     rule(
         "MR-SND-007",
         Severity::Warning,
@@ -99,7 +125,8 @@ pub(super) const RULES: &[Rule] = &[
          (default 10 us), after the signal.",
         "{observed} bit/s sent in the window after the congestion signal of frame {related}, \
          where {expected} bit/s were sent before it.",
-    ),
+    )
+    .because("the rate as sent, from when the signal reached the sender"),
 ];
 
 const CONTIGUOUS: RuleId = RuleId::of("MR-SND-001");
@@ -152,6 +179,7 @@ pub(super) struct DirState {
 #[derive(Debug, Clone, Copy)]
 struct Ack {
     frame: u64,
+    ts: u64,
     cum: u32,
     sack_base: u32,
     sack: [u64; 4],
@@ -252,6 +280,8 @@ impl Credit {
 #[inline(never)]
 pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
     if !ctx.judges(Vantage::Sender) {
+        // MR-SND-003's step back, judged anywhere.
+        path_seq(ctx, mr, state);
         return;
     }
     if plain_data(state, ctx.obs, mr, ctx.verdict, ctx.own) {
@@ -275,16 +305,28 @@ pub(super) fn plain_data(
     v: &Verdict,
     own: Option<&Direction>,
 ) -> bool {
-    let path_in_order = mr.path_seq == 0
-        || v.path_loss.is_none()
-            && own.is_some_and(|dir| dir.c.path_reordered == state.path_reordered);
-    path_in_order
+    path_in_order(state, mr, v, own)
         && state.next_psn == Some(mr.psn)
         && mr.tx_attempt == 0
         && v.retransmission.is_none()
         && state.credit.is_none()
         && !state.nacks_pending
         && obs.ts_ns < state.rate.due_ts
+}
+
+/// Whether a packet's path_seq is the next of its path (or unused): no
+/// MR-SND-003 to judge. What [`plain_data`] asks at any capture point (a
+/// step back is judged anywhere).
+#[inline(always)]
+pub(super) fn path_in_order(
+    state: &DirState,
+    mr: &MrObs,
+    v: &Verdict,
+    own: Option<&Direction>,
+) -> bool {
+    mr.path_seq == 0
+        || v.path_loss.is_none()
+            && own.is_some_and(|dir| dir.c.path_reordered == state.path_reordered)
 }
 
 /// What a [`plain_data`] packet changes.
@@ -341,15 +383,21 @@ fn check_psn(ctx: &mut Ctx<'_>, mr: &MrObs, bytes: u64, state: &mut DirState) {
 
     check_tx_attempt(ctx, mr);
 
-    // MR-SND-004: a retransmission of an acknowledged PSN.
+    // MR-SND-004: a retransmission of an acknowledged PSN, sent at least
+    // a reaction time after the acknowledgement was captured (one sent
+    // sooner left before the sender could know).
     if let Some(r) = v.retransmission
         && r.kind == RetxKind::Spurious
         && ctx.own.is_some_and(|dir| dir.acked(psn))
     {
         let (newer, older) = state.acks.split_at(state.acks_at);
         // The earliest of the latest feedback packets that covers it, else
-        // the one that moved the cumulative ack where it is.
-        let by = older.iter().chain(newer).flatten().find(|a| a.covers(psn));
+        // the one that moved the cumulative ack where it is. Not covered
+        // by any of them, it was acknowledged before the oldest.
+        let mut latest = older.iter().chain(newer).flatten();
+        let oldest = latest.clone().next().copied();
+        let by = latest.find(|a| a.covers(psn)).copied();
+        let acked_by_ts = by.or(oldest).map_or(0, |a| a.ts);
         let below_cum = ctx
             .own
             .and_then(|dir| dir.cum_ack())
@@ -357,7 +405,9 @@ fn check_psn(ctx: &mut Ctx<'_>, mr: &MrObs, bytes: u64, state: &mut DirState) {
         let by = by
             .map(|a| a.frame)
             .or(state.cum_frame.filter(|_| below_cum));
-        ctx.report(SPURIOUS, Evidence::new(psn, 0u32).ev(mr.ev).related(by));
+        if ctx.obs.ts_ns >= acked_by_ts.saturating_add(ctx.timings().reaction_min_ns) {
+            ctx.report(SPURIOUS, Evidence::new(psn, 0u32).ev(mr.ev).related(by));
+        }
     }
 }
 
@@ -493,15 +543,15 @@ fn check_tx_attempt(ctx: &mut Ctx<'_>, mr: &MrObs) {
 /// MR-SND-003 on any packet of the direction (the context is the
 /// packet's own), from the engine's path state after it: a gap is the
 /// verdict's `path_loss` past the path's first packet, a value at or below
-/// the path's latest moves the direction's `path_reordered`.
+/// the path's latest moves the direction's `path_reordered`. A step back
+/// is judged at any capture point, a gap or a repeated value at the
+/// sender only.
 // Inline, unlike the other entries: its common path is two compares (no
 // gap, no reordering), cheaper than the call (the check itself stays out
 // of line in `check_path_seq`).
 #[inline]
 pub(super) fn check_packet(ctx: &mut Ctx<'_>, mr: &MrObs, state: &mut DirState) {
-    if ctx.judges(Vantage::Sender) {
-        path_seq(ctx, mr, state);
-    }
+    path_seq(ctx, mr, state);
 }
 
 #[inline]
@@ -526,8 +576,27 @@ fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs, reordered: bool) {
     };
     if reordered {
         // The engine keeps the highest in order: this one is at or below.
-        ctx.report(PATH_SEQ, Evidence::new(seq, next_seq(last)).ev(mr.ev));
+        // A value repeated, or a DATA packet captured twice alike, may be
+        // a copy the network made: judged at the sender only.
+        let copy = seq == last
+            || matches!(mr.body, MrBody::Data(_))
+                && dir
+                    .transmissions(mr.psn)
+                    .is_some_and(|t| t.count > 1 && t.first == t.last);
+        let vantage = if copy {
+            Vantage::Sender
+        } else {
+            Vantage::Either
+        };
+        if ctx.judges(vantage) {
+            ctx.report_from(
+                PATH_SEQ,
+                vantage,
+                Evidence::new(seq, next_seq(last)).ev(mr.ev),
+            );
+        }
     } else if packets > 1
+        && ctx.judges(Vantage::Sender)
         && let Some(lost) = ctx.verdict.path_loss
     {
         let expected = seq.wrapping_sub(lost as u16);
@@ -537,7 +606,11 @@ fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs, reordered: bool) {
         } else {
             expected
         };
-        ctx.report(PATH_SEQ, Evidence::new(seq, expected).ev(mr.ev));
+        ctx.report_from(
+            PATH_SEQ,
+            Vantage::Sender,
+            Evidence::new(seq, expected).ev(mr.ev),
+        );
     }
 }
 
@@ -570,6 +643,7 @@ pub(super) fn check_feedback(
     };
     state.acks[state.acks_at] = Some(Ack {
         frame: ctx.obs.frame,
+        ts,
         cum: mr.psn,
         sack_base,
         sack,
