@@ -67,6 +67,14 @@ fn op_index(op: RequestOp) -> usize {
     }
 }
 
+/// A request packet's place in its message (`Role::Request`).
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    op: RequestOp,
+    first: bool,
+    last: bool,
+}
+
 /// A request message not yet completed, in posting order: an RC QP
 /// completes its work requests in the order they were posted.
 #[derive(Debug, Clone)]
@@ -216,17 +224,15 @@ impl RoceFlow {
         );
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn request(
         &mut self,
         obs: &Observation,
         r: &RoceObs,
-        op: RequestOp,
-        first: bool,
-        last: bool,
+        request: Request,
         cfg: &Config,
         v: &mut Verdict,
     ) {
+        let Request { op, first, last } = request;
         let ts = obs.ts_ns;
         self.c.data_packets += 1;
         self.c.data_bytes += u64::from(r.payload_len);
@@ -662,6 +668,7 @@ impl RoceTable {
         match role(r.opcode) {
             Role::NotRc => self.not_rc += 1,
             Role::Request { op, first, last } => {
+                let request = Request { op, first, last };
                 let key = RoceKey {
                     src: obs.src,
                     dst: obs.dst,
@@ -671,7 +678,7 @@ impl RoceTable {
                 v.flow = Some(i);
                 if let Some(f) = self.flows[i as usize].as_mut() {
                     f.on_packet(obs, r);
-                    f.request(obs, r, op, first, last, cfg, v);
+                    f.request(obs, r, request, cfg, v);
                 }
             }
             role => {
