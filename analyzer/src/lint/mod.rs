@@ -765,7 +765,7 @@ impl LintState {
         };
         let plain = connection
             && !packet::breaks_alone(obs, mr)
-            && !packet::breaks_sequence(&lint.packet, obs.frame, mr, d)
+            && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v)
             && match sender {
                 true => sender::plain_data(&lint.sender, obs, mr, v, own_dir),
                 // MR-SND-003's step back is judged anywhere.
@@ -775,7 +775,6 @@ impl LintState {
         if !plain {
             return false;
         }
-        packet::record_data(&mut lint.packet, obs.frame, mr, d);
         if sender {
             sender::record_plain_data(&mut lint.sender, mr, d);
         }
