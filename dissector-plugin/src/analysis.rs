@@ -437,7 +437,7 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
 pub fn add_lint(findings: &[Finding], host: Option<IpAddr>, d: &mut Dissection) {
     for f in findings {
         let rule = f.rule();
-        if !Side::of(f.conn.src(), f.conn.dst(), host).judges(f.vantage) {
+        if !Side::of(f.conn.src(), f.conn.dst(), host).judges(rule.vantage) {
             continue;
         }
         let id = d.push_text(rule.id);

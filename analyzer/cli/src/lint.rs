@@ -256,7 +256,15 @@ pub(crate) fn run(args: &LintArgs) -> ExitCode {
             if args.json {
                 write_json(out, &reported)
             } else {
-                write_text(out, &results, &lint_reports, &summaries, several)
+                let given_none = args.vantage == CapturePoint::Unknown;
+                write_text(
+                    out,
+                    &results,
+                    &lint_reports,
+                    &summaries,
+                    several,
+                    given_none,
+                )
             }
         },
         ColorWhen::Never,
@@ -388,6 +396,7 @@ fn write_text(
     reports: &[LintReport],
     summaries: &BTreeMap<RuleId, RuleSummary<'_>>,
     several: bool,
+    given_none: bool,
 ) -> io::Result<()> {
     for (rule, s) in summaries {
         let r = rule.rule();
@@ -423,6 +432,10 @@ fn write_text(
     for (result, report) in results.iter().zip(reports) {
         let host = match report.host {
             Some(h) => format!("captured on {h}"),
+            None if given_none => {
+                "capture point unknown (--vantage none): only rules of vantage either judged"
+                    .to_string()
+            }
             None if several => "capture point unknown: only rules of vantage either and \
                  two-capture judged (the traffic did not say which host it was taken on; lint \
                  this capture alone with --vantage ADDR, the address of that host, for the \

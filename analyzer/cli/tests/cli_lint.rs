@@ -669,10 +669,18 @@ fn the_capture_point_is_found_on_a_capture_longer_than_a_tx_ts_wrap() {
 #[test]
 fn an_unknown_capture_point_says_how_to_give_it() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("mirror.pcap");
-    metaroce_writes(&path, [2; 3], 0);
-    let out = run(&["--vantage", "none", path.to_str().unwrap()]);
+    let path = dir.path().join("one_way.pcap");
+    // A's DATA only: both addresses are in every packet, and B sent
+    // nothing whose timestamps could tell the two ends apart.
+    metaroce_writes(&path, [2; 3], 5_000);
+    let out = run(&[path.to_str().unwrap()]);
     let stdout = text(&out);
     assert!(stdout.contains("capture point unknown"), "{stdout}");
     assert!(stdout.contains("--vantage ADDR"), "{stdout}");
+    let out = run(&["--vantage", "none", path.to_str().unwrap()]);
+    let stdout = text(&out);
+    assert!(
+        stdout.contains("capture point unknown (--vantage none)"),
+        "{stdout}"
+    );
 }

@@ -491,7 +491,6 @@ impl State {
                 counts,
                 Finding {
                     rule: CLOSE_ANSWERED,
-                    vantage: CLOSE_ANSWERED.rule().vantage,
                     frame: close.frame,
                     ts_ns: close.ts_ns,
                     related_frame: None,

@@ -5,7 +5,7 @@
 use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 
-use super::rule::{Rule, RuleId, Vantage};
+use super::rule::{Rule, RuleId};
 
 /// The flow a finding is about: the packet's own connection direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,10 +59,6 @@ impl fmt::Display for Conn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Finding {
     pub rule: RuleId,
-    /// Where it can be judged from: its rule's vantage, or a narrower one
-    /// for a part of the rule only some points can judge (MR-SND-003's
-    /// gaps: the sender). What `LintReport::keeps` reads.
-    pub vantage: Vantage,
     /// The packet that broke the rule (1-based frame number).
     pub frame: u64,
     pub ts_ns: u64,

@@ -362,44 +362,34 @@ impl LintReport {
         self.findings_dropped += other.findings_dropped;
     }
 
-    /// Whether `finding` could be judged at this capture point (its
-    /// vantage: its rule's, or a narrower one of the rule's part it broke).
+    /// Whether `finding`'s rule could be judged at this capture point.
     pub fn keeps(&self, finding: &Finding) -> bool {
-        Side::of(finding.conn.src(), finding.conn.dst(), self.host).judges(finding.vantage)
+        Side::of(finding.conn.src(), finding.conn.dst(), self.host).judges(finding.rule().vantage)
     }
 }
 
-/// Counts per rule, and the vantage its findings were judged from, of one
-/// direction (a short list: few rules fire).
+/// Counts per rule of one direction (a short list: few rules fire).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RuleCounts(Vec<(RuleId, Vantage, u64)>);
+pub(crate) struct RuleCounts(Vec<(RuleId, u64)>);
 
 impl RuleCounts {
     /// The counts of the rules judged from `side`, by rule id in registry
     /// order.
     fn judged(&self, side: Side) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(RuleId, u64)> = Vec::new();
-        for &(r, vantage, n) in &self.0 {
-            if !side.judges(vantage) {
-                continue;
-            }
-            match out.iter_mut().find(|(o, _)| *o == r) {
-                Some((_, m)) => *m += n,
-                None => out.push((r, n)),
-            }
-        }
+        let mut out: Vec<(RuleId, u64)> = self
+            .0
+            .iter()
+            .filter(|(r, _)| side.judges(r.rule().vantage))
+            .copied()
+            .collect();
         out.sort_unstable();
         out.into_iter().map(|(r, n)| (r.rule().id, n)).collect()
     }
 
-    fn add(&mut self, rule: RuleId, vantage: Vantage) {
-        match self
-            .0
-            .iter_mut()
-            .find(|(r, v, _)| *r == rule && *v == vantage)
-        {
-            Some((_, _, n)) => *n += 1,
-            None => self.0.push((rule, vantage, 1)),
+    fn add(&mut self, rule: RuleId) {
+        match self.0.iter_mut().find(|(r, _)| *r == rule) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((rule, 1)),
         }
     }
 }
@@ -447,8 +437,8 @@ impl Recorder {
     /// counted in `counts` (its direction's) or, without, at the top level.
     fn record(&mut self, counts: Option<&mut RuleCounts>, finding: Finding) {
         match counts {
-            Some(c) => c.add(finding.rule, finding.vantage),
-            None => self.undirected.add(finding.rule, finding.vantage),
+            Some(c) => c.add(finding.rule),
+            None => self.undirected.add(finding.rule),
         }
         if self.findings.len() >= MAX_PENDING {
             self.dropped += 1;
@@ -546,17 +536,10 @@ impl Ctx<'_> {
 
     /// Records that this packet broke `rule`.
     pub fn report(&mut self, rule: RuleId, evidence: Evidence) {
-        self.report_from(rule, rule.rule().vantage, evidence);
-    }
-
-    /// Records that this packet broke a part of `rule` that only
-    /// `vantage`, narrower than the rule's, can judge (the finding is
-    /// kept only where `vantage` applies).
-    pub fn report_from(&mut self, rule: RuleId, vantage: Vantage, evidence: Evidence) {
         self.marks.insert(rule);
         match self.counts.as_deref_mut() {
-            Some(c) => c.add(rule, vantage),
-            None => self.out.undirected.add(rule, vantage),
+            Some(c) => c.add(rule),
+            None => self.out.undirected.add(rule),
         }
         if self.out.findings.len() >= MAX_PENDING {
             self.out.dropped += 1;
@@ -564,7 +547,6 @@ impl Ctx<'_> {
         }
         self.out.findings.push(Finding {
             rule,
-            vantage,
             frame: self.obs.frame,
             ts_ns: self.obs.ts_ns,
             related_frame: evidence.related_frame,
@@ -771,17 +753,12 @@ impl LintState {
         };
         let plain = connection
             && !packet::breaks_alone(obs, mr)
-            && !packet::breaks_sequence(&lint.packet, obs.frame, mr, d)
-            && match sender {
-                true => sender::plain_data(&lint.sender, obs, mr, v, own_dir),
-                // MR-SND-003's step back is judged anywhere.
-                false => sender::path_in_order(&lint.sender, mr, v, own_dir),
-            }
+            && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v)
+            && (!sender || sender::plain_data(&lint.sender, obs, mr, v, own_dir))
             && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));
         if !plain {
             return false;
         }
-        packet::record_data(&mut lint.packet, obs.frame, mr, d);
         if sender {
             sender::record_plain_data(&mut lint.sender, mr, d);
         }
@@ -959,8 +936,8 @@ impl LintState {
         let host = self.host();
         let mut counts = vec![0u64; rule_count()];
         let mut add = |c: &RuleCounts, side: Side| {
-            for &(rule, vantage, n) in &c.0 {
-                if side.judges(vantage) {
+            for &(rule, n) in &c.0 {
+                if side.judges(rule.rule().vantage) {
                     counts[rule.index()] += n;
                 }
             }

@@ -51,7 +51,6 @@ pub(super) fn check_copies(
             counts,
             Finding {
                 rule: ECN_KEPT,
-                vantage: ECN_KEPT.rule().vantage,
                 frame: own.frame,
                 ts_ns: own.ts_ns,
                 related_frame: Some(other.frame),

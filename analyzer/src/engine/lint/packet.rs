@@ -8,6 +8,7 @@ use proto_parse::metaroce::{DataOp, Flags, WarningFlags, udp_source_port};
 use super::connection::Announced;
 use super::rule::{Protocol, Rule, RuleId, Severity};
 use super::{Ctx, Evidence};
+use crate::engine::verdict::Verdict;
 use crate::observation::{
     CrcCheck, DataObs, FbKind, FeedbackObs, FlowLabel, MrBody, MrObs, Observation,
 };
@@ -270,18 +271,30 @@ impl DirState {
     }
 }
 
-/// Whether a DATA packet breaks MR-PKT-016 against the packets kept
-/// ([`record_data`] keeps it): the lint's fast path asks this as it asks
-/// [`breaks_alone`].
+/// The lint's fast path for MR-PKT-016: keeps a DATA packet's piece and
+/// says whether it joins the kept packets of its message (`false`: the
+/// full check, [`check_metaroce`], finds which). A new highest PSN
+/// (neither out of order nor a retransmission) has no packet of the next
+/// PSN captured before it: only the one before is compared.
 #[inline(always)]
-pub(super) fn breaks_sequence(state: &DirState, frame: u64, mr: &MrObs, d: &DataObs) -> bool {
-    state.gap(&Piece::of(frame, mr.psn, d)).is_some()
-}
-
-/// What a DATA packet changes in the packet rules' state.
-#[inline(always)]
-pub(super) fn record_data(state: &mut DirState, frame: u64, mr: &MrObs, d: &DataObs) {
-    state.record(Piece::of(frame, mr.psn, d));
+pub(super) fn joins_message(
+    state: &mut DirState,
+    frame: u64,
+    mr: &MrObs,
+    d: &DataObs,
+    v: &Verdict,
+) -> bool {
+    let new = Piece::of(frame, mr.psn, d);
+    let joins = if v.out_of_order.is_none() && v.retransmission.is_none() {
+        let before_psn = new.psn.wrapping_sub(1);
+        let before = &state.pieces[before_psn as usize % PIECES];
+        !(before.of_message(before_psn, &new) && before.end != new.start)
+    } else {
+        state.gap(&new).is_none()
+    };
+    // Its own slot, which neither comparison reads.
+    state.record(new);
+    joins
 }
 
 /// A packet the engine did not analyse because it is malformed.

@@ -6,8 +6,6 @@
 //! Every rule here is judged at a capture on the sender's host
 //! (`Vantage::Sender`): there, what was captured is what was sent, in the
 //! order it was sent, and feedback is captured when it reached the sender.
-//! MR-SND-003's step back is judged anywhere too: one ev is one path, and
-//! a path keeps its packets' order.
 //! Checks on feedback get the [`Ctx`] of the direction the feedback
 //! acknowledges (the DATA direction), so the vantage and the finding's
 //! connection are that direction's.
@@ -22,7 +20,7 @@ use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
 use crate::engine::direction::Direction;
 use crate::engine::verdict::{RetxKind, Verdict};
-use crate::observation::{DataObs, FbKind, FeedbackObs, MrBody, MrObs, Observation};
+use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -68,14 +66,12 @@ pub(super) const RULES: &[Rule] = &[
         Severity::Error,
         "2, 11.5",
         "path_seq grows by one with every non-CTRL packet a direction sends on an ev \
-         (skipping 0 when it wraps): it never goes back, and skips no value.",
+         (skipping 0 when it wraps).",
         "path_seq {observed} on ev {ev} where the next value is {expected}.",
     )
-    .judged_from(Vantage::Either)
     .because(
-        "a step back at any capture point: one ev is one path, which keeps its packets' order (a \
-         value repeated, which a network duplicate also shows, only at the sender); a skipped \
-         value only at the sender, elsewhere a loss",
+        "path_seq is counted as packets leave; elsewhere a lost packet is a gap, and one delayed \
+         on its path (a switch's queues, the reference stack's impairment) a step back",
     ),
     rule(
         "MR-SND-004",
@@ -280,8 +276,6 @@ impl Credit {
 #[inline(never)]
 pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
     if !ctx.judges(Vantage::Sender) {
-        // MR-SND-003's step back, judged anywhere.
-        path_seq(ctx, mr, state);
         return;
     }
     if plain_data(state, ctx.obs, mr, ctx.verdict, ctx.own) {
@@ -315,8 +309,7 @@ pub(super) fn plain_data(
 }
 
 /// Whether a packet's path_seq is the next of its path (or unused): no
-/// MR-SND-003 to judge. What [`plain_data`] asks at any capture point (a
-/// step back is judged anywhere).
+/// MR-SND-003 to judge.
 #[inline(always)]
 pub(super) fn path_in_order(
     state: &DirState,
@@ -543,15 +536,15 @@ fn check_tx_attempt(ctx: &mut Ctx<'_>, mr: &MrObs) {
 /// MR-SND-003 on any packet of the direction (the context is the
 /// packet's own), from the engine's path state after it: a gap is the
 /// verdict's `path_loss` past the path's first packet, a value at or below
-/// the path's latest moves the direction's `path_reordered`. A step back
-/// is judged at any capture point, a gap or a repeated value at the
-/// sender only.
+/// the path's latest moves the direction's `path_reordered`.
 // Inline, unlike the other entries: its common path is two compares (no
 // gap, no reordering), cheaper than the call (the check itself stays out
 // of line in `check_path_seq`).
 #[inline]
 pub(super) fn check_packet(ctx: &mut Ctx<'_>, mr: &MrObs, state: &mut DirState) {
-    path_seq(ctx, mr, state);
+    if ctx.judges(Vantage::Sender) {
+        path_seq(ctx, mr, state);
+    }
 }
 
 #[inline]
@@ -576,27 +569,8 @@ fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs, reordered: bool) {
     };
     if reordered {
         // The engine keeps the highest in order: this one is at or below.
-        // A value repeated, or a DATA packet captured twice alike, may be
-        // a copy the network made: judged at the sender only.
-        let copy = seq == last
-            || matches!(mr.body, MrBody::Data(_))
-                && dir
-                    .transmissions(mr.psn)
-                    .is_some_and(|t| t.count > 1 && t.first == t.last);
-        let vantage = if copy {
-            Vantage::Sender
-        } else {
-            Vantage::Either
-        };
-        if ctx.judges(vantage) {
-            ctx.report_from(
-                PATH_SEQ,
-                vantage,
-                Evidence::new(seq, next_seq(last)).ev(mr.ev),
-            );
-        }
+        ctx.report(PATH_SEQ, Evidence::new(seq, next_seq(last)).ev(mr.ev));
     } else if packets > 1
-        && ctx.judges(Vantage::Sender)
         && let Some(lost) = ctx.verdict.path_loss
     {
         let expected = seq.wrapping_sub(lost as u16);
@@ -606,11 +580,7 @@ fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs, reordered: bool) {
         } else {
             expected
         };
-        ctx.report_from(
-            PATH_SEQ,
-            Vantage::Sender,
-            Evidence::new(seq, expected).ev(mr.ev),
-        );
+        ctx.report(PATH_SEQ, Evidence::new(seq, expected).ev(mr.ev));
     }
 }
 
