@@ -8,7 +8,9 @@
 
 pub mod engine;
 pub mod fmt;
-pub mod lint;
+pub mod observation;
 pub mod traffic;
+
+pub use engine::lint;
 
 pub use engine::{Config, Engine, Observation, Report, Verdict};

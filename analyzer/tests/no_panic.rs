@@ -179,10 +179,11 @@ proptest! {
             stall_threshold_ns: 50_000,
             max_paths: 2,
             acked_grace: 8,
-            lint: true,
-            lint_point: analyzer::lint::CapturePoint::Auto,
-            lint_cnp_interval_ns: 50_000,
-            lint_timings: analyzer::lint::LintTimings::default(),
+            lint: Some(analyzer::lint::LintOptions {
+                point: analyzer::lint::CapturePoint::Auto,
+                cnp_interval_ns: 50_000,
+                timings: analyzer::lint::LintTimings::default(),
+            }),
         };
         let mut engine = Engine::new(cfg);
         let mut multi = MultiEngine::new(2, cfg, MergeConfig { window_ns: 100_000, max_pending: 16, samples: 8 });

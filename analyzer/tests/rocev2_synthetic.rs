@@ -274,9 +274,9 @@ fn flow(r: &analyzer::engine::Report, dest_qp: u32) -> &analyzer::engine::RoceFl
 /// f1-f4   X -> QP 0x21: SEND ONLY psn FFFFFE, FFFFFF, 0, 1 (wraps)
 /// f5-f8   Y -> QP 0x22: SEND ONLY psn FFFFF9..FFFFFC
 /// f9-f12  Z -> QP 0x23: SEND ONLY psn 2..5
-/// f13 CNP to 0x32 (no pairing yet)    -> unmatched
+/// f13 CNP to 0x32 (no pairing yet)    -> held for A's QP 0x32
 /// f14 ACK FFFFFE to 0x31 -> X only (Y's highest, FFFFFC, is nearer)
-/// f15 ACK FFFFFC to 0x32 -> Y
+/// f15 ACK FFFFFC to 0x32 -> Y, and the CNP held for 0x32 with it
 /// f16 NAK seq err 4 to 0x33 -> Z (2 and 3 acked)
 /// f17 CNP to 0x32 -> Y (paired at f15)
 /// f18 ACK 1 to 0x31 -> X          f19 ACK 5 to 0x33 -> Z
@@ -319,7 +319,7 @@ fn responses_pair_with_their_own_qp_among_close_psn_ranges() {
     );
     assert_eq!(
         (y.acks, y.naks, y.cnps, y.acked_psn, y.messages_completed),
-        (1, 0, 1, Some(0xFF_FFFC), 4)
+        (1, 0, 2, Some(0xFF_FFFC), 4)
     );
     assert_eq!(
         (z.acks, z.naks, z.cnps, z.acked_psn, z.messages_completed),
@@ -328,7 +328,54 @@ fn responses_pair_with_their_own_qp_among_close_psn_ranges() {
     for f in [x, y, z] {
         assert_eq!(f.outstanding_psns, 0, "QP {:#x}", f.dest_qp);
     }
+    assert_eq!(r.engine.rocev2_unmatched_responses, 0);
+}
+
+/// A CNP that arrives before its flow's pairing is known (ECN marks start
+/// with the first requests, before the first response pairs the QPs) is
+/// counted on its request flow once a response pairs them: the flows'
+/// CNP counts and the unmatched responses add up to the capture's CNPs.
+/// A CNP of a QP no response ever pairs stays unmatched.
+///
+/// ```text
+/// f1-f2 X -> QP 0x21: psn 100, 101      f3-f4 Y -> QP 0x22: psn 500, 501 (CE)
+/// f5 CNP to 0x32, f6 CNP to 0x32, f7 CNP to 0x39 (no pairing yet: held)
+/// f8 ACK 501 to 0x32 -> Y, with f5 and f6
+/// f9 ACK 101 to 0x31 -> X                f10 CNP to 0x32 -> Y
+/// ```
+#[test]
+fn a_cnp_before_its_flow_is_paired_is_counted_on_it() {
+    use Opcode::{Cnp, RcAcknowledge as Ack, RcSendOnly as Send};
+    let mut script = Vec::new();
+    let mut t = 0;
+    let mut add = |from_a: bool, qp: u32, op: Opcode, psn: u32, syn: Option<u8>| {
+        t += 1;
+        script.push(to_qp(t, t, from_a, qp, op, psn, syn));
+    };
+    add(true, 0x21, Send, 100, None);
+    add(true, 0x21, Send, 101, None);
+    add(true, 0x22, Send, 500, None);
+    add(true, 0x22, Send, 501, None);
+    add(false, 0x32, Cnp, 0, None);
+    add(false, 0x32, Cnp, 0, None);
+    add(false, 0x39, Cnp, 0, None);
+    add(false, 0x32, Ack, 501, Some(0x1f));
+    add(false, 0x31, Ack, 101, Some(0x1f));
+    add(false, 0x32, Cnp, 0, None);
+    let mut engine = Engine::new(Config::default());
+    let verdicts: Vec<_> = script.iter().map(|o| engine.ingest(o)).collect();
+    let cnps_captured = verdicts.iter().filter(|v| v.cnp_rocev2).count() as u64;
+    assert_eq!(cnps_captured, 4);
+    let r = engine.snapshot();
+    let (x, y) = (flow(&r, 0x21), flow(&r, 0x22));
+    assert_eq!((x.acks, x.cnps), (1, 0));
+    assert_eq!((y.acks, y.cnps), (1, 3));
+    // f7: no response to 0x39 ever came.
     assert_eq!(r.engine.rocev2_unmatched_responses, 1);
+    assert_eq!(
+        r.rocev2.iter().map(|f| f.cnps).sum::<u64>() + r.engine.rocev2_unmatched_responses,
+        cnps_captured
+    );
 }
 
 /// A pairing that later packets contradict is revisited. The capture

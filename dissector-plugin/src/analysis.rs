@@ -154,7 +154,7 @@ pub type RoceKey = (IpAddr, IpAddr, u32);
 impl Analysis {
     pub fn new(cfg: Config) -> Self {
         Analysis {
-            lint: cfg.lint,
+            lint: cfg.lint.is_some(),
             engine: Engine::new(cfg),
             verdicts: Vec::new(),
             flows: Vec::new(),
@@ -626,7 +626,7 @@ mod test {
     #[test]
     fn lint_findings_are_kept_per_frame_and_shown_as_notes() {
         let mut a = Analysis::new(Config {
-            lint: true,
+            lint: Some(Default::default()),
             ..Config::default()
         });
         let p = data_packet(10, 0);

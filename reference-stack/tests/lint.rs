@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use analyzer::engine::{Config, Engine, Observation};
-use analyzer::lint::{CapturePoint, Finding, LintReport, Severity};
+use analyzer::lint::{CapturePoint, Finding, LintOptions, LintReport, Severity};
 use proto_parse::capture::Reader;
 use proto_parse::frame::{DecodeConfig, LinkType, decode};
 use proto_parse::metaroce::PacketType;
@@ -108,8 +108,10 @@ fn lint(pcap: &Path, host: IpAddr, port: u16) -> Linted {
 /// the traffic, the CLI's default); either way it must come out as `host`.
 fn lint_at(pcap: &Path, host: IpAddr, point: CapturePoint, port: u16) -> Linted {
     let mut engine = Engine::new(Config {
-        lint: true,
-        lint_point: point,
+        lint: Some(LintOptions {
+            point,
+            ..LintOptions::default()
+        }),
         ..Config::default()
     });
     let cfg = DecodeConfig {

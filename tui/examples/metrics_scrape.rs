@@ -159,7 +159,7 @@ fn main() {
             },
             decode_config(4794, 4791),
             analyzer::Config {
-                lint: true,
+                lint: Some(Default::default()),
                 // 20,000 directions: above the default flow limit.
                 max_flows: 65_536,
                 ..analyzer::Config::default()

@@ -190,7 +190,7 @@ fn start(cli: &Cli) -> anyhow::Result<Handle> {
     };
     let engine = analyzer::Config {
         stall_threshold_ns: cli.stall_us.saturating_mul(1000),
-        lint: !cli.no_lint,
+        lint: (!cli.no_lint).then(analyzer::lint::LintOptions::default),
         ..analyzer::Config::default()
     };
     let events = EventConfig {

@@ -29,7 +29,7 @@ fn replay(path: &Path, cfg: MetricsConfig) -> Snapshot {
         speed: 0.0,
     };
     let engine = Config {
-        lint: true,
+        lint: Some(Default::default()),
         ..Config::default()
     };
     let mut p = Pipeline::new(

@@ -491,7 +491,7 @@ fn lint_findings_per_connection() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::lint_capture(dir.path());
     let lint_on = Config {
-        lint: true,
+        lint: Some(Default::default()),
         ..Config::default()
     };
     let snap = replay_with(&path, "lint.pcap", lint_on);
@@ -560,7 +560,7 @@ fn lint_findings_per_connection() {
 #[test]
 fn a_clean_capture_has_no_lint_errors() {
     let cfg = Config {
-        lint: true,
+        lint: Some(Default::default()),
         ..Config::default()
     };
     for name in ["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"] {
@@ -590,7 +590,7 @@ fn rocev2_rows_show_their_lint_findings() {
         },
         decode_config(4794, 4791),
         Config {
-            lint: true,
+            lint: Some(Default::default()),
             ..Config::default()
         },
         EventConfig::default(),

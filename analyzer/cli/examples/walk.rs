@@ -41,7 +41,7 @@ fn main() -> ExitCode {
     let mut decode = Options::new(DecodeConfig::default(), Config::default()).decode;
     decode.verify_crc = lint;
     let cfg = Config {
-        lint,
+        lint: lint.then(analyzer::lint::LintOptions::default),
         ..Config::default()
     };
     let start = Instant::now();

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use analyzer::engine::{MsgDone, Observation, Verdict};
 use analyzer::lint::{
-    self, CapturePoint, Finding, LintConfig, LintReport, LintTimings, RuleId, Severity,
+    self, CapturePoint, Finding, LintConfig, LintOptions, LintReport, LintTimings, RuleId, Severity,
 };
 use clap::Args;
 use metaroce_analyze::pipeline::{self, CaptureResult, Sink};
@@ -47,6 +47,10 @@ pub(crate) struct LintArgs {
     /// and exit.
     #[arg(long)]
     rules: bool,
+    /// With --rules: the rules as docs/lint.md's Markdown table (id,
+    /// severity, vantage, why there, spec, statement).
+    #[arg(long, requires = "rules", conflicts_with = "json")]
+    markdown: bool,
     /// Do not report this rule (repeatable).
     #[arg(long, value_name = "ID")]
     allow: Vec<String>,
@@ -90,8 +94,10 @@ struct TimingArgs {
     /// ...and at least this long.
     #[arg(long, value_name = "DURATION", default_value = "100us", value_parser = parse_duration)]
     rate_window_min: u64,
-    /// MR-SND-007: the window starts one RTT, and at least this long,
-    /// after the signal.
+    /// The sender's reaction time: MR-SND-007's window starts one RTT, and
+    /// at least this long, after the signal; RC-REQ-001, RC-REQ-003 and
+    /// MR-SND-004 judge what was sent at least this long after the NAK or
+    /// the acknowledgement.
     #[arg(long, value_name = "DURATION", default_value = "10us", value_parser = parse_duration)]
     reaction_min: u64,
     /// MR-CONN-010: a CLOSE is unanswered when the capture went on this
@@ -180,7 +186,12 @@ pub(crate) fn run(args: &LintArgs) -> ExitCode {
         }
     }
     if args.rules {
-        return match write_out(|out| write_rules(out, args.json), ColorWhen::Never) {
+        let format = match (args.json, args.markdown) {
+            (true, _) => RulesFormat::Json,
+            (_, true) => RulesFormat::Markdown,
+            _ => RulesFormat::Text,
+        };
+        return match write_out(|out| write_rules(out, format), ColorWhen::Never) {
             Ok(()) => ExitCode::SUCCESS,
             Err(code) => code,
         };
@@ -195,10 +206,11 @@ pub(crate) fn run(args: &LintArgs) -> ExitCode {
     let mut analysis = args.analysis.options();
     // MR-PKT-013 and 014 read the parser's warnings and the CRC check.
     analysis.decode.verify_crc = true;
-    analysis.engine.lint = true;
-    analysis.engine.lint_point = args.vantage;
-    analysis.engine.lint_cnp_interval_ns = args.cnp_interval;
-    analysis.engine.lint_timings = args.timings.timings();
+    analysis.engine.lint = Some(LintOptions {
+        point: args.vantage,
+        cnp_interval_ns: args.cnp_interval,
+        timings: args.timings.timings(),
+    });
     let mut collector = Collector::default();
     let progress = TermProgress::new(&args.analysis);
     let captures = &args.analysis.captures;
@@ -244,7 +256,15 @@ pub(crate) fn run(args: &LintArgs) -> ExitCode {
             if args.json {
                 write_json(out, &reported)
             } else {
-                write_text(out, &results, &lint_reports, &summaries, several)
+                let given_none = args.vantage == CapturePoint::Unknown;
+                write_text(
+                    out,
+                    &results,
+                    &lint_reports,
+                    &summaries,
+                    several,
+                    given_none,
+                )
             }
         },
         ColorWhen::Never,
@@ -303,20 +323,50 @@ fn summarise<'a>(
     out
 }
 
-fn write_rules(out: &mut dyn Write, json: bool) -> io::Result<()> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RulesFormat {
+    Text,
+    Json,
+    /// docs/lint.md's table of the rules.
+    Markdown,
+}
+
+fn write_rules(out: &mut dyn Write, format: RulesFormat) -> io::Result<()> {
+    if format == RulesFormat::Markdown {
+        writeln!(
+            out,
+            "| id | severity | vantage | why there | spec | statement |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|---|")?;
+    }
     for (_, rule) in lint::rules() {
-        if json {
-            let line = serde_json::json!({
-                "rule": rule.id,
-                "severity": rule.severity.as_str(),
-                "vantage": rule.vantage.as_str(),
-                "protocol": rule.protocol.as_str(),
-                "spec_section": rule.spec_section,
-                "statement": rule.statement,
-            });
-            writeln!(out, "{line}")?;
-        } else {
-            writeln!(
+        match format {
+            RulesFormat::Json => {
+                let line = serde_json::json!({
+                    "rule": rule.id,
+                    "severity": rule.severity.as_str(),
+                    "vantage": rule.vantage.as_str(),
+                    "vantage_why": rule.vantage_why,
+                    "protocol": rule.protocol.as_str(),
+                    "spec_section": rule.spec_section,
+                    "statement": rule.statement,
+                });
+                writeln!(out, "{line}")?;
+            }
+            RulesFormat::Markdown => {
+                let cell = |s: &str| s.replace('|', "\\|");
+                writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} | {} |",
+                    rule.id,
+                    rule.severity.as_str(),
+                    rule.vantage.as_str(),
+                    cell(rule.vantage_why),
+                    cell(rule.spec_section),
+                    cell(rule.statement)
+                )?;
+            }
+            RulesFormat::Text => writeln!(
                 out,
                 "{:<12} {:<8} {:<11} {:<8} {:<10} {}",
                 rule.id,
@@ -325,7 +375,7 @@ fn write_rules(out: &mut dyn Write, json: bool) -> io::Result<()> {
                 rule.protocol.as_str(),
                 rule.spec_section,
                 rule.statement
-            )?;
+            )?,
         }
     }
     Ok(())
@@ -346,6 +396,7 @@ fn write_text(
     reports: &[LintReport],
     summaries: &BTreeMap<RuleId, RuleSummary<'_>>,
     several: bool,
+    given_none: bool,
 ) -> io::Result<()> {
     for (rule, s) in summaries {
         let r = rule.rule();
@@ -381,11 +432,19 @@ fn write_text(
     for (result, report) in results.iter().zip(reports) {
         let host = match report.host {
             Some(h) => format!("captured on {h}"),
-            None if several => {
-                "capture point unknown: only rules of vantage either and two-capture judged"
+            None if given_none => {
+                "capture point unknown (--vantage none): only rules of vantage either judged"
                     .to_string()
             }
-            None => "capture point unknown: only rules of vantage either judged".to_string(),
+            None if several => "capture point unknown: only rules of vantage either and \
+                 two-capture judged (the traffic did not say which host it was taken on; lint \
+                 this capture alone with --vantage ADDR, the address of that host, for the \
+                 others)"
+                .to_string(),
+            None => "capture point unknown: only rules of vantage either judged (the traffic \
+                     did not say which host it was taken on; give it with --vantage ADDR, the \
+                     address of that host)"
+                .to_string(),
         };
         writeln!(out, "{}: {host}", result.path.display())?;
         if report.findings_dropped > 0 {
@@ -486,7 +545,7 @@ fn write_junit(
         ));
         let side_specific = matches!(
             rule.vantage,
-            lint::Vantage::Sender | lint::Vantage::Receiver
+            lint::Vantage::Sender | lint::Vantage::Receiver | lint::Vantage::Endpoint
         );
         let two_capture = rule.vantage == lint::Vantage::TwoCapture;
         match (summaries.get(&id), config.severity(id)) {

@@ -1105,14 +1105,8 @@ pub fn analyze<S: Sink + ?Sized>(
 /// One report for several captures.
 ///
 /// With one capture this is its engine's report unchanged. With several
-/// (the `MultiEngine`'s per-capture reports), the reports are joined:
-/// capture counters are summed (`files` = the number of captures,
-/// first/last timestamps the extremes, each on its own clock),
-/// `directions` and `rocev2` are listed capture after capture (a direction
-/// captured at both ends appears once per capture: each is that capture
-/// point's view), the engine counters and the lint's counts per rule are
-/// summed, and `between_captures` is the engine's (carried by the first
-/// capture's report).
+/// (the `MultiEngine`'s per-capture reports), the reports are joined by
+/// `Report::merge`, and `files` is the number of captures.
 pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
     let (first, rest) = results.split_first()?;
     let mut merged = first.report.clone();
@@ -1128,50 +1122,8 @@ pub fn merge_reports(results: &[CaptureResult]) -> Option<Report> {
         .unwrap_or(1)
         .max(results.iter().filter(|r| r.mirror.is_none()).count() as u64);
     for r in rest {
-        let c = &r.report.capture;
-        let m = &mut merged.capture;
-        if c.frames > 0 {
-            m.first_ts_ns = if m.frames == 0 {
-                c.first_ts_ns
-            } else {
-                m.first_ts_ns.min(c.first_ts_ns)
-            };
-            m.last_ts_ns = m.last_ts_ns.max(c.last_ts_ns);
-        }
-        m.frames += c.frames;
-        m.metaroce_packets += c.metaroce_packets;
-        m.rocev2_packets += c.rocev2_packets;
-        m.malformed += c.malformed;
-        m.corrupt_records += c.corrupt_records;
-        m.skipped_bytes += c.skipped_bytes;
-        m.ip_fragments += c.ip_fragments;
-        m.reassembled_datagrams += c.reassembled_datagrams;
-        m.incomplete_datagrams += c.incomplete_datagrams;
-        m.incomplete_fragments += c.incomplete_fragments;
-        m.time_went_backwards += c.time_went_backwards;
-        m.traffic.merge(&c.traffic);
-        merged
-            .directions
-            .extend(r.report.directions.iter().cloned());
-        merged.rocev2.extend(r.report.rocev2.iter().cloned());
-        match (&mut merged.lint, &r.report.lint) {
-            (Some(m), Some(l)) => m.merge(l),
-            (m @ None, Some(l)) => *m = Some(l.clone()),
-            _ => {}
-        }
-        let e = &r.report.engine;
-        let me = &mut merged.engine;
-        me.live_directions += e.live_directions;
-        me.live_rocev2_flows += e.live_rocev2_flows;
-        me.evicted_directions += e.evicted_directions;
-        me.evicted_rocev2_flows += e.evicted_rocev2_flows;
-        me.rocev2_unmatched_responses += e.rocev2_unmatched_responses;
-        me.rocev2_not_rc += e.rocev2_not_rc;
+        merged.merge(&r.report);
     }
-    merged.capture.duration_ns = merged
-        .capture
-        .last_ts_ns
-        .saturating_sub(merged.capture.first_ts_ns);
     explain_traffic(&mut merged);
     Some(merged)
 }
@@ -1257,7 +1209,7 @@ mod test {
         };
         let capture = |counts: Vec<RuleCount>| {
             let engine = Engine::new(Config {
-                lint: true,
+                lint: Some(Default::default()),
                 ..Config::default()
             });
             let mut report = engine.snapshot();

@@ -560,3 +560,127 @@ fn an_ecn_field_cleared_between_two_captures_is_reported_in_the_downstream_captu
         "{case}"
     );
 }
+
+/// A capture taken on A (10.9.0.1) of `seconds` of A's one-packet WRITEs
+/// to B, one a millisecond, each answered by B's ACK: A's tx_ts is its
+/// clock from `a_clock`, B's its own from `b_clock`, each ACK captured
+/// 5 to 35 us after its WRITE left (the two trips vary). 1 ns units: both
+/// clocks wrap every 4.3 s.
+fn two_hosts_at_a(path: &Path, seconds: u64, a_clock: u32, b_clock: u32) {
+    use proto_parse::metaroce::{
+        AckRepr, Body, DataRepr, FbFlags, FeedbackRepr, Flags, Op, Repr, SackBitmap,
+    };
+    use std::net::Ipv4Addr;
+
+    let a = Ipv4Addr::new(10, 9, 0, 1);
+    let b = Ipv4Addr::new(10, 9, 0, 2);
+    let start_ns: u64 = 1_764_000_000_000_000_000;
+    let payload = [0x5Au8; 256];
+    let mut frames = Vec::new();
+    for i in 0..seconds * 1000 {
+        let sent = i * 1_000_000;
+        let psn = 1000 + i as u32;
+        let path_seq = 1 + i as u16;
+        let data = Repr {
+            flags: Flags::SOM | Flags::EOM,
+            tx_attempt: 0,
+            ev: 0,
+            path_seq,
+            dst_conn: 0x200,
+            src_conn: 0x100,
+            psn,
+            tx_ts: a_clock.wrapping_add(sent as u32),
+            body: Body::Data(DataRepr {
+                op: Op::Write {
+                    remote_va: 0x10_0000,
+                    rkey: 0x42,
+                },
+                payload_len: payload.len() as u16,
+                msg_id: 1 + i as u32,
+                msg_offset: 0,
+                msg_len: payload.len() as u32,
+            }),
+            tlvs: Vec::new(),
+            payload: &payload,
+            crc: true,
+        };
+        frames.push((start_ns + sent, metaroce_frame(a, b, 2, &data)));
+        let arrived = sent + 2_000 + (i * 7_919) % 15_000;
+        let acked = arrived + 1_000;
+        let back = 2_000 + (i * 104_729) % 15_000;
+        let ack = Repr {
+            flags: Flags::empty(),
+            tx_attempt: 0,
+            ev: 0,
+            path_seq,
+            dst_conn: 0x100,
+            src_conn: 0x200,
+            psn: psn + 1,
+            tx_ts: b_clock.wrapping_add(acked as u32),
+            body: Body::Ack(AckRepr {
+                feedback: FeedbackRepr {
+                    flags: FbFlags::empty(),
+                    echo_ev: 0,
+                    echo_psn: psn,
+                    echo_tx_ts: data.tx_ts,
+                    rx_ts: b_clock.wrapping_add(arrived as u32),
+                    ce_count: 0,
+                    rx_buf_level: 0,
+                    fwd_hops: 0,
+                    credit: u32::MAX,
+                },
+                sack_base: psn + 1,
+                sack: SackBitmap::default(),
+            }),
+            tlvs: Vec::new(),
+            payload: &[],
+            crc: true,
+        };
+        frames.push((start_ns + acked + back, metaroce_frame(b, a, 2, &ack)));
+    }
+    write_pcap(path, &frames);
+}
+
+/// Spec 2: tx_ts is its sender's clock modulo 2^32 (1 ns units: a wrap
+/// every 4.3 s). On a 6 s capture taken on A, whose tx_ts wraps during
+/// the capture (and B's too, or not), capture time minus tx_ts modulo 2^32
+/// is constant for A's packets: the lint finds the capture point without
+/// `--vantage`.
+#[test]
+fn the_capture_point_is_found_on_a_capture_longer_than_a_tx_ts_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    for (a_clock, b_clock) in [
+        (u32::MAX - 500_000_000, 0x1234_5678),
+        (0x1000, u32::MAX - 2_000_000_000),
+    ] {
+        let path = dir.path().join("long.pcap");
+        two_hosts_at_a(&path, 6, a_clock, b_clock);
+        let out = run(&[path.to_str().unwrap()]);
+        let stdout = text(&out);
+        assert!(
+            stdout.contains("captured on 10.9.0.1"),
+            "A's clock from {a_clock:#x}, B's from {b_clock:#x}: {stdout}"
+        );
+    }
+}
+
+/// When the traffic does not say where the capture was taken, the lint
+/// says how to tell it: `--vantage ADDR`.
+#[test]
+fn an_unknown_capture_point_says_how_to_give_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one_way.pcap");
+    // A's DATA only: both addresses are in every packet, and B sent
+    // nothing whose timestamps could tell the two ends apart.
+    metaroce_writes(&path, [2; 3], 5_000);
+    let out = run(&[path.to_str().unwrap()]);
+    let stdout = text(&out);
+    assert!(stdout.contains("capture point unknown"), "{stdout}");
+    assert!(stdout.contains("--vantage ADDR"), "{stdout}");
+    let out = run(&["--vantage", "none", path.to_str().unwrap()]);
+    let stdout = text(&out);
+    assert!(
+        stdout.contains("capture point unknown (--vantage none)"),
+        "{stdout}"
+    );
+}

@@ -170,7 +170,9 @@ enum Samples {
 pub struct LazyHist(Option<Box<Samples>>);
 
 impl LazyHist {
-    #[inline]
+    /// Always inlined: each call site is a hot path of its own (a
+    /// direction's parts live in several files, compiled apart).
+    #[inline(always)]
     pub fn record(&mut self, ns: u64) {
         match self.0.as_deref_mut() {
             Some(Samples::Few(few)) if few.len() < FEW && ns < FEW_BELOW => few.push(ns),

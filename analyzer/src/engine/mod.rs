@@ -44,13 +44,14 @@
 //! directions x 16 paths; `docs/performance.md` has the end-to-end figures
 //! and where the time goes.
 
+mod context;
+mod cross_capture;
+mod direction;
 mod ev_table;
 mod hist;
 mod interval;
+pub mod lint;
 mod loss;
-mod merge;
-mod metaroce;
-mod observation;
 mod report;
 mod rocev2;
 mod verdict;
@@ -58,31 +59,27 @@ mod window;
 
 use std::net::IpAddr;
 
-use proto_parse::metaroce::{CtrlOp, DEFAULT_TS_UNIT_PS};
-use rustc_hash::FxHashMap;
-
-pub use hist::{Hist, Summary};
-pub use interval::IntervalSet;
-pub use merge::{BetweenPath, BetweenReport, CaptureCopy, CrossCapture, MergeConfig, MultiEngine};
-pub use metaroce::DirSize;
-pub use observation::{
+pub use crate::observation::{
     CrcCheck, CtrlObs, DataObs, FbKind, FeedbackObs, FlowLabel, MirrorTag, MrBody, MrChecks, MrObs,
     ObsKind, Observation, RoceObs,
 };
+pub use cross_capture::{CaptureCopy, CrossCapture, MergeConfig, MultiEngine};
+pub use direction::DirSize;
+pub use hist::{Hist, Summary};
+pub use interval::IntervalSet;
 pub use report::{
-    BetweenCaptures, CaptureReport, DirectionReport, EngineReport, PathReport, Report,
-    RoceFlowReport, StallReport,
+    BetweenCaptures, BetweenPath, BetweenReport, CaptureReport, DirectionReport, EngineReport,
+    PathReport, RoceFlowReport, StallReport,
 };
 pub use verdict::{
     MsgDone, MsgView, ReadProgress, Retransmission, RetxKind, RoceFacts, StallMark, Verdict,
 };
 
-pub(crate) use metaroce::Dir;
-use metaroce::{DirKey, PackedKey};
+use context::PacketContext;
+use direction::{DirKey, Direction, DirectionTable};
 
-use crate::lint::{CapturePoint, Finding, LintState, LintTimings};
-pub(crate) use rocev2::{Flow as RoceFlow, RoceTable};
-pub(crate) use rocev2::{OpKind as RoceOp, Role as RoceRole, role as roce_role, sext24};
+use lint::{Finding, LintOptions, LintReport, LintState};
+use rocev2::{RoceFlow, RoceTable};
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,22 +110,11 @@ pub struct Config {
     /// so an RTT sample does not depend on how far the cumulative ack
     /// moved. Default 128.
     pub acked_grace: usize,
-    /// Run the conformance lint's checks on every packet (`crate::lint`):
-    /// findings in [`Engine::findings`], rules in `Verdict::lint`, counts
-    /// in `Report::lint`. Off by default: the engine then keeps no lint
-    /// state and spends nothing on it.
-    pub lint: bool,
-    /// Where the capture was taken, for the lint's rules that only a
-    /// sender-side or receiver-side capture can judge. Default `Auto`.
-    pub lint_point: CapturePoint,
-    /// The lint's RC-CNP-001: the least time between two RoCEv2 CNPs of
-    /// one flow (DCQCN's notification point sends at most one per 50 us
-    /// by default); 0 switches the rule off. Default 50,000 ns.
-    pub lint_cnp_interval_ns: u64,
-    /// The lint's timing bounds (the ack delay of MR-RCV-008, the NACK
-    /// bound of MR-SND-005, the rate window of MR-SND-007). Default
-    /// `LintTimings::default()`.
-    pub lint_timings: LintTimings,
+    /// Run the conformance lint's checks on every packet ([`lint`]), as
+    /// these options say: findings in [`Engine::findings`], rules in
+    /// `Verdict::lint`, counts in `Report::lint`. `None` by default: the
+    /// engine then keeps no lint state and spends nothing on it.
+    pub lint: Option<LintOptions>,
 }
 
 impl Default for Config {
@@ -141,11 +127,57 @@ impl Default for Config {
             max_stalls: 1024,
             max_paths: 4096,
             acked_grace: 128,
-            lint: false,
-            lint_point: CapturePoint::Auto,
-            lint_cnp_interval_ns: 50_000,
-            lint_timings: LintTimings::default(),
+            lint: None,
         }
+    }
+}
+
+/// The engine's report as of a moment (`Engine::snapshot`, schema in
+/// `analyzer/SCHEMA.md`): its parts are in `report.rs`.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Report {
+    pub capture: CaptureReport,
+    pub directions: Vec<DirectionReport>,
+    pub rocev2: Vec<RoceFlowReport>,
+    pub between_captures: Vec<BetweenReport>,
+    pub engine: EngineReport,
+    /// The conformance lint's counts, when it ran (`Config::lint`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub lint: Option<LintReport>,
+}
+
+impl Report {
+    /// Adds the report of another capture analysed beside this one (the
+    /// per-capture reports of one `MultiEngine`): the capture counters
+    /// summed and the time span widened ([`CaptureReport::merge`]), the
+    /// directions and RoCEv2 flows listed after this report's (a direction
+    /// captured at both ends appears once per capture: each is that
+    /// capture point's view), the lint's counts per rule summed, the
+    /// engine's counters summed ([`EngineReport::merge`]).
+    /// `between_captures` is this report's: the matcher's, carried by the
+    /// first capture's report.
+    ///
+    /// Every field is named here (no `..`): a new field does not compile
+    /// until it is merged or said not to be.
+    pub fn merge(&mut self, other: &Report) {
+        let Report {
+            capture,
+            directions,
+            rocev2,
+            between_captures: _,
+            engine,
+            lint,
+        } = other;
+        self.capture.merge(capture);
+        self.directions.extend(directions.iter().cloned());
+        self.rocev2.extend(rocev2.iter().cloned());
+        match (&mut self.lint, lint) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (mine @ None, Some(theirs)) => *mine = Some(theirs.clone()),
+            (_, None) => {}
+        }
+        self.engine.merge(engine);
     }
 }
 
@@ -170,40 +202,13 @@ pub struct StateSize {
     pub paths_overflow: u64,
 }
 
-/// Slots of the engine's direction cache (a power of two).
-const DIR_CACHE_SLOTS: usize = 128;
-
-/// A direction's slot in the cache: the low bits of both addresses and
-/// both connection ids, mixed by a multiplication (the two directions of a
-/// connection get different slots).
-#[inline]
-fn dir_cache_slot(key: &DirKey) -> usize {
-    let low = |ip: IpAddr| match ip {
-        IpAddr::V4(a) => a.to_bits(),
-        IpAddr::V6(a) => a.to_bits() as u32,
-    };
-    let x = (u64::from(low(key.src) ^ key.dst_conn) << 32) | u64::from(low(key.dst) ^ key.src_conn);
-    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - DIR_CACHE_SLOTS.trailing_zeros())) as usize
-}
-
 /// The flow engine.
 pub struct Engine {
     cfg: Config,
     now: u64,
     last_ts: Option<u64>,
     capture: CaptureReport,
-    dirs: Vec<Option<Dir>>,
-    free: Vec<u32>,
-    index: FxHashMap<PackedKey, u32>,
-    /// Directions by a hash of their key's low bits (direct-mapped): most
-    /// packets find their direction here, without hashing the whole key
-    /// for `index`.
-    dir_cache: Box<[Option<(DirKey, u32)>; DIR_CACHE_SLOTS]>,
-    /// ts_unit_ps announced by CTRL, by (sender IP, sender conn).
-    units: FxHashMap<(IpAddr, u32), u32>,
-    /// Senders (IP, conn) whose CONNECT or ACCEPT was captured.
-    started: FxHashMap<(IpAddr, u32), ()>,
-    evicted_dirs: u64,
+    directions: DirectionTable,
     roce: RoceTable,
     /// Every message completed at the last ingested packet.
     done: Vec<MsgDone>,
@@ -227,22 +232,10 @@ impl Engine {
                 files: 1,
                 ..CaptureReport::default()
             },
-            dirs: Vec::new(),
-            free: Vec::new(),
-            index: FxHashMap::default(),
-            dir_cache: Box::new([None; DIR_CACHE_SLOTS]),
-            units: FxHashMap::default(),
-            started: FxHashMap::default(),
-            evicted_dirs: 0,
+            directions: DirectionTable::default(),
             roce: RoceTable::default(),
             done: Vec::new(),
-            lint: cfg.lint.then(|| {
-                Box::new(LintState::new(
-                    cfg.lint_point,
-                    cfg.lint_cnp_interval_ns,
-                    cfg.lint_timings,
-                ))
-            }),
+            lint: cfg.lint.map(|options| Box::new(LintState::new(options))),
         }
     }
 
@@ -364,7 +357,7 @@ impl Engine {
     }
 
     /// The host the lint judges this capture from, as given
-    /// (`Config::lint_point`) or as decided from the traffic so far
+    /// (`LintOptions::point`) or as decided from the traffic so far
     /// (`CapturePoint::Auto`); `None` when unknown or the lint is off. A
     /// per-packet view (the Wireshark plugin) keeps a side-specific
     /// finding only when this host makes its rule apply
@@ -374,172 +367,25 @@ impl Engine {
     }
 
     #[inline]
-    fn dir_index(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
-        if let Some((k, i)) = self.dir_cache[dir_cache_slot(&key)]
-            && k == key
-        {
-            return i;
-        }
-        self.dir_index_lookup(key, frame, ts, protect)
-    }
-
-    /// [`Engine::dir_index`] past the cache: the map, or a new direction.
-    #[inline(never)]
-    fn dir_index_lookup(&mut self, key: DirKey, frame: u64, ts: u64, protect: Option<u32>) -> u32 {
-        let packed = key.packed();
-        if let Some(&i) = self.index.get(&packed) {
-            self.dir_cache[dir_cache_slot(&key)] = Some((key, i));
-            return i;
-        }
-        if self.index.len() >= self.cfg.max_flows {
-            self.evict(protect);
-        }
-        let mut dir = Dir::new(key, frame, ts, &self.cfg);
-        dir.start_seen = self.started.contains_key(&(key.src, key.src_conn));
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.dirs[i as usize] = Some(dir);
-                i
-            }
-            None => {
-                self.dirs.push(Some(dir));
-                (self.dirs.len() - 1) as u32
-            }
-        };
-        self.index.insert(packed, i);
-        self.dir_cache[dir_cache_slot(&key)] = Some((key, i));
-        if let Some(lint) = self.lint.as_deref_mut() {
-            lint.new_dir(i);
-        }
-        i
-    }
-
-    /// Evicts the least recently seen sixteenth of the directions.
-    fn evict(&mut self, protect: Option<u32>) {
-        let mut ages: Vec<(u64, u32)> = self
-            .dirs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, d)| d.as_ref().map(|d| (d.last_ts, i as u32)))
-            .filter(|(_, i)| Some(*i) != protect)
-            .collect();
-        if ages.is_empty() {
-            return;
-        }
-        // Evicted slots are reused: no cache entry may point at one.
-        self.dir_cache.fill(None);
-        let n = (ages.len() / 16).max(1);
-        ages.select_nth_unstable(n - 1);
-        for &(_, i) in &ages[..n] {
-            if let Some(dir) = self.dirs[i as usize].take() {
-                self.index.remove(&dir.key.packed());
-                self.free.push(i);
-                self.evicted_dirs += 1;
-            }
-        }
-        if self.units.len() > self.cfg.max_flows {
-            self.units.clear();
-        }
-        if self.started.len() > self.cfg.max_flows {
-            self.started.clear();
-        }
-    }
-
-    #[inline]
     fn ingest_metaroce(&mut self, obs: &Observation, mr: &MrObs, v: &mut Verdict) {
-        let key = DirKey {
-            src: obs.src,
-            dst: obs.dst,
-            src_conn: mr.src_conn,
-            dst_conn: mr.dst_conn,
+        let mut pkt = PacketContext {
+            frame: obs.frame,
+            ts: obs.ts_ns,
+            cfg: &self.cfg,
+            v: &mut *v,
+            done: &mut self.done,
         };
-        let ts = obs.ts_ns;
-        let ce = obs.ce();
-        let own = self.dir_index(key, obs.frame, ts, None);
-        let Some(dir) = dir_mut(&mut self.dirs, own) else {
+        let lint = &mut self.lint;
+        let new_dir = |i| {
+            if let Some(lint) = lint.as_deref_mut() {
+                lint.new_dir(i);
+            }
+        };
+        let Some((own, peer)) = self.directions.ingest(obs, mr, &mut pkt, new_dir) else {
             return;
         };
-        dir.last_ts = ts;
-        if !matches!(mr.body, MrBody::Ctrl(_)) {
-            dir.on_path_packet(mr, ce, &self.cfg, v);
-        }
-        // The direction a feedback acknowledges.
-        let mut peer = None;
-        match &mr.body {
-            MrBody::Data(d) => {
-                v.flow = Some(own);
-                let read_done = dir.on_data(obs.frame, ts, mr, d, ce, &self.cfg, v, &mut self.done);
-                if let Some(msg_id) = read_done {
-                    // The READ_REQ was sent by the reverse direction.
-                    if let Some(&req) = self.index.get(&key.reverse().packed())
-                        && let Some(req_dir) = dir_mut(&mut self.dirs, req)
-                    {
-                        req_dir.complete_read(msg_id, ts, v, &mut self.done);
-                    }
-                }
-            }
-            MrBody::Feedback(fb) => {
-                dir.c.feedback_sent += 1;
-                if ce {
-                    v.ce_marked = true;
-                }
-                let hold_units = mr.tx_ts.wrapping_sub(fb.rx_ts);
-                let unit_ps = if self.units.is_empty() {
-                    DEFAULT_TS_UNIT_PS
-                } else {
-                    self.units
-                        .get(&(obs.src, mr.src_conn))
-                        .copied()
-                        .unwrap_or(DEFAULT_TS_UNIT_PS)
-                };
-                // u32 x u32 fits a u64.
-                let hold_ns = u64::from(hold_units) * u64::from(unit_ps) / 1000;
-                let acked = self.dir_index(key.reverse(), obs.frame, ts, Some(own));
-                peer = Some(acked);
-                v.flow = Some(acked);
-                if let Some(dir) = dir_mut(&mut self.dirs, acked) {
-                    dir.last_ts = ts;
-                    dir.on_feedback(
-                        obs.frame,
-                        ts,
-                        mr.psn,
-                        fb,
-                        hold_ns,
-                        &self.cfg,
-                        v,
-                        &mut self.done,
-                    );
-                }
-            }
-            MrBody::Ctrl(c) => {
-                v.flow = Some(own);
-                dir.c.ctrl += 1;
-                let starts = matches!(c.op, CtrlOp::Connect | CtrlOp::Accept);
-                if starts {
-                    dir.start_seen = true;
-                }
-                let unit = if c.ts_unit_ps == 0 {
-                    DEFAULT_TS_UNIT_PS
-                } else {
-                    c.ts_unit_ps
-                };
-                if self.units.len() < 4 * self.cfg.max_flows {
-                    self.units.insert((obs.src, mr.src_conn), unit);
-                }
-                // The connection's start is in the capture: every path of
-                // this sender starts at path_seq 1.
-                if starts && self.started.len() < 4 * self.cfg.max_flows {
-                    self.started.insert((obs.src, mr.src_conn), ());
-                }
-            }
-            MrBody::Probe => {
-                v.flow = Some(own);
-                dir.on_probe(obs.frame, ts, mr);
-            }
-            MrBody::Other | MrBody::Malformed => {}
-        }
         if let Some(lint) = self.lint.as_deref_mut() {
-            lint.metaroce(obs, mr, v, &self.dirs, own, peer);
+            lint.metaroce(obs, mr, v, self.directions.dirs(), own, peer);
         }
     }
 
@@ -559,7 +405,7 @@ impl Engine {
             src_conn: mr.src_conn,
             dst_conn: mr.dst_conn,
         };
-        let dir = self.index.get(&key.packed()).copied();
+        let dir = self.directions.find(&key);
         lint.copies(obs, mr, own, other, dir);
     }
 
@@ -571,7 +417,7 @@ impl Engine {
         }
         let now = self.now;
         let cfg = self.cfg;
-        for dir in self.dirs.iter_mut().flatten() {
+        for dir in self.directions.iter_mut() {
             dir.check_stall(now, &cfg);
             dir.flush_rtt();
         }
@@ -583,7 +429,7 @@ impl Engine {
     pub fn finish(&mut self, end_ts_ns: u64) {
         self.advance_time(end_ts_ns);
         if let Some(lint) = self.lint.as_deref_mut() {
-            lint.finish(self.now, &self.dirs);
+            lint.finish(self.now, self.directions.dirs());
         }
     }
 
@@ -592,10 +438,7 @@ impl Engine {
     /// direction a feedback acknowledges), after the last packet ingested:
     /// `DirectionReport::bytes_in_flight`. `None` when it is not live.
     pub fn bytes_in_flight(&self, flow: u32) -> Option<u64> {
-        self.dirs
-            .get(flow as usize)
-            .and_then(Option::as_ref)
-            .map(Dir::bytes_in_flight)
+        self.directions.get(flow).map(Direction::bytes_in_flight)
     }
 
     /// [`Engine::bytes_in_flight`] of RoCEv2 request flow `flow` (the
@@ -606,21 +449,8 @@ impl Engine {
 
     /// Sizes of the live state.
     pub fn state_size(&self) -> StateSize {
-        let mut s = StateSize {
-            directions: self.index.len(),
-            ts_units: self.units.len() + self.started.len(),
-            ..StateSize::default()
-        };
-        for dir in self.dirs.iter().flatten() {
-            let d = dir.size();
-            s.window_slots += d.window_slots;
-            s.paths += d.paths;
-            s.messages += d.messages;
-            s.pending += d.pending_last + d.pending_reads + d.retx_psns;
-            s.late_echoes += d.late_echoes;
-            s.stalls += d.stalls;
-            s.paths_overflow += dir.paths_overflow;
-        }
+        let mut s = StateSize::default();
+        self.directions.add_size(&mut s);
         self.roce.add_size(&mut s);
         s
     }
@@ -629,7 +459,8 @@ impl Engine {
     pub fn snapshot(&self) -> Report {
         let lint = self.lint.as_deref();
         let mut directions: Vec<DirectionReport> = self
-            .dirs
+            .directions
+            .dirs()
             .iter()
             .enumerate()
             .filter_map(|(i, d)| d.as_ref().map(|d| (i, d)))
@@ -646,7 +477,11 @@ impl Engine {
         capture.duration_ns = capture.last_ts_ns.saturating_sub(capture.first_ts_ns);
         let mut rocev2 = self.roce.report();
         if let Some(lint) = lint {
-            lint.flow_counts(&mut rocev2, &self.roce);
+            for (first_frame, counts) in lint.flow_counts(&self.roce) {
+                if let Ok(at) = rocev2.binary_search_by_key(&first_frame, |r| r.first_frame) {
+                    rocev2[at].lint = counts.into_iter().collect();
+                }
+            }
         }
         Report {
             capture,
@@ -656,20 +491,14 @@ impl Engine {
             engine: EngineReport {
                 stall_threshold_ns: self.cfg.stall_threshold_ns,
                 max_flows: self.cfg.max_flows as u64,
-                live_directions: self.index.len() as u64,
+                live_directions: self.directions.live() as u64,
                 live_rocev2_flows: self.roce.live() as u64,
-                evicted_directions: self.evicted_dirs,
+                evicted_directions: self.directions.evicted,
                 evicted_rocev2_flows: self.roce.evicted,
                 rocev2_unmatched_responses: self.roce.unmatched,
                 rocev2_not_rc: self.roce.not_rc,
             },
-            lint: lint.map(|l| l.report(&self.dirs, &self.roce)),
+            lint: lint.map(|l| l.report(self.directions.dirs(), &self.roce)),
         }
     }
-}
-
-/// Direction `i`, if live (a free function so the engine's other fields
-/// stay borrowable beside it).
-fn dir_mut(dirs: &mut [Option<Dir>], i: u32) -> Option<&mut Dir> {
-    dirs.get_mut(i as usize).and_then(Option::as_mut)
 }

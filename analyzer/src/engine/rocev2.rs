@@ -5,7 +5,10 @@
 //! going the other way between the same hosts whose outstanding PSNs the
 //! response's PSN belongs to (24-bit serial arithmetic), and the match is
 //! cached until a later response contradicts it. A CNP's PSN is not a
-//! sequence number: a CNP never makes a match, it follows one.
+//! sequence number: a CNP never makes a match, it follows one. A CNP that
+//! comes before its QP's pairing is known (ECN marks start with the first
+//! requests, before the first response) is held, per response key, and
+//! counted on the flow its key is first matched to ([`HeldCnps`]).
 //!
 //! PSNs are 24 bits; they are extended to 32 bits against the flow's
 //! highest PSN so the serial arithmetic of [`super::window`] applies.
@@ -13,18 +16,18 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use proto_parse::rocev2::{NakCode, Opcode, Service, Syndrome};
+use proto_parse::rocev2::{NakCode, PSN_MASK, RequestOp, Role, Syndrome, role, sext24};
 use rustc_hash::FxHashMap;
 
+use super::direction::ip_bits;
 use super::hist::LazyHist;
-use super::metaroce::ip_bits;
-use super::observation::{Observation, RoceObs};
 use super::report::RoceFlowReport;
 use super::verdict::{
     MsgDone, MsgView, ReadProgress, Retransmission, RetxKind, RoceFacts, Verdict,
 };
 use super::window::{Window, diff, lt};
 use super::{Config, StateSize};
+use crate::observation::{Observation, RoceObs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct RoceKey {
@@ -56,39 +59,29 @@ struct RSlot {
     ts: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OpKind {
-    Send,
-    Write,
-    Read,
-    Atomic,
+/// Index of `op` in `RoceFlow::by_op`.
+fn op_index(op: RequestOp) -> usize {
+    match op {
+        RequestOp::Send => 0,
+        RequestOp::Write => 1,
+        RequestOp::Read => 2,
+        RequestOp::Atomic => 3,
+    }
 }
 
-impl OpKind {
-    fn name(self) -> &'static str {
-        match self {
-            OpKind::Send => "send",
-            OpKind::Write => "write",
-            OpKind::Read => "read",
-            OpKind::Atomic => "atomic",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            OpKind::Send => 0,
-            OpKind::Write => 1,
-            OpKind::Read => 2,
-            OpKind::Atomic => 3,
-        }
-    }
+/// A request packet's place in its message (`Role::Request`).
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    op: RequestOp,
+    first: bool,
+    last: bool,
 }
 
 /// A request message not yet completed, in posting order: an RC QP
 /// completes its work requests in the order they were posted.
 #[derive(Debug, Clone)]
 struct RMsg {
-    op: OpKind,
+    op: RequestOp,
     /// Frame of its first request packet.
     frame: u64,
     /// Capture time of its first request packet.
@@ -140,7 +133,11 @@ struct RCounters {
     max_bytes_in_flight: u64,
 }
 
-pub(crate) struct Flow {
+/// One RoCEv2 request flow and the responses to it: the RoCEv2
+/// counterpart of a MetaRoCE [`super::direction::Direction`] (one
+/// direction of data and what acknowledges it), named like its report
+/// (`RoceFlowReport`, as a direction's is `DirectionReport`).
+pub(crate) struct RoceFlow {
     key: RoceKey,
     pub first_frame: u64,
     last_ts: u64,
@@ -166,51 +163,7 @@ pub(crate) struct Flow {
     last_cnp_ts: Option<u64>,
 }
 
-/// Opcode roles of the RC service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    Request {
-        op: OpKind,
-        first: bool,
-        last: bool,
-    },
-    /// Every response acknowledges up to its PSN; the last one ends the READ.
-    ReadResponse {
-        last: bool,
-    },
-    Ack,
-    AtomicAck,
-    Cnp,
-    NotRc,
-}
-
-pub(crate) fn role(op: Opcode) -> Role {
-    use Opcode::*;
-    let req = |op, first, last| Role::Request { op, first, last };
-    match op {
-        RcSendFirst => req(OpKind::Send, true, false),
-        RcSendMiddle => req(OpKind::Send, false, false),
-        RcSendLast | RcSendLastImm | RcSendLastInvalidate => req(OpKind::Send, false, true),
-        RcSendOnly | RcSendOnlyImm | RcSendOnlyInvalidate => req(OpKind::Send, true, true),
-        RcRdmaWriteFirst => req(OpKind::Write, true, false),
-        RcRdmaWriteMiddle => req(OpKind::Write, false, false),
-        RcRdmaWriteLast | RcRdmaWriteLastImm => req(OpKind::Write, false, true),
-        RcRdmaWriteOnly | RcRdmaWriteOnlyImm => req(OpKind::Write, true, true),
-        RcRdmaReadRequest => req(OpKind::Read, true, false),
-        RcCompareSwap | RcFetchAdd => req(OpKind::Atomic, true, false),
-        RcRdmaReadResponseFirst | RcRdmaReadResponseMiddle => Role::ReadResponse { last: false },
-        RcRdmaReadResponseLast | RcRdmaReadResponseOnly => Role::ReadResponse { last: true },
-        RcAcknowledge => Role::Ack,
-        RcAtomicAcknowledge => Role::AtomicAck,
-        Cnp => Role::Cnp,
-        other if other.service() == Service::Cnp => Role::Cnp,
-        _ => Role::NotRc,
-    }
-}
-
-const PSN_MASK: u32 = 0x00FF_FFFF;
-
-/// Slots of `Flow::naks_by_code`: codes 0..=4 (IBTA table 43), then every
+/// Slots of `RoceFlow::naks_by_code`: codes 0..=4 (IBTA table 43), then every
 /// reserved code in the last one.
 const NAK_SLOTS: usize = 6;
 
@@ -218,23 +171,18 @@ fn nak_slot(code: NakCode) -> usize {
     usize::from(u8::from(code)).min(NAK_SLOTS - 1)
 }
 
-/// Sign-extends a 24-bit difference.
-pub(crate) fn sext24(d: u32) -> i32 {
-    ((d << 8) as i32) >> 8
-}
-
 /// Extends a 24-bit PSN to 32 bits next to `reference` (a 32-bit PSN).
 fn extend(psn24: u32, reference: Option<u32>) -> u32 {
     match reference {
         None => psn24,
         Some(r) => {
-            let d = sext24(psn24.wrapping_sub(r) & 0x00FF_FFFF);
+            let d = sext24(psn24.wrapping_sub(r) & PSN_MASK);
             r.wrapping_add(d as u32)
         }
     }
 }
 
-impl Flow {
+impl RoceFlow {
     /// The request flow's source, destination and destination QP.
     pub fn key(&self) -> (IpAddr, IpAddr, u32) {
         (self.key.src, self.key.dst, self.key.qp)
@@ -245,8 +193,8 @@ impl Flow {
         (self.key.src, self.key.dst)
     }
 
-    fn new(key: RoceKey, frame: u64, ts: u64, cfg: &Config) -> Flow {
-        Flow {
+    fn new(key: RoceKey, frame: u64, ts: u64, cfg: &Config) -> RoceFlow {
+        RoceFlow {
             key,
             first_frame: frame,
             last_ts: ts,
@@ -267,38 +215,36 @@ impl Flow {
 
     fn complete(
         &mut self,
-        op: OpKind,
+        op: RequestOp,
         msg_id: u32,
         latency: u64,
         view: MsgView,
         v: &mut Verdict,
         done: &mut Vec<MsgDone>,
     ) {
-        self.by_op[op.index()].record(latency);
+        self.by_op[op_index(op)].record(latency);
         self.c.messages_completed += 1;
         v.messages_completed = v.messages_completed.saturating_add(1);
         v.message_done(
             done,
             MsgDone {
                 msg_id,
-                op: op.name(),
+                op: op.as_str(),
                 view,
                 latency_ns: latency,
             },
         );
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn request(
         &mut self,
         obs: &Observation,
         r: &RoceObs,
-        op: OpKind,
-        first: bool,
-        last: bool,
+        request: Request,
         cfg: &Config,
         v: &mut Verdict,
     ) {
+        let Request { op, first, last } = request;
         let ts = obs.ts_ns;
         self.c.data_packets += 1;
         self.c.data_bytes += u64::from(r.payload_len);
@@ -364,13 +310,13 @@ impl Flow {
             };
             self.c.bytes_in_flight += u64::from(r.payload_len);
         }
-        if op == OpKind::Read {
+        if op == RequestOp::Read {
             self.c.read_requests += 1;
         }
         let span = match op {
-            OpKind::Read => r.dma_len.unwrap_or(0).div_ceil(MIN_PMTU).max(1),
-            OpKind::Atomic => 1,
-            OpKind::Send | OpKind::Write => 0,
+            RequestOp::Read => r.dma_len.unwrap_or(0).div_ceil(MIN_PMTU).max(1),
+            RequestOp::Atomic => 1,
+            RequestOp::Send | RequestOp::Write => 0,
         };
         if first {
             if self.msgs.len() >= cfg.max_messages {
@@ -420,8 +366,8 @@ impl Flow {
                 break;
             };
             let (id, view) = match m.op {
-                OpKind::Send | OpKind::Write => (m.last.unwrap_or(m.psn), MsgView::Acked),
-                OpKind::Read | OpKind::Atomic => (m.psn, MsgView::Read),
+                RequestOp::Send | RequestOp::Write => (m.last.unwrap_or(m.psn), MsgView::Acked),
+                RequestOp::Read | RequestOp::Atomic => (m.psn, MsgView::Read),
             };
             self.complete(m.op, id, ts.saturating_sub(m.ts), view, v, done);
         }
@@ -452,7 +398,7 @@ impl Flow {
             if lt(psn, m.psn) {
                 break;
             }
-            if matches!(m.op, OpKind::Send | OpKind::Write) {
+            if matches!(m.op, RequestOp::Send | RequestOp::Write) {
                 match m.last {
                     Some(last) if !lt(psn, last) => m.done = true,
                     _ => break,
@@ -473,7 +419,7 @@ impl Flow {
     fn response(
         &mut self,
         psn: u32,
-        op: OpKind,
+        op: RequestOp,
         last: bool,
         ts: u64,
         v: &mut Verdict,
@@ -496,7 +442,7 @@ impl Flow {
                     m.done = true;
                 }
             }
-            if op == OpKind::Read {
+            if op == RequestOp::Read {
                 answered.1 = Some(ReadProgress {
                     index: index.saturating_add(1),
                     span: m.span,
@@ -588,14 +534,36 @@ impl Flow {
     }
 }
 
+/// What CNPs received before their flow was known add to it (the
+/// counters `RoceFlow::on_packet` and a matched CNP change).
+#[derive(Debug, Default, Clone, Copy)]
+struct HeldCnps {
+    cnps: u64,
+    ce_marked: u64,
+    ect_packets: u64,
+    fecn: u64,
+    becn: u64,
+    last_ts: u64,
+}
+
+/// Response keys whose CNPs wait for their flow; beyond this many, the
+/// held CNPs are given up (they stay counted in `unmatched`).
+const MAX_HELD_CNP_KEYS: usize = 4096;
+
 #[derive(Default)]
 pub(crate) struct RoceTable {
-    flows: Vec<Option<Flow>>,
+    flows: Vec<Option<RoceFlow>>,
     free: Vec<u32>,
     index: FxHashMap<Packed, u32>,
     /// Response key (responder -> requester, requester QP) -> request flow.
     assoc: FxHashMap<Packed, u32>,
+    /// CNPs of response keys not matched to a flow yet, counted in
+    /// `unmatched` until their key is matched (then on that flow).
+    held_cnps: FxHashMap<Packed, HeldCnps>,
     pub evicted: u64,
+    /// Responses matched to no flow: responses no flow answers, and CNPs
+    /// whose key no later response matched (held, or given up when
+    /// [`MAX_HELD_CNP_KEYS`] keys wait).
     pub unmatched: u64,
     pub not_rc: u64,
     /// The last packet's facts ([`crate::Engine::rocev2_facts`]).
@@ -603,8 +571,8 @@ pub(crate) struct RoceTable {
 }
 
 impl RoceTable {
-    /// Flow `i`, if live (the lint's checks read it).
-    pub fn flow(&self, i: u32) -> Option<&Flow> {
+    /// RoceFlow `i`, if live (the lint's checks read it).
+    pub fn flow(&self, i: u32) -> Option<&RoceFlow> {
         self.flows.get(i as usize).and_then(Option::as_ref)
     }
 
@@ -613,7 +581,7 @@ impl RoceTable {
     }
 
     pub fn add_size(&self, s: &mut StateSize) {
-        s.rocev2_flows = self.index.len() + self.assoc.len();
+        s.rocev2_flows = self.index.len() + self.assoc.len() + self.held_cnps.len();
         for f in self.flows.iter().flatten() {
             s.rocev2_slots += f.window.len();
             s.rocev2_messages += f.msgs.len();
@@ -628,7 +596,7 @@ impl RoceTable {
         if self.index.len() >= cfg.max_flows {
             self.evict();
         }
-        let flow = Flow::new(key, frame, ts, cfg);
+        let flow = RoceFlow::new(key, frame, ts, cfg);
         let i = match self.free.pop() {
             Some(i) => {
                 self.flows[i as usize] = Some(flow);
@@ -676,12 +644,7 @@ impl RoceTable {
     /// flow the response stays with its pairing, or, with none, with the
     /// only flow between the hosts (unpaired: the next response decides).
     fn responder_flow(&mut self, obs: &Observation, r: &RoceObs, sequenced: bool) -> Option<u32> {
-        let rk = RoceKey {
-            src: obs.src,
-            dst: obs.dst,
-            qp: r.dest_qp,
-        }
-        .packed();
+        let rk = response_key(obs, r);
         let live = |i: &u32| {
             self.flows
                 .get(*i as usize)
@@ -738,6 +701,7 @@ impl RoceTable {
         match role(r.opcode) {
             Role::NotRc => self.not_rc += 1,
             Role::Request { op, first, last } => {
+                let request = Request { op, first, last };
                 let key = RoceKey {
                     src: obs.src,
                     dst: obs.dst,
@@ -748,16 +712,23 @@ impl RoceTable {
                 if let Some(f) = self.flows[i as usize].as_mut() {
                     f.on_packet(obs, r);
                     facts.expected_psn = f.highest.map(|h| h.wrapping_add(1) & PSN_MASK);
-                    f.request(obs, r, op, first, last, cfg, v);
+                    f.request(obs, r, request, cfg, v);
                 }
             }
             role => {
                 let sequenced = role != Role::Cnp;
                 let Some(i) = self.responder_flow(obs, r, sequenced) else {
                     self.unmatched += 1;
+                    if role == Role::Cnp {
+                        v.cnp_rocev2 = true;
+                        self.hold_cnp(obs, r);
+                    }
                     return;
                 };
                 v.flow = Some(i);
+                if !self.held_cnps.is_empty() {
+                    self.release_cnps(obs, r, i);
+                }
                 let Some(f) = self.flows[i as usize].as_mut() else {
                     return;
                 };
@@ -798,13 +769,13 @@ impl RoceTable {
                         // one names the request's PSN (the RTT sample).
                         f.ack_through(psn, ts, v, done);
                         (facts.request_frame, facts.read) =
-                            f.response(psn, OpKind::Read, last, ts, v, done);
+                            f.response(psn, RequestOp::Read, last, ts, v, done);
                     }
                     Role::AtomicAck => {
                         f.c.acks += 1;
                         f.ack_through(psn, ts, v, done);
                         (facts.request_frame, _) =
-                            f.response(psn, OpKind::Atomic, true, ts, v, done);
+                            f.response(psn, RequestOp::Atomic, true, ts, v, done);
                     }
                     _ => {}
                 }
@@ -813,15 +784,62 @@ impl RoceTable {
         self.facts = facts;
     }
 
+    /// A CNP matched to no flow: held under its response key until a
+    /// response (or CNP) of that key is matched.
+    #[cold]
+    fn hold_cnp(&mut self, obs: &Observation, r: &RoceObs) {
+        let key = response_key(obs, r);
+        if self.held_cnps.len() >= MAX_HELD_CNP_KEYS && !self.held_cnps.contains_key(&key) {
+            // Given up: they stay counted in `unmatched`.
+            self.held_cnps.clear();
+        }
+        let h = self.held_cnps.entry(key).or_default();
+        h.cnps += 1;
+        h.ce_marked += u64::from(obs.ce());
+        h.ect_packets += u64::from(obs.ecn != 0);
+        h.fecn += u64::from(r.fecn);
+        h.becn += u64::from(r.becn);
+        h.last_ts = obs.ts_ns;
+    }
+
+    /// The response `obs` was matched to flow `i`: the CNPs held under its
+    /// key are counted there (and leave `unmatched`).
+    #[cold]
+    fn release_cnps(&mut self, obs: &Observation, r: &RoceObs, i: u32) {
+        let Some(h) = self.held_cnps.remove(&response_key(obs, r)) else {
+            return;
+        };
+        let Some(f) = self.flows.get_mut(i as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        self.unmatched -= h.cnps;
+        f.c.cnps += h.cnps;
+        f.c.ce_marked += h.ce_marked;
+        f.c.ect_packets += h.ect_packets;
+        f.c.fecn += h.fecn;
+        f.c.becn += h.becn;
+        f.last_ts = f.last_ts.max(h.last_ts);
+    }
+
     pub fn report(&self) -> Vec<RoceFlowReport> {
         let mut flows: Vec<RoceFlowReport> =
-            self.flows.iter().flatten().map(Flow::report).collect();
+            self.flows.iter().flatten().map(RoceFlow::report).collect();
         flows.sort_by_key(|f| (f.first_frame, f.src, f.dst, f.dest_qp));
         flows
     }
 }
 
-impl Flow {
+/// A response's key: responder -> requester, the requester's QP.
+fn response_key(obs: &Observation, r: &RoceObs) -> Packed {
+    RoceKey {
+        src: obs.src,
+        dst: obs.dst,
+        qp: r.dest_qp,
+    }
+    .packed()
+}
+
+impl RoceFlow {
     /// Every packet of the flow, requests and responses: time and marks.
     fn on_packet(&mut self, obs: &Observation, r: &RoceObs) {
         self.last_ts = obs.ts_ns;

@@ -3,8 +3,6 @@
 
 use proto_parse::metaroce::{CnpReason, NackCode};
 
-use crate::lint::RuleSet;
-
 /// Why a PSN was sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -196,5 +194,36 @@ fn ser_name<T: std::fmt::Display, S: serde::Serializer>(
     match value {
         Some(v) => s.collect_str(v),
         None => s.serialize_none(),
+    }
+}
+
+/// The rules a packet broke, kept inline in its `Verdict` (no allocation):
+/// a bit per rule of the lint's registry, by the rule's flat index there.
+/// The registry gives the bits their meaning: `insert`, `contains` and
+/// `iter` by `lint::RuleId` are defined beside it (`lint/rule.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RuleSet([u64; 2]);
+
+impl RuleSet {
+    /// Rules the registry may hold.
+    pub const CAPACITY: usize = 128;
+
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0, 0]
+    }
+
+    pub fn len(&self) -> usize {
+        (self.0[0].count_ones() + self.0[1].count_ones()) as usize
+    }
+
+    /// Adds the rule of flat index `i` (below [`RuleSet::CAPACITY`]).
+    #[inline]
+    pub(crate) fn insert_index(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    #[inline]
+    pub(crate) fn contains_index(&self, i: usize) -> bool {
+        self.0[i / 64] & (1 << (i % 64)) != 0
     }
 }

@@ -18,7 +18,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 use analyzer::engine::{Config, Engine, MergeConfig, MultiEngine, Observation, Report, Verdict};
-use analyzer::lint::{CapturePoint, Finding, LintReport, LintTimings};
+use analyzer::lint::{CapturePoint, Finding, LintOptions, LintReport, LintTimings};
 use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
 use proto_parse::capture::Reader;
 use proto_parse::frame::{DecodeConfig, LinkType};
@@ -94,9 +94,11 @@ pub fn run(frames: &[Frame], point: CapturePoint) -> Outcome {
 /// `--ack-delay`, `--nack-min`, ...).
 pub fn run_with(frames: &[Frame], point: CapturePoint, timings: LintTimings) -> Outcome {
     let mut engine = Engine::new(Config {
-        lint: true,
-        lint_point: point,
-        lint_timings: timings,
+        lint: Some(LintOptions {
+            point,
+            timings,
+            ..LintOptions::default()
+        }),
         ..Config::default()
     });
     let decode = DecodeConfig::default();
@@ -151,7 +153,7 @@ pub fn run_two(captures: [&[Frame]; 2]) -> TwoOutcome {
     let mut multi = MultiEngine::new(
         2,
         Config {
-            lint: true,
+            lint: Some(Default::default()),
             ..Config::default()
         },
         MergeConfig::default(),

@@ -171,6 +171,7 @@ fn the_rule_table_of_docs_lint_md_is_the_registry() {
                 r.id.to_string(),
                 r.severity.as_str().to_string(),
                 r.vantage.as_str().to_string(),
+                r.vantage_why.to_string(),
                 r.spec_section.to_string(),
                 r.statement.to_string(),
             ]
@@ -186,4 +187,100 @@ fn the_rule_table_of_docs_lint_md_is_the_registry() {
         rows.len(),
         registry.len()
     );
+}
+
+/// A capture taken on A of `seconds` of A's single-packet WRITEs (one a
+/// millisecond, ev `i % 4`) and B's ACKs, each ACK captured 5 to 35 us
+/// after its WRITE (the paths' delays vary). A's tx_ts is its clock
+/// from `a_clock` (the capture's, shifted), B's its own from `b_clock`:
+/// both wrap (mod 2^32) every 4.3 s.
+fn long_capture(seconds: u64, a_clock: u32, b_clock: u32) -> Vec<cases::Frame> {
+    use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
+    use proto_parse::metaroce::{Body, DEFAULT_PORT, udp_source_port};
+    use std::net::SocketAddr;
+    let start = cases::render_ts(0);
+    let frame = |from_a: bool, repr: &proto_parse::metaroce::Repr<'_>, ts_ns: u64| {
+        let (src, dst) = match from_a {
+            true => (cases::ip(cases::A), cases::ip(cases::B)),
+            false => (cases::ip(cases::B), cases::ip(cases::A)),
+        };
+        let bytes = UdpFrameBuilder::new(
+            SocketAddr::from((src, udp_source_port(repr.ev))),
+            SocketAddr::from((dst, DEFAULT_PORT)),
+        )
+        .with_ecn(ECN_ECT0)
+        .build(&repr.to_vec());
+        cases::Frame { ts_ns, bytes }
+    };
+    let mut frames = Vec::new();
+    let mut path_seq = [0u16; 4];
+    for i in 0..seconds * 1000 {
+        let ev = (i % 4) as u16;
+        let psn = cases::A_INIT_PSN + i as u32;
+        let sent = i * 1_000_000;
+        let mut d = cases::write(true, ev, psn, i as u32 + 1, 0, 1).repr;
+        path_seq[ev as usize] = path_seq[ev as usize].wrapping_add(1).max(1);
+        d.path_seq = path_seq[ev as usize];
+        d.tx_ts = a_clock.wrapping_add(sent as u32);
+        frames.push(frame(true, &d, start + sent));
+        // B sends its ACK 1 us after the WRITE arrived; the two trips take
+        // 2 to 17 us each.
+        let there = 2_000 + (i * 7_919) % 15_000;
+        let back = 2_000 + (i * 104_729) % 15_000;
+        let acked = sent + there + 1_000;
+        let mut a = cases::ack(&cases::Pkt::new(true, d.clone()), psn + 1).repr;
+        a.path_seq = d.path_seq;
+        a.tx_ts = b_clock.wrapping_add(acked as u32);
+        if let Body::Ack(ack) = &mut a.body {
+            ack.feedback.echo_tx_ts = d.tx_ts;
+            ack.feedback.rx_ts = b_clock.wrapping_add((acked - 1_000) as u32);
+        }
+        frames.push(frame(false, &a, start + acked + back));
+    }
+    frames
+}
+
+/// Spec 2: tx_ts is the sender's clock modulo 2^32 (1 ns units: it wraps
+/// every 4.3 s). At the capture host, capture time minus tx_ts is the same
+/// for every packet it sends, modulo 2^32, across the wraps; at the other
+/// end it varies with the paths' delays: the host is decided on a capture
+/// of several seconds, whichever clock wraps where.
+#[test]
+fn the_capture_host_is_guessed_across_tx_ts_wraps() {
+    for (a_clock, b_clock) in [
+        (0xFFFF_FFFF - 500_000_000, 0x1234_5678),
+        (0x0000_1000, 0xFFFF_0000),
+        (0xC000_0000, 0xC000_0000),
+    ] {
+        let frames = long_capture(6, a_clock, b_clock);
+        let out = run(&frames, lint::CapturePoint::Auto);
+        assert_eq!(
+            out.report.host,
+            Some(cases::ip(cases::A)),
+            "A's clock from {a_clock:#x}, B's from {b_clock:#x}"
+        );
+    }
+}
+
+/// Spec 2, 4 and 9: the engine's RTT samples match an echo by tx_ts
+/// equality and its hold time T3 - T2 is taken modulo 2^32, so both hold
+/// across the wraps of either clock: on the 6 s capture every ACK gives its
+/// WRITE's RTT, and the fabric RTT is that less B's 1 us hold.
+#[test]
+fn rtt_and_hold_time_hold_across_tx_ts_wraps() {
+    let frames = long_capture(6, 0xFFFF_FFFF - 500_000_000, 0xFFFF_FFFF - 2_000_000_000);
+    let out = run(&frames, lint::CapturePoint::Auto);
+    let mut samples = 0;
+    for (pair, verdicts) in frames.chunks(2).zip(out.verdicts.chunks(2)) {
+        let rtt = pair[1].ts_ns - pair[0].ts_ns;
+        assert_eq!(
+            verdicts[1].ack_rtt_ns,
+            Some(rtt),
+            "frame {}",
+            verdicts[1].frame
+        );
+        assert_eq!(verdicts[1].fabric_rtt_ns, Some(rtt as i64 - 1_000));
+        samples += 1;
+    }
+    assert_eq!(samples, 6_000);
 }

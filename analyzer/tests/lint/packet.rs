@@ -54,6 +54,25 @@ pub fn cases() -> Vec<Case> {
         case("MR-PKT-005", "payload beyond msg_len", || {
             edited(DATA_1, |p| data_mut(at(p, DATA_1)).msg_offset += 8)
         }),
+        case(
+            "MR-PKT-016",
+            "the middle packet of a message starts 100 bytes late: a gap before it, an \
+             overlap after it",
+            || {
+                let [d0, mut d1, d2] = message();
+                data_mut(&mut d1).msg_offset += 100;
+                whole(vec![d0, d1, d2], &[4, 5])
+            },
+        ),
+        case(
+            "MR-PKT-016",
+            "an overlap, the later PSN captured first (reordered on its way to the receiver)",
+            || {
+                let [d0, d1, mut d2] = message();
+                data_mut(&mut d2).msg_offset -= 8;
+                whole(vec![d0, d2, d1], &[5])
+            },
+        ),
         case("MR-PKT-006", "a READ_REQ without EOM", || {
             edited(DATA_0, |p| {
                 let pkt = at(p, DATA_0);

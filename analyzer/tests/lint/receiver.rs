@@ -48,6 +48,30 @@ pub fn cases() -> Vec<Case> {
         }),
         at(
             A,
+            "MR-RCV-003",
+            "at the sender: a SACK bit for PSN 1003, never sent",
+            || {
+                let [d0, d1] = message();
+                let a = ack(&d0, P0 + 1).with_sack(P0 + 1, &[P0 + 3]);
+                whole(vec![d0, a, d1.clone(), ack(&d1, P0 + 2)], &[4])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-003",
+            "at the sender, the connection's start not captured: a SACK bit beyond every PSN \
+             sent",
+            || {
+                let [d0, d1] = message();
+                let a = ack(&d0, P0 + 1).with_sack(P0 + 1, &[P0 + 3]);
+                Capture {
+                    frames: render(&[d0, a, d1.clone(), ack(&d1, P0 + 2)]),
+                    expect: vec![2],
+                }
+            },
+        ),
+        at(
+            A,
             "MR-RCV-004",
             "an ACK echoing ev 5, where the DATA went on ev 0",
             || {
@@ -63,6 +87,15 @@ pub fn cases() -> Vec<Case> {
             || {
                 let [d0] = message();
                 let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 + 7);
+                whole(vec![d0, a], &[4])
+            },
+        ),
+        case(
+            "MR-RCV-004",
+            "at the receiver: an ACK echoing ev 5, where the DATA arrived on ev 0",
+            || {
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_ev = 5);
                 whole(vec![d0, a], &[4])
             },
         ),
@@ -83,6 +116,25 @@ pub fn cases() -> Vec<Case> {
                 )
             },
         ),
+        at(
+            A,
+            "MR-RCV-007",
+            "at the sender: ce_count 3, then 2, captured in the other order",
+            || {
+                let [d0, d1] = message();
+                let a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = 3);
+                let a1 = ack(&d1, P0 + 2).with_fb(|f| f.ce_count = 2);
+                let mut capture = whole(vec![d0, d1, a0, a1], &[6]);
+                swap_frames(&mut capture.frames, 5, 6);
+                capture
+            },
+        ),
+        at(A, "MR-RCV-007", "at the sender: ce_count 3, then 2", || {
+            let [d0, d1] = message();
+            let a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = 3);
+            let a1 = ack(&d1, P0 + 2).with_fb(|f| f.ce_count = 2);
+            whole(vec![d0, a0, d1, a1], &[6])
+        }),
         case("MR-RCV-007", "ce_count 3, then 2", || {
             let [d0, d1] = message();
             let a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = 3);
@@ -138,6 +190,71 @@ pub fn cases() -> Vec<Case> {
     ]
 }
 
+/// Swaps the packets of frames `a` and `b` (1-based), leaving the capture
+/// times in place: the two were captured in the other order.
+fn swap_frames(frames: &mut [Frame], a: u64, b: u64) {
+    let (a, b) = (a as usize - 1, b as usize - 1);
+    let bytes = std::mem::take(&mut frames[a].bytes);
+    frames[a].bytes = std::mem::replace(&mut frames[b].bytes, bytes);
+}
+
+/// Spec 4 and 2 (MR-RCV-001, 007): feedback travelling on several paths
+/// is captured reordered at the sender; ordered by its tx_ts (the
+/// receiver's clock) the cumulative ack and ce_count still never go back,
+/// so no capture point finds anything.
+#[test]
+fn feedback_reordered_on_its_way_is_judged_in_the_order_it_was_sent() {
+    let [d0, d1] = message();
+    let a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = 1);
+    let a1 = ack(&d1, P0 + 2).with_fb(|f| f.ce_count = 2);
+    let mut frames = render(&with_handshake(vec![d0, d1, a0, a1]));
+    swap_frames(&mut frames, 5, 6);
+    for point in [
+        CapturePoint::Host(ip(A)),
+        CapturePoint::Auto,
+        CapturePoint::Unknown,
+    ] {
+        let out = run(&frames, point);
+        let found: Vec<_> = out
+            .findings
+            .iter()
+            .filter(|f| matches!(f.rule().id, "MR-RCV-001" | "MR-RCV-007"))
+            .map(|f| (f.rule().id, f.frame))
+            .collect();
+        assert!(found.is_empty(), "{point:?}: {found:?}");
+    }
+}
+
+/// Spec 2: tx_ts wraps every 4.3 s (32 bits of 1 ns); feedback across the
+/// wrap is ordered in serial arithmetic: a ce_count that goes back across
+/// it is found, one that grows is not.
+#[test]
+fn feedback_order_by_tx_ts_crosses_its_wrap() {
+    let build = |ce: [u16; 2]| {
+        let [d0, d1] = message();
+        let mut a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = ce[0]);
+        let mut a1 = ack(&d1, P0 + 2).with_fb(|f| f.ce_count = ce[1]);
+        // B's clock: 16 ns before the wrap at frame 5, 10 us later (past
+        // the wrap) at frame 6; captured in the other order.
+        a0.after_emit = Some(|p| p.set_tx_ts(0xFFFF_FFF0));
+        a1.after_emit = Some(|p| p.set_tx_ts(0xFFFF_FFF0u32.wrapping_add(10_000)));
+        let mut frames = render(&with_handshake(vec![d0, d1, a0, a1]));
+        swap_frames(&mut frames, 5, 6);
+        frames
+    };
+    let rules = |out: &Outcome| -> Vec<(&'static str, u64)> {
+        out.findings
+            .iter()
+            .filter(|f| matches!(f.rule().id, "MR-RCV-001" | "MR-RCV-007"))
+            .map(|f| (f.rule().id, f.frame))
+            .collect()
+    };
+    let out = run(&build([1, 2]), CapturePoint::Host(ip(A)));
+    assert_eq!(rules(&out), []);
+    let out = run(&build([2, 1]), CapturePoint::Host(ip(A)));
+    assert_eq!(rules(&out), [("MR-RCV-007", 6)]);
+}
+
 /// Receiver rules judged at the receiver are not judged at the sender
 /// (feedback reordered on its way, DATA lost after the capture).
 #[test]
@@ -176,7 +293,8 @@ fn a_feedback_finding_is_about_the_acknowledged_direction() {
     assert_eq!(f.related_frame, Some(4));
     assert_eq!(
         f.evidence(),
-        "cumulative ack 1000 after the feedback of frame 4 carried 1001."
+        "cumulative ack 1000 in the later sent (by tx_ts) of this feedback and that of frame 4, \
+         1001 in the earlier."
     );
 }
 

@@ -251,8 +251,14 @@ pub fn cases() -> Vec<Case> {
             || {
                 let [first, middle, last] = write3();
                 let nak = ack(10, 101, NAK_SEQ, 0);
-                capture(&[first, middle, last, nak, last.at(12)], &[5])
+                capture(&[first, middle, last, nak, last.at(25)], &[5])
             },
+        ),
+        case(
+            "RC-REQ-001",
+            "a replay that passed the second NAK's PSN goes on after the requester could react",
+            at_a,
+            || capture(&replay_past_second_nak(true), &[15]),
         ),
         case(
             "RC-REQ-001",
@@ -261,7 +267,7 @@ pub fn cases() -> Vec<Case> {
             || {
                 let [first, middle, last] = write3();
                 let nak = ack(10, 101, NAK_SEQ, 0);
-                capture(&[first, middle, last, nak, first.at(12)], &[5])
+                capture(&[first, middle, last, nak, first.at(25)], &[5])
             },
         ),
         case("RC-REQ-002", "a new PSN skipped", at_a, || {
@@ -410,6 +416,105 @@ pub fn cases() -> Vec<Case> {
     ]
 }
 
+/// SENDs 100 to 105 at 0 to 5 us; 101 lost: B NAKs it at 10 us and A
+/// replays from 101, one PSN every 10 us; the replayed 103 lost: B NAKs
+/// 103 (frame 12), captured at 41 us, the instant A sends 105 (frame 13,
+/// sent before A could react). Conformant, A then goes back to 103 at 55
+/// us; `broken`, it sends the new 106, then 104 again, a retransmission
+/// past the NAK's PSN (frame 15).
+fn replay_past_second_nak(broken: bool) -> Vec<Rc> {
+    let mut script: Vec<Rc> = (0..6).map(|i| send(i, 100 + i as u32)).collect();
+    script.push(ack(10, 101, NAK_SEQ, 0));
+    script.extend((0..3).map(|i| send(11 + 10 * i, 101 + i as u32)));
+    // 104 at 41 us, then the second NAK, then 105 in the same microsecond.
+    script.push(send(41, 104));
+    script.push(ack(41, 103, NAK_SEQ, 1));
+    script.push(send(41, 105));
+    if broken {
+        script.push(send(55, 106));
+        script.push(send(56, 104));
+    } else {
+        script.extend((0..3).map(|i| send(55 + i, 103 + i as u32)));
+    }
+    script
+}
+
+/// IBTA 9.7 (go-back-N), RC-REQ-001: a requester reacts to a sequence
+/// error NAK with the first request it sends once it can (the lint's
+/// reaction time after the NAK was captured). A requester mid-replay when
+/// a second NAK arrives, whose next packet (sent before it could react)
+/// continues the replay, and which then goes back to the NAK's PSN, is
+/// conformant.
+#[test]
+fn a_requester_mid_replay_when_a_second_nak_arrives_is_conformant() {
+    let frames = render_rc(&replay_past_second_nak(false));
+    for point in [CapturePoint::Host(ip(A)), CapturePoint::Auto] {
+        let out = run(&frames, point);
+        let found: Vec<_> = out
+            .findings
+            .iter()
+            .filter(|f| out.report.keeps(f))
+            .map(|f| (f.rule().id, f.frame, f.evidence()))
+            .collect();
+        assert!(found.is_empty(), "{point:?}: {found:?}");
+    }
+}
+
+/// A replay that began before the NAK (a timeout) and has yet to reach
+/// the NAK's PSN goes back far enough: continuing it is conformant, and
+/// so is a request sent before the requester could react; jumping past
+/// the NAK's PSN once it could is not.
+#[test]
+fn a_replay_begun_before_the_nak_that_covers_its_psn_is_go_back_n() {
+    // 100 to 104 sent; no answer: A times out and replays from 101 at
+    // 100 us, one PSN every 10 us. B's NAK of 103 (the originals 101 and
+    // 102 arrived, 103 lost) reaches A at 105 us, when the replay is at
+    // 101: it goes on with 102 at 115 us and reaches 103 at 125 us.
+    let mut script: Vec<Rc> = (0..5).map(|i| send(i, 100 + i as u32)).collect();
+    script.push(send(100, 101));
+    script.push(ack(105, 103, NAK_SEQ, 2));
+    script.extend((0..3).map(|i| send(115 + 10 * i, 102 + i as u32)));
+    let out = run(&render_rc(&script), CapturePoint::Host(ip(A)));
+    let found: Vec<_> = out
+        .findings
+        .iter()
+        .map(|f| (f.rule().id, f.frame))
+        .collect();
+    assert!(found.is_empty(), "{found:?}");
+    // A replay from 104, past the NAK's PSN, once A could react.
+    script.truncate(7);
+    script.push(send(115, 104));
+    let out = run(&render_rc(&script), CapturePoint::Host(ip(A)));
+    let found: Vec<_> = out
+        .findings
+        .iter()
+        .map(|f| (f.rule().id, f.frame))
+        .collect();
+    assert_eq!(found, [("RC-REQ-001", 8)]);
+}
+
+/// IBTA 9.7 (RNR NAK timer), RC-REQ-003: a request sent before the
+/// requester could react to the RNR NAK (a retransmission already on its
+/// way) is no retry; the retry after it is judged.
+#[test]
+fn a_request_sent_before_the_requester_could_react_to_an_rnr_nak_is_no_retry() {
+    // RNR NAK of 100 asking for 1.28 ms at 10 us; a timeout retransmission
+    // of 100 leaves at 11 us; the retry at 1.4 ms waited long enough.
+    let rnr_nak = ack(10, 100, 0x20 | 14, 0);
+    let found = |retry_us: u64| {
+        let frames = render_rc(&[send(0, 100), rnr_nak, send(11, 100), send(retry_us, 100)]);
+        let out = run(&frames, CapturePoint::Auto);
+        out.findings
+            .iter()
+            .filter(|f| f.rule().id == "RC-REQ-003")
+            .map(|f| f.frame)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(found(1400), Vec::<u64>::new());
+    // A retry at 500 us is still too early.
+    assert_eq!(found(500), [4]);
+}
+
 /// Clean traffic, across the 24-bit wrap, gives no finding at any point.
 #[test]
 fn clean_rc_traffic_gives_no_finding() {
@@ -521,8 +626,10 @@ fn the_cnp_interval_is_configurable() {
     let frames = render_rc(&[req(0, Opcode::RcSendOnly, 100, 64), cnp(10), cnp(30)]);
     let count = |interval: u64| {
         let mut engine = analyzer::engine::Engine::new(analyzer::engine::Config {
-            lint: true,
-            lint_cnp_interval_ns: interval,
+            lint: Some(analyzer::lint::LintOptions {
+                cnp_interval_ns: interval,
+                ..Default::default()
+            }),
             ..analyzer::engine::Config::default()
         });
         let decode = proto_parse::frame::DecodeConfig::default();

@@ -35,7 +35,10 @@ fn analysis_config() -> Option<analyzer::Config> {
     let rocev2 = PREF_ROCE.load(Ordering::Relaxed).truth();
     (metaroce || rocev2).then(|| analyzer::Config {
         stall_threshold_ns: u64::from(PREF_STALL_US.load(Ordering::Relaxed)) * 1000,
-        lint: PREF_LINT.load(Ordering::Relaxed).truth(),
+        lint: PREF_LINT
+            .load(Ordering::Relaxed)
+            .truth()
+            .then(analyzer::lint::LintOptions::default),
         ..analyzer::Config::default()
     })
 }

@@ -8,8 +8,9 @@
 //!
 //! One module per header ([`bth`], [`reth`], [`aeth`], [`deth`],
 //! [`atomic`]) with smoltcp-style `Packet<T>` views and owned `Repr`s, the
-//! [`opcode`] table saying which extension headers an opcode carries, and
-//! [`icrc`] for the invariant CRC. [`Packet`] ties them together over a whole
+//! [`opcode`] table saying which extension headers an opcode carries,
+//! [`icrc`] for the invariant CRC, and two facts a flow tracker needs: an
+//! opcode's [`role`] in the RC service and 24-bit [`psn`] arithmetic. [`Packet`] ties them together over a whole
 //! UDP payload.
 //!
 //! # Panics and checks
@@ -32,12 +33,16 @@ pub mod bth;
 pub mod deth;
 pub mod icrc;
 pub mod opcode;
+pub mod psn;
 pub mod reth;
+pub mod role;
 
 pub use aeth::{NakCode, Syndrome};
 pub use atomic::AtomicEthRepr;
 pub use icrc::{ICRC_LEN, IcrcStatus};
 pub use opcode::{ExtHeaders, Opcode, Service};
+pub use psn::{PSN_MASK, sext24};
+pub use role::{RequestOp, Role, role};
 
 use crate::{Error, Layer, LenSource, Warning};
 

@@ -1,7 +1,7 @@
 //! The lint's timing bounds: where a rule says "within the ack delay" or
 //! "reacts", the spec sets no number, so the lint uses these, and an
 //! implementer whose transport has other timers sets their own
-//! (`Config::lint_timings`, the CLI's `--ack-delay`, `--nack-rtts`, ...).
+//! (`LintOptions::timings`, the CLI's `--ack-delay`, `--nack-rtts`, ...).
 
 /// The timing bounds of the lint's rules. Read by the checks from the
 /// lint's state (one copy per engine), never looked up per packet.
@@ -20,8 +20,11 @@ pub struct LintTimings {
     pub rate_window_rtts: u64,
     /// ...and at least this long. Default 100 us.
     pub rate_window_min_ns: u64,
-    /// MR-SND-007: the window starts one RTT, and at least this long,
-    /// after the signal (the sender's reaction time). Default 10 us.
+    /// The sender's reaction time: MR-SND-007's window starts one RTT,
+    /// and at least this long, after the signal; RC-REQ-001, RC-REQ-003
+    /// and MR-SND-004 judge only what was sent at least this long after
+    /// its trigger (a NAK, an acknowledgement) was captured: a packet sent
+    /// sooner left before the sender could react. Default 10 us.
     pub reaction_min_ns: u64,
     /// MR-CONN-010: a CLOSE is unanswered when the capture went on this
     /// long after it with no CLOSE_ACK (or ABORT) from the peer. Default

@@ -9,7 +9,7 @@
 //! models of the sequence in [`FlowState`]: the PSN the requester's next
 //! new request must carry, and the PSN the responder expects next (what
 //! a responder-side capture shows arriving). PSNs are 24 bits and every
-//! comparison is serial (`sext24`, the engine's).
+//! comparison is serial (`proto_parse::rocev2::sext24`).
 //!
 //! A READ of `len` bytes takes `ceil(len / PMTU)` PSNs (one at least).
 //! The PMTU is not on the wire: it is learned from a first or middle
@@ -19,12 +19,14 @@
 
 use std::net::IpAddr;
 
-use proto_parse::rocev2::{NakCode, Syndrome};
+use proto_parse::rocev2::{
+    NakCode, RequestOp as RoceOp, Role as RoceRole, Syndrome, role as roce_role, sext24,
+};
 use rustc_hash::FxHashMap;
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{ConnIds, Ctx, Evidence, Side};
-use crate::engine::{RoceObs, RoceOp, RoceRole, roce_role, sext24};
+use crate::observation::RoceObs;
 
 const fn rule(
     id: &'static str,
@@ -45,10 +47,16 @@ pub(super) const RULES: &[Rule] = &[
         Severity::Error,
         Vantage::Sender,
         "IBTA 9.7 (go-back-N)",
-        "After a PSN sequence error NAK, the requester's first retransmitted request carries the \
-         NAK's PSN (go-back-N restarts where the responder's sequence broke).",
+        "After a PSN sequence error NAK, the first request the requester retransmits once it \
+         can react (--reaction-min, default 10 us, after the NAK) carries the NAK's PSN \
+         (go-back-N restarts where the responder's sequence broke), or continues a go-back-N \
+         replay begun before the NAK that has yet to reach that PSN.",
         "retransmission with PSN {observed} where the sequence error NAK of frame {related} \
          asked for PSN {expected}.",
+    )
+    .because(
+        "what the requester sent once the NAK reached it: only its capture orders the two, without \
+         loss or reordering",
     ),
     rule(
         "RC-REQ-002",
@@ -58,6 +66,10 @@ pub(super) const RULES: &[Rule] = &[
         "Each new request packet carries the PSN after its predecessor's, mod 2^24 (a SEND or \
          WRITE packet and an atomic take one PSN, a READ one per response packet).",
         "new request with PSN {observed} where {expected} was next.",
+    )
+    .because(
+        "in the requester's capture nothing is lost or reordered yet; elsewhere a lost PSN looks \
+         skipped",
     ),
     rule(
         "RC-REQ-003",
@@ -65,10 +77,12 @@ pub(super) const RULES: &[Rule] = &[
         Vantage::Either,
         "IBTA 9.7 (RNR NAK timer)",
         "After an RNR NAK, the requester retries no earlier than the RNR NAK timer its \
-         syndrome encodes (0.01 to 655.36 ms).",
+         syndrome encodes (0.01 to 655.36 ms); requests sent before it could react \
+         (--reaction-min after the NAK) were no retry.",
         "retry {observed} ns after the RNR NAK of frame {related}, whose timer asked for at \
          least {expected} ns.",
-    ),
+    )
+    .because("the time from an RNR NAK to the retry can only grow on the way from the requester"),
     rule(
         "RC-RSP-001",
         Severity::Error,
@@ -79,7 +93,8 @@ pub(super) const RULES: &[Rule] = &[
          arrives once more.",
         "duplicate PSN {observed} arrived again with no response from the responder since its \
          previous copy (frame {related}).",
-    ),
+    )
+    .because("what arrived at the responder, and when it answered: only in its capture"),
     rule(
         "RC-RSP-002",
         Severity::Error,
@@ -89,7 +104,8 @@ pub(super) const RULES: &[Rule] = &[
          sequence error NAK carrying the expected PSN, before the expected PSN arrives.",
         "PSN {observed} where a sequence error NAK for the expected PSN {expected} was due \
          (out-of-sequence request in frame {related}).",
-    ),
+    )
+    .because("what arrived at the responder, and when it answered: only in its capture"),
     rule(
         "RC-RSP-003",
         Severity::Error,
@@ -99,7 +115,8 @@ pub(super) const RULES: &[Rule] = &[
          PSN before a request with that PSN was captured.",
         "second sequence error NAK for PSN {observed} (the first in frame {related}) with no \
          request of that PSN in between.",
-    ),
+    )
+    .because("two NAKs and the requests between them, in the order they pass any capture point"),
     rule(
         "RC-RSP-004",
         Severity::Error,
@@ -108,7 +125,8 @@ pub(super) const RULES: &[Rule] = &[
         "An AETH syndrome is valid: reserved bit 7 clear, not the reserved kind 0b10, NAK codes \
          0 to 4 only; READ responses and atomic ACKs carry an ACK syndrome.",
         "AETH syndrome {observed:x} on opcode {expected:x}.",
-    ),
+    )
+    .because("the response alone"),
     rule(
         "RC-RSP-005",
         Severity::Error,
@@ -116,6 +134,10 @@ pub(super) const RULES: &[Rule] = &[
         "IBTA 9.7 (MSN)",
         "The MSN of a responder's AETH never moves backwards (24-bit serial arithmetic).",
         "MSN {observed} after MSN {expected} in the flow's previous response (frame {related}).",
+    )
+    .because(
+        "the responses' MSNs: a later response passes any point on the way after an earlier one on \
+         the same path",
     ),
     rule(
         "RC-RSP-006",
@@ -126,7 +148,8 @@ pub(super) const RULES: &[Rule] = &[
          packets, READ and atomic requests) since the capture began.",
         "MSN advanced {observed} since the flow's first response while only {expected} request \
          messages ended.",
-    ),
+    )
+    .because("a bound from every request message captured anywhere (loose on purpose)"),
     rule(
         "RC-RSP-007",
         Severity::Error,
@@ -135,7 +158,8 @@ pub(super) const RULES: &[Rule] = &[
         "An ACK (or atomic ACK) acknowledges only requests that arrived: its PSN is below the \
          responder's expected PSN.",
         "ACK of PSN {observed} where PSN {expected} had not arrived.",
-    ),
+    )
+    .because("what arrived at the responder before the ACK left: only in its capture"),
     rule(
         "RC-CNP-001",
         Severity::Warning,
@@ -145,6 +169,10 @@ pub(super) const RULES: &[Rule] = &[
          default; Config::lint_cnp_interval_ns).",
         "CNP {observed} ns after the flow's previous CNP (frame {related}); the interval is \
          {expected} ns.",
+    )
+    .because(
+        "two CNPs of a flow can only come closer on the way from the notification point (a \
+         warning)",
     ),
 ];
 
@@ -279,6 +307,24 @@ struct Pending {
     frame: u64,
 }
 
+/// A sequence error NAK whose go-back-N restart is awaited (RC-REQ-001).
+#[derive(Debug, Clone, Copy)]
+struct GoBack {
+    psn: u32,
+    frame: u64,
+    /// When the NAK was captured: requests sent less than the reaction
+    /// time after it were on their way before the requester could react.
+    ts: u64,
+}
+
+/// The requester's latest run of retransmissions in PSN order (a
+/// go-back-N replay): when it started, and the PSN it sends next.
+#[derive(Debug, Clone, Copy)]
+struct Replay {
+    since: u64,
+    next: Expect,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct RnrWait {
     /// The PSN it NAKed: the retry's.
@@ -301,7 +347,9 @@ pub(super) struct FlowState {
     /// Responder: the PSN it expects next (from what was captured).
     expected: Option<Expect>,
     /// A sequence error NAK whose retransmission is awaited (RC-REQ-001).
-    go_back: Option<Pending>,
+    go_back: Option<GoBack>,
+    /// The replay the requester's latest retransmissions make (RC-REQ-001).
+    replay: Option<Replay>,
     /// An RNR NAK whose retry is awaited (RC-REQ-003).
     rnr: Option<RnrWait>,
     /// The PSN of the last sequence error NAK, until a request with it is
@@ -389,25 +437,46 @@ fn request(ctx: &mut Ctx<'_>, r: &RoceObs, flow: &mut FlowState, op: RoceOp, las
         flow.ended += 1;
     }
 
-    // Requester: go-back-N, the RNR wait, PSN continuity.
+    // Requester: go-back-N, the RNR wait, PSN continuity. A trigger (a
+    // NAK) is answered by the requests sent at least a reaction time after
+    // it was captured: those before left before the requester could react.
+    let now = ctx.obs.ts_ns;
+    let reaction = ctx.timings().reaction_min_ns;
+    let replay = match flow.replay {
+        Some(r) if retransmission && r.next.place(psn, flow.pmtu) == Place::InSequence => {
+            Some(r.since)
+        }
+        _ if retransmission => Some(now),
+        _ => None,
+    };
+    flow.replay = replay.map(|since| Replay {
+        since,
+        next: after(psn, op, r.dma_len),
+    });
     if let Some(nak) = flow.go_back {
         if psn == nak.psn {
             flow.go_back = None;
-        } else if retransmission {
-            flow.go_back = None;
-            if ctx.judges(GO_BACK_N.rule().vantage) {
-                ctx.report(
-                    GO_BACK_N,
-                    Evidence::new(psn, nak.psn).related(Some(nak.frame)),
-                );
+        } else if retransmission && now >= nak.ts.saturating_add(reaction) {
+            // A replay that began before the NAK and has yet to reach its
+            // PSN goes back far enough: it will send it again.
+            let covers = replay.is_some_and(|since| since < nak.ts) && serial(psn, nak.psn) > 0;
+            if !covers {
+                flow.go_back = None;
+                if ctx.judges(GO_BACK_N.rule().vantage) {
+                    ctx.report(
+                        GO_BACK_N,
+                        Evidence::new(psn, nak.psn).related(Some(nak.frame)),
+                    );
+                }
             }
         }
     }
     if let Some(rnr) = flow.rnr
         && (retransmission || psn == rnr.psn)
+        && now >= rnr.ts.saturating_add(reaction)
     {
         flow.rnr = None;
-        let waited = ctx.obs.ts_ns.saturating_sub(rnr.ts);
+        let waited = now.saturating_sub(rnr.ts);
         if waited < rnr.wait_ns {
             ctx.report(
                 RNR_WAIT,
@@ -555,7 +624,11 @@ fn response(ctx: &mut Ctx<'_>, r: &RoceObs, flow: &mut FlowState, role: RoceRole
                 ctx.report(ONE_NAK, Evidence::new(psn, psn).related(Some(n.frame)));
             }
             flow.naked = Some(Pending { psn, frame });
-            flow.go_back = Some(Pending { psn, frame });
+            flow.go_back = Some(GoBack {
+                psn,
+                frame,
+                ts: ctx.obs.ts_ns,
+            });
         }
         Syndrome::RnrNak { timer } => {
             flow.rnr = Some(RnrWait {

@@ -26,7 +26,7 @@
 //!
 //! # Where a rule can be judged
 //! A rule's [`Vantage`] says which capture point can judge it. The engine
-//! is told where its capture was taken with `Config::lint_point`
+//! is told where its capture was taken with `LintOptions::point`
 //! ([`CapturePoint`]): on a host (its address), unknown, or `Auto`. A
 //! direction whose source is the host is seen from the sender side, one
 //! whose destination is the host from the receiver side.
@@ -71,6 +71,7 @@
 mod connection;
 mod finding;
 mod network;
+mod options;
 mod packet;
 mod receiver;
 mod rocev2;
@@ -82,14 +83,16 @@ use std::net::IpAddr;
 
 use connection::Passes;
 pub use finding::{Conn, Finding};
+pub use options::LintOptions;
 pub use rocev2::rnr_timer_ns;
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 pub use timings::LintTimings;
 
-use crate::engine::{
-    CaptureCopy, DataObs, Dir, MrBody, MrObs, Observation, RoceFlow, RoceFlowReport, RoceObs,
-    RoceTable, Verdict,
-};
+use crate::engine::cross_capture::CaptureCopy;
+use crate::engine::direction::Direction;
+use crate::engine::rocev2::{RoceFlow, RoceTable};
+use crate::engine::verdict::Verdict;
+use crate::observation::{DataObs, MrBody, MrObs, ObsKind, Observation, RoceObs};
 
 /// Every family's rules, in registry order (a [`RuleId`] is its family's
 /// place here and the rule's place in the family).
@@ -169,6 +172,7 @@ impl Side {
             Vantage::Either | Vantage::TwoCapture => true,
             Vantage::Sender => self == Side::Sender,
             Vantage::Receiver => self == Side::Receiver,
+            Vantage::Endpoint => self != Side::Unknown,
         }
     }
 }
@@ -454,7 +458,7 @@ pub(crate) struct Ctx<'a> {
     /// The verdict the engine built for this packet.
     pub verdict: &'a Verdict,
     /// The engine's state of the packet's own direction (`src -> dst`).
-    pub own: Option<&'a Dir>,
+    pub own: Option<&'a Direction>,
     /// RoCEv2: the engine's state of the packet's flow (the request flow
     /// a response answers).
     pub roce: Option<&'a RoceFlow>,
@@ -507,7 +511,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// The rules' timing bounds (`Config::lint_timings`).
+    /// The rules' timing bounds (`LintOptions::timings`).
     pub fn timings(&self) -> &LintTimings {
         &self.out.timings
     }
@@ -602,9 +606,12 @@ pub(crate) struct LintState {
 }
 
 impl LintState {
-    /// `cnp_interval_ns`: `Config::lint_cnp_interval_ns` (RC-CNP-001);
-    /// `timings`: `Config::lint_timings`.
-    pub fn new(point: CapturePoint, cnp_interval_ns: u64, timings: LintTimings) -> LintState {
+    pub fn new(options: LintOptions) -> LintState {
+        let LintOptions {
+            point,
+            cnp_interval_ns,
+            timings,
+        } = options;
         LintState {
             point,
             guess: HostGuess::default(),
@@ -663,11 +670,11 @@ impl LintState {
     /// A packet the engine could not analyse (malformed, spec 8).
     pub fn malformed(&mut self, obs: &Observation, v: &mut Verdict) {
         let ids = match obs.kind {
-            crate::engine::ObsKind::MetaRoce(mr) => ConnIds::MetaRoce {
+            ObsKind::MetaRoce(mr) => ConnIds::MetaRoce {
                 src_conn: mr.src_conn,
                 dst_conn: mr.dst_conn,
             },
-            crate::engine::ObsKind::RoceV2(r) => ConnIds::RoceV2 { dest_qp: r.dest_qp },
+            ObsKind::RoceV2(r) => ConnIds::RoceV2 { dest_qp: r.dest_qp },
         };
         let mut ctx = Ctx {
             obs,
@@ -697,7 +704,7 @@ impl LintState {
         obs: &Observation,
         mr: &MrObs,
         v: &mut Verdict,
-        dirs: &[Option<Dir>],
+        dirs: &[Option<Direction>],
         own: u32,
         peer: Option<u32>,
     ) {
@@ -722,7 +729,7 @@ impl LintState {
         mr: &MrObs,
         d: &DataObs,
         v: &Verdict,
-        dirs: &[Option<Dir>],
+        dirs: &[Option<Direction>],
         own: u32,
     ) -> bool {
         let Some(lint) = self.dirs.get_mut(own as usize) else {
@@ -738,6 +745,8 @@ impl LintState {
         let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
         let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
         let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
+        // At the sender, the receiver family records what was sent.
+        let endpoint = side.is_none_or(|s| s.judges(Vantage::Endpoint));
         let connection = match self.connection.steady(mr, &lint.connection) {
             Passes::FullCheck => return false,
             Passes::Unannounced => true,
@@ -745,6 +754,7 @@ impl LintState {
         };
         let plain = connection
             && !packet::breaks_alone(obs, mr)
+            && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v)
             && (!sender || sender::plain_data(&lint.sender, obs, mr, v, own_dir))
             && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));
         if !plain {
@@ -753,7 +763,7 @@ impl LintState {
         if sender {
             sender::record_plain_data(&mut lint.sender, mr, d);
         }
-        if receiver {
+        if receiver || endpoint && !d.trimmed {
             receiver::record_plain_data(&mut lint.receiver, mr, own_dir);
         }
         if let Some(sources) = sources {
@@ -772,7 +782,7 @@ impl LintState {
         obs: &Observation,
         mr: &MrObs,
         v: &mut Verdict,
-        dirs: &[Option<Dir>],
+        dirs: &[Option<Direction>],
         own: u32,
         peer: Option<u32>,
     ) {
@@ -915,7 +925,7 @@ impl LintState {
 
     /// The end of the capture at `end_ns` (`Engine::finish`): the rules
     /// judged on what never came (MR-CONN-010, a CLOSE never answered).
-    pub fn finish(&mut self, end_ns: u64, dirs: &[Option<Dir>]) {
+    pub fn finish(&mut self, end_ns: u64, dirs: &[Option<Direction>]) {
         self.connection
             .finish(end_ns, dirs, &mut self.dirs, &mut self.out);
     }
@@ -923,7 +933,7 @@ impl LintState {
     /// The report's `lint`: per-rule counts of the directions' findings
     /// whose rule applies at the capture point, and the findings on no
     /// direction.
-    pub fn report(&self, dirs: &[Option<Dir>], roce: &RoceTable) -> LintReport {
+    pub fn report(&self, dirs: &[Option<Direction>], roce: &RoceTable) -> LintReport {
         let host = self.host();
         let mut counts = vec![0u64; rule_count()];
         let mut add = |c: &RuleCounts, side: Side| {
@@ -964,7 +974,7 @@ impl LintState {
 
     /// Direction `index`'s counts per rule (ids), those that apply at the
     /// capture point, for its `DirectionReport`.
-    pub fn dir_counts(&self, index: usize, dir: &Dir) -> Vec<(&'static str, u64)> {
+    pub fn dir_counts(&self, index: usize, dir: &Direction) -> Vec<(&'static str, u64)> {
         let Some(lint) = self.dirs.get(index) else {
             return Vec::new();
         };
@@ -973,29 +983,28 @@ impl LintState {
     }
 
     /// Each RoCEv2 flow's counts per rule (ids), those that apply at the
-    /// capture point, into its `RoceFlowReport` (`flows`: the table's
-    /// report, sorted by first frame, which names a flow).
-    pub fn flow_counts(&self, flows: &mut [RoceFlowReport], roce: &RoceTable) {
+    /// capture point, with the flow's first frame (which names it in the
+    /// report), for its `RoceFlowReport`; flows without findings are left
+    /// out.
+    pub fn flow_counts<'a>(
+        &'a self,
+        roce: &'a RoceTable,
+    ) -> impl Iterator<Item = (u64, Vec<(&'static str, u64)>)> + 'a {
         let host = self.host();
-        for (i, lint) in self.flows.iter().enumerate() {
+        self.flows.iter().enumerate().filter_map(move |(i, lint)| {
             if lint.counts.0.is_empty() {
-                continue;
+                return None;
             }
-            let Some(flow) = roce.flow(i as u32) else {
-                continue;
-            };
+            let flow = roce.flow(i as u32)?;
             if flow.first_frame != lint.first_frame {
-                continue;
+                return None;
             }
-            if let Ok(at) = flows.binary_search_by_key(&flow.first_frame, |r| r.first_frame) {
-                let (src, dst) = flow.addresses();
-                flows[at].lint = lint
-                    .counts
-                    .judged(Side::of(src, dst, host))
-                    .into_iter()
-                    .collect();
-            }
-        }
+            let (src, dst) = flow.addresses();
+            Some((
+                flow.first_frame,
+                lint.counts.judged(Side::of(src, dst, host)),
+            ))
+        })
     }
 }
 
@@ -1020,6 +1029,7 @@ mod test {
             );
             assert!(rule.statement.ends_with('.'), "{}", rule.id);
             assert!(!rule.evidence.is_empty() && !rule.spec_section.is_empty());
+            assert!(!rule.vantage_why.is_empty(), "{}: why its vantage", rule.id);
         }
         assert_eq!(seen.len(), rule_count());
         let indices: Vec<usize> = rules().map(|(id, _)| id.index()).collect();

@@ -13,7 +13,8 @@ use proto_parse::frame::Ecn;
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Conn, Finding, Recorder, RuleCounts};
-use crate::engine::{CaptureCopy, MrObs, Observation};
+use crate::engine::cross_capture::CaptureCopy;
+use crate::observation::{MrObs, Observation};
 
 pub(super) const RULES: &[Rule] = &[Rule::new(
     Protocol::MetaRoce,
@@ -26,7 +27,8 @@ pub(super) const RULES: &[Rule] = &[Rule::new(
      the capture points cleared the field, hiding congestion from the endpoints.",
 )
 .with_severity(Severity::Warning)
-.judged_from(Vantage::TwoCapture)];
+.judged_from(Vantage::TwoCapture)
+.because("it compares two copies of one transmission, one per capture point")];
 
 const ECN_KEPT: RuleId = RuleId::of("MR-NET-001");
 

@@ -8,7 +8,8 @@ use proto_parse::metaroce::{DataOp, Flags, WarningFlags, udp_source_port};
 use super::connection::Announced;
 use super::rule::{Protocol, Rule, RuleId, Severity};
 use super::{Ctx, Evidence};
-use crate::engine::{
+use crate::engine::verdict::Verdict;
+use crate::observation::{
     CrcCheck, DataObs, FbKind, FeedbackObs, FlowLabel, MrBody, MrObs, Observation,
 };
 
@@ -31,14 +32,16 @@ pub(super) const RULES: &[Rule] = &[
          packet, sack_words at most 4, TLVs inside the header, no payload beyond payload_len.",
         "the packet breaks a rule of spec section 8 (`metaroce-analyze decode --frames N` \
          names the field and its offset).",
-    ),
+    )
+    .because("the packet's own bytes, the same wherever it is captured"),
     rule(
         "MR-PKT-002",
         Severity::Error,
         "1",
         "The UDP source port is 0xC000 | (ev & 0x3FFF), so that ECMP spreads the paths.",
         "UDP source port {observed} (ev {ev}) where 0xC000 | (ev & 0x3FFF) is {expected}.",
-    ),
+    )
+    .because("the packet alone: switches keep the UDP ports"),
     rule(
         "MR-PKT-003",
         Severity::Error,
@@ -46,7 +49,8 @@ pub(super) const RULES: &[Rule] = &[
         "SOM is set on a message's packet with msg_offset 0, and on no other.",
         "msg_offset {observed} with SOM {expected} (1: set, 0: clear): SOM must be set \
          exactly when msg_offset is 0.",
-    ),
+    )
+    .because("the packet alone: no switch changes the header"),
     rule(
         "MR-PKT-004",
         Severity::Error,
@@ -54,14 +58,16 @@ pub(super) const RULES: &[Rule] = &[
         "EOM is set on the packet whose payload ends at msg_len, and on no other.",
         "the payload ends at byte {observed} of a {expected}-byte message, and EOM says \
          otherwise.",
-    ),
+    )
+    .because("the packet alone: no switch changes the header"),
     rule(
         "MR-PKT-005",
         Severity::Error,
         "3",
         "A DATA packet's payload lies inside its message: msg_offset + payload_len <= msg_len.",
         "the payload ends at byte {observed} of a message of msg_len {expected}.",
-    ),
+    )
+    .because("the packet alone: no switch changes the header"),
     rule(
         "MR-PKT-006",
         Severity::Error,
@@ -69,7 +75,8 @@ pub(super) const RULES: &[Rule] = &[
         "A READ_REQ is a one-packet message: SOM and EOM set, msg_offset 0, payload_len 0.",
         "READ_REQ with flags {observed:x} (SOM 0x40 and EOM 0x20 both needed) and \
          msg_offset + payload_len {expected} (must be 0).",
-    ),
+    )
+    .because("the packet alone: no switch changes the header"),
     rule(
         "MR-PKT-007",
         Severity::Error,
@@ -77,21 +84,24 @@ pub(super) const RULES: &[Rule] = &[
         "flags.CRC agrees with the CRC feature both ends announced in CONNECT and ACCEPT: \
          every packet after the handshake carries the trailer when both did, none otherwise.",
         "flags.CRC is {observed} where the handshake negotiated {expected} (1: CRC on).",
-    ),
+    )
+    .because("the packet against its connection's CTRL packets, which pass every capture point"),
     rule(
         "MR-PKT-008",
         Severity::Error,
         "5, 11.13",
         "A DATA packet's payload_len is at most the mtu its sender announced in its CTRL.",
         "payload_len {observed} above the sender's announced mtu {expected}.",
-    ),
+    )
+    .because("the packet against its sender's CTRL packet, which passes every capture point"),
     rule(
         "MR-PKT-009",
         Severity::Error,
         "2, 11.5",
         "A CTRL packet carries path_seq 0 and psn 0.",
         "CTRL with path_seq {observed} and psn {expected} (both must be 0).",
-    ),
+    )
+    .because("the packet alone: no switch changes the header"),
     rule(
         "MR-PKT-010",
         Severity::Error,
@@ -99,14 +109,16 @@ pub(super) const RULES: &[Rule] = &[
         "A sender that announced the path_seq feature never sends path_seq 0 on a non-CTRL \
          packet.",
         "path_seq 0 on ev {ev} from a sender whose CTRL announced the path_seq feature.",
-    ),
+    )
+    .because("the packet against its sender's CTRL packet, which passes every capture point"),
     rule(
         "MR-PKT-011",
         Severity::Warning,
         "4, 11.7",
         "An ACK with a SACK bitmap has sack_base equal to its cumulative ack.",
         "sack_base {observed} where the cumulative ack (psn) is {expected}.",
-    ),
+    )
+    .because("the ACK alone"),
     rule(
         "MR-PKT-012",
         Severity::Warning,
@@ -114,6 +126,10 @@ pub(super) const RULES: &[Rule] = &[
         "Packets are sent ECN-capable with ECT(0); only a switch sets CE.",
         "IP ECN codepoint {observed} (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE) where ECT(0) \
          or CE is expected.",
+    )
+    .because(
+        "the ECN field as captured: a switch may set CE, never Not-ECT (a field cleared on the way \
+         is MR-NET-001's)",
     ),
     rule(
         "MR-PKT-013",
@@ -124,7 +140,8 @@ pub(super) const RULES: &[Rule] = &[
         "the parser warns {observed:x} (0x1 reserved flags, 0x2 the nibble after \
          tx_attempt, 0x4 DATA byte 25, 0x8 reserved fb_flags, 0x10 NACK bytes 50-51, 0x20 \
          CNP bytes 49-51, 0x40 sack_words off ACK, 0x100 header padding without EXT).",
-    ),
+    )
+    .because("the packet alone: no switch changes the header"),
     rule(
         "MR-PKT-014",
         Severity::Error,
@@ -132,7 +149,8 @@ pub(super) const RULES: &[Rule] = &[
         "A packet with flags.CRC that was not trimmed carries the CRC32C of its header and \
          payload.",
         "the CRC32C trailer does not match the packet.",
-    ),
+    )
+    .because("the packet's bytes: no switch rewrites them (a trimmed packet is not checked)"),
     rule(
         "MR-PKT-015",
         Severity::Warning,
@@ -140,6 +158,22 @@ pub(super) const RULES: &[Rule] = &[
         "On IPv6 the flow label equals the ev, so that switches hashing on the flow label \
          spread the paths too.",
         "IPv6 flow label {observed:x} where the ev is {expected} ({expected:x}).",
+    )
+    .because("the IPv6 header as captured: routers keep the flow label"),
+    rule(
+        "MR-PKT-016",
+        Severity::Error,
+        "3",
+        "A message's packets of consecutive PSNs carry consecutive bytes: the later one's \
+         msg_offset is where the earlier one's payload ends (msg_offset + payload_len), no gap \
+         and no overlap.",
+        "the message's packets of consecutive PSNs (this one and frame {related}) leave a gap \
+         or an overlap: the later starts at byte {observed}, the earlier ends at byte \
+         {expected}.",
+    )
+    .because(
+        "two captured packets of one message one PSN apart, in either capture order: a \
+         retransmission repeats msg_offset, so any copy of each will do",
     ),
 ];
 
@@ -158,16 +192,110 @@ const ECN: RuleId = RuleId::of("MR-PKT-012");
 const PARSER_WARNINGS: RuleId = RuleId::of("MR-PKT-013");
 const CRC_GOOD: RuleId = RuleId::of("MR-PKT-014");
 const FLOW_LABEL: RuleId = RuleId::of("MR-PKT-015");
+const CONTIGUOUS_BYTES: RuleId = RuleId::of("MR-PKT-016");
 
 /// The parser's warnings MR-PKT-013 reports (sack_base is MR-PKT-011's).
 const WARNINGS: WarningFlags = WarningFlags::RESERVED
     .union(WarningFlags::SACK_WORDS_NOT_ACK)
     .union(WarningFlags::HEADER_PADDING);
 
-/// Per-direction state of the packet rules (none yet: every rule here
-/// judges one packet against what CTRL announced).
+/// MR-PKT-016: DATA packets remembered per direction, by PSN modulo this
+/// (packets reordered by up to this many PSNs are compared too).
+const PIECES: usize = 8;
+
+/// Per-direction state of the packet rules: the latest DATA packets'
+/// bytes in their messages (MR-PKT-016); every other rule here judges one
+/// packet alone or against what CTRL announced.
 #[derive(Debug, Default)]
-pub(super) struct DirState;
+pub(super) struct DirState {
+    pieces: [Piece; PIECES],
+}
+
+/// Where a DATA packet's payload lies in its message.
+#[derive(Debug, Default, Clone, Copy)]
+struct Piece {
+    /// 0: none yet (frames count from 1).
+    frame: u64,
+    psn: u32,
+    msg_id: u32,
+    start: u32,
+    end: u32,
+    /// A READ_RESP (its msg_id is the peer's READ_REQ's: spec 11.4).
+    response: bool,
+}
+
+impl Piece {
+    fn of(frame: u64, psn: u32, d: &DataObs) -> Piece {
+        Piece {
+            frame,
+            psn,
+            msg_id: d.msg_id,
+            start: d.msg_offset,
+            end: d.msg_offset.wrapping_add(u32::from(d.payload_len)),
+            response: d.op == DataOp::ReadResp,
+        }
+    }
+
+    /// The piece of `psn`'s message, if it is kept.
+    #[inline(always)]
+    fn of_message(&self, psn: u32, new: &Piece) -> bool {
+        self.frame != 0
+            && self.psn == psn
+            && self.msg_id == new.msg_id
+            && self.response == new.response
+    }
+}
+
+impl DirState {
+    /// MR-PKT-016: the kept packet of the PSN before or after `new`'s, of
+    /// its message, whose bytes do not join `new`'s: (later start,
+    /// earlier end, the kept packet's frame).
+    #[inline(always)]
+    fn gap(&self, new: &Piece) -> Option<(u32, u32, u64)> {
+        let before_psn = new.psn.wrapping_sub(1);
+        let after_psn = new.psn.wrapping_add(1);
+        let before = &self.pieces[before_psn as usize % PIECES];
+        let after = &self.pieces[after_psn as usize % PIECES];
+        if before.of_message(before_psn, new) && before.end != new.start {
+            return Some((new.start, before.end, before.frame));
+        }
+        if after.of_message(after_psn, new) && new.end != after.start {
+            return Some((after.start, new.end, after.frame));
+        }
+        None
+    }
+
+    #[inline(always)]
+    fn record(&mut self, new: Piece) {
+        self.pieces[new.psn as usize % PIECES] = new;
+    }
+}
+
+/// The lint's fast path for MR-PKT-016: keeps a DATA packet's piece and
+/// says whether it joins the kept packets of its message (`false`: the
+/// full check, [`check_metaroce`], finds which). A new highest PSN
+/// (neither out of order nor a retransmission) has no packet of the next
+/// PSN captured before it: only the one before is compared.
+#[inline(always)]
+pub(super) fn joins_message(
+    state: &mut DirState,
+    frame: u64,
+    mr: &MrObs,
+    d: &DataObs,
+    v: &Verdict,
+) -> bool {
+    let new = Piece::of(frame, mr.psn, d);
+    let joins = if v.out_of_order.is_none() && v.retransmission.is_none() {
+        let before_psn = new.psn.wrapping_sub(1);
+        let before = &state.pieces[before_psn as usize % PIECES];
+        !(before.of_message(before_psn, &new) && before.end != new.start)
+    } else {
+        state.gap(&new).is_none()
+    };
+    // Its own slot, which neither comparison reads.
+    state.record(new);
+    joins
+}
 
 /// A packet the engine did not analyse because it is malformed.
 pub(super) fn check_malformed(ctx: &mut Ctx<'_>) {
@@ -182,7 +310,7 @@ pub(super) fn check_malformed(ctx: &mut Ctx<'_>) {
 pub(super) fn check_metaroce(
     ctx: &mut Ctx<'_>,
     mr: &MrObs,
-    _state: &mut DirState,
+    state: &mut DirState,
     announced: Announced,
 ) {
     if breaks_alone(ctx.obs, mr) {
@@ -190,6 +318,16 @@ pub(super) fn check_metaroce(
     }
     if breaks_announced(mr, announced) {
         report_announced(ctx, mr, announced);
+    }
+    if let MrBody::Data(d) = &mr.body {
+        let new = Piece::of(ctx.obs.frame, mr.psn, d);
+        if let Some((later, earlier, frame)) = state.gap(&new) {
+            ctx.report(
+                CONTIGUOUS_BYTES,
+                Evidence::new(later, earlier).related(Some(frame)),
+            );
+        }
+        state.record(new);
     }
 }
 

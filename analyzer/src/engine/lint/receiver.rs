@@ -21,7 +21,9 @@ use proto_parse::metaroce::{FbFlags, Flags, NackCode, psn_diff, psn_lt};
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{DataObs, Dir, FbKind, FeedbackObs, MrObs, Verdict};
+use crate::engine::direction::Direction;
+use crate::engine::verdict::Verdict;
+use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs};
 
 const fn rule(
     id: &'static str,
@@ -40,10 +42,16 @@ pub(super) const RULES: &[Rule] = &[
     rule(
         "MR-RCV-001",
         Severity::Error,
-        Vantage::Receiver,
+        Vantage::Either,
         "2, 4",
-        "The cumulative ack a receiver sends never moves backwards.",
-        "cumulative ack {observed} after the feedback of frame {related} carried {expected}.",
+        "The cumulative ack a receiver sends never moves backwards, from one feedback to the \
+         next in the order they were sent (their tx_ts).",
+        "cumulative ack {observed} in the later sent (by tx_ts) of this feedback and that of \
+         frame {related}, {expected} in the earlier.",
+    )
+    .because(
+        "the feedback's tx_ts (the receiver's clock) orders it as it was sent, so feedback \
+         reordered on the way is judged at any capture point",
     ),
     rule(
         "MR-RCV-002",
@@ -53,25 +61,34 @@ pub(super) const RULES: &[Rule] = &[
         "An ACK's SACK bits name only PSNs above its own cumulative ack (sack_base >= the \
          cumulative ack, and the next expected PSN is not received).",
         "SACK bit for PSN {observed} in an ACK whose cumulative ack is {expected}.",
-    ),
+    )
+    .because("the ACK alone"),
     rule(
         "MR-RCV-003",
         Severity::Error,
-        Vantage::Receiver,
+        Vantage::Endpoint,
         "4",
         "A SACK bit is set only for a PSN the receiver received.",
         "SACK bit for PSN {observed}, which had not arrived intact (cumulative ack \
          {expected}).",
+    )
+    .because(
+        "a SACKed PSN arrived: the receiver's capture holds every arrival, the sender's every \
+         transmission (a PSN never sent never arrived); a mirror may not see every path",
     ),
     rule(
         "MR-RCV-004",
         Severity::Error,
-        Vantage::Sender,
+        Vantage::Endpoint,
         "4, 9",
         "A feedback's echo fields name a real transmission: echo_psn, echo_tx_ts and echo_ev \
          of one DATA packet the sender sent (NACK GAP and PROBE_REPLY excepted).",
         "echo_psn {observed} with echo_tx_ts {expected:x} and echo_ev {ev}: no transmission \
          captured at the sender carries them.",
+    )
+    .because(
+        "the echo names a transmission that arrived: the sender's capture holds every \
+         transmission, the receiver's every arrival; a mirror may not see every path",
     ),
     rule(
         "MR-RCV-005",
@@ -81,6 +98,10 @@ pub(super) const RULES: &[Rule] = &[
         "DUP is set only on feedback about a PSN that had already been received.",
         "DUP on the feedback echoing PSN {observed}, whose first arrival it echoes \
          (frame {related}).",
+    )
+    .because(
+        "whether the PSN had arrived before: only the receiver's capture holds every arrival (the \
+         sender's cannot see a copy the network duplicated)",
     ),
     rule(
         "MR-RCV-006",
@@ -91,14 +112,24 @@ pub(super) const RULES: &[Rule] = &[
          DUP.",
         "no DUP on the ACK echoing PSN {observed}, which arrived again (frame {related}) \
          after the receiver had acknowledged it.",
+    )
+    .because(
+        "whether the PSN arrived again: only the receiver's capture holds every arrival (the \
+         sender's holds copies lost on the way)",
     ),
     rule(
         "MR-RCV-007",
         Severity::Error,
-        Vantage::Receiver,
+        Vantage::Either,
         "4, 11.6",
-        "ce_count never decreases (mod 2^16) from one feedback to the next about a direction.",
-        "ce_count {observed} after the feedback of frame {related} carried {expected}.",
+        "ce_count never decreases (mod 2^16) from one feedback about a direction to the next, \
+         in the order they were sent (their tx_ts).",
+        "ce_count {observed} in the later sent (by tx_ts) of this feedback and that of frame \
+         {related}, {expected} in the earlier.",
+    )
+    .because(
+        "the feedback's tx_ts (the receiver's clock) orders it as it was sent, so feedback \
+         reordered on the way is judged at any capture point",
     ),
     rule(
         "MR-RCV-008",
@@ -109,6 +140,10 @@ pub(super) const RULES: &[Rule] = &[
          (--ack-delay, default 1 ms): a feedback echoes it or a later arrival.",
         "{observed} us after the AR packet of frame {related}, no feedback had echoed it \
          (ack delay {expected} us).",
+    )
+    .because(
+        "the AR packet's arrival and the feedback's departure: both times only in the receiver's \
+         capture",
     ),
     rule(
         "MR-RCV-009",
@@ -117,14 +152,19 @@ pub(super) const RULES: &[Rule] = &[
         "4",
         "A NACK GAP names a PSN at or above its own cumulative ack.",
         "NACK GAP for PSN {observed} in a feedback whose cumulative ack is {expected}.",
-    ),
+    )
+    .because("the NACK alone"),
     rule(
         "MR-RCV-010",
         Severity::Error,
-        Vantage::Receiver,
+        Vantage::Endpoint,
         "4, 9",
         "A NACK GAP is sent only for a hole: a higher PSN has arrived.",
         "NACK GAP for PSN {observed} while the highest PSN received was {expected}.",
+    )
+    .because(
+        "a higher PSN arrived before the NACK left: the receiver's capture holds every arrival, \
+         the sender's every PSN sent before the NACK reached it (none sent, none arrived)",
     ),
     rule(
         "MR-RCV-011",
@@ -135,6 +175,10 @@ pub(super) const RULES: &[Rule] = &[
          its first transmission.",
         "PSN {observed} arrived from its first transmission after the NACK GAP of frame \
          {related} named it: it was reordered, not lost.",
+    )
+    .because(
+        "the PSN's arrival from its first transmission after the NACK left: only in the receiver's \
+         capture",
     ),
 ];
 
@@ -159,11 +203,11 @@ const RING: usize = 4;
 /// Per-direction state of the receiver rules.
 #[derive(Debug, Default)]
 pub(super) struct DirState {
+    /// The intact DATA captured: at the receiver what arrived, at the
+    /// sender what was sent (MR-RCV-003, 010).
     received: Received,
-    /// Frame of the feedback that last advanced the cumulative ack.
-    cum_frame: u64,
-    /// The latest feedback's ce_count and frame.
-    ce_count: Option<(u16, u64)>,
+    /// The feedback sent last (by its tx_ts) so far (MR-RCV-001, 007).
+    last_sent: Option<SentFeedback>,
     /// The oldest AR packet not yet acknowledged: frame and time.
     ar: Option<(u64, u64)>,
     /// Arrivals of PSNs already acknowledged: frame and PSN.
@@ -175,6 +219,24 @@ pub(super) struct DirState {
     /// Some of `gaps` is set.
     gaps_pending: bool,
 }
+
+/// What MR-RCV-001 and 007 keep of a feedback: when its sender sent it
+/// (tx_ts), when it was captured, and the two counters that never go
+/// back.
+#[derive(Debug, Clone, Copy)]
+struct SentFeedback {
+    tx_ts: u32,
+    ts: u64,
+    frame: u64,
+    cum: u32,
+    ce_count: u16,
+}
+
+/// Two feedback packets captured further apart than this are taken in
+/// capture order: tx_ts (32 bits) compares in serial arithmetic only
+/// within half its wrap (2.1 s in 1 ns units), and feedback is not
+/// reordered by seconds on its way.
+const ORDER_BY_TX_TS_NS: u64 = 1_000_000_000;
 
 /// The PSNs that arrived intact, as bits of a ring covering
 /// `RECEIVED_BITS` PSNs from `base` (a multiple of 64).
@@ -298,6 +360,10 @@ impl Received {
 #[inline(never)]
 pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
     if !ctx.judges(Vantage::Receiver) {
+        // At the sender: what was sent (MR-RCV-003, 010).
+        if ctx.judges(Vantage::Endpoint) && !d.trimmed {
+            record_plain_data(state, mr, ctx.own);
+        }
         return;
     }
     if plain_data(state, mr, d, ctx.verdict) {
@@ -324,7 +390,7 @@ pub(super) fn plain_data(state: &DirState, mr: &MrObs, d: &DataObs, v: &Verdict)
 /// What a [`plain_data`] packet changes: only a direction whose start was
 /// captured is judged on what arrived (MR-RCV-003, 010).
 #[inline(always)]
-pub(super) fn record_plain_data(state: &mut DirState, mr: &MrObs, own: Option<&Dir>) {
+pub(super) fn record_plain_data(state: &mut DirState, mr: &MrObs, own: Option<&Direction>) {
     if own.is_some_and(|dir| dir.start_seen) {
         state.received.insert(mr.psn);
     }
@@ -413,37 +479,62 @@ pub(super) fn check_feedback(
         ctx.report(GAP_ABOVE_CUM, Evidence::new(nack_psn, cum));
     }
 
-    if ctx.judges(Vantage::Sender) && !matches!(fb.kind, FbKind::ProbeReply) {
-        check_echo(ctx, fb);
-    }
-    if !ctx.judges(Vantage::Receiver) {
+    // MR-RCV-001 and 007: in the order the feedback was sent.
+    check_order(ctx, mr, fb, state);
+
+    if !ctx.judges(Vantage::Endpoint) {
         return;
     }
     let Some(dir) = ctx.own else { return };
     let complete = dir.start_seen;
-
-    // MR-RCV-001: the engine keeps the highest cumulative ack.
-    if v.cum_ack_advance.is_some() {
-        state.cum_frame = frame;
-    } else if let Some(highest) = dir.cum_ack()
-        && psn_lt(cum, highest)
-    {
-        ctx.report(
-            CUM_MONOTONIC,
-            Evidence::new(cum, highest).related(Some(state.cum_frame)),
-        );
+    if !matches!(fb.kind, FbKind::ProbeReply) {
+        check_echo(ctx, fb);
     }
 
-    // MR-RCV-007.
-    if let Some((last, last_frame)) = state.ce_count
-        && (fb.ce_count.wrapping_sub(last) as i16) < 0
+    // MR-RCV-003: SACK bits for PSNs that arrived (at the sender: that
+    // were sent). Without the connection's start, a PSN beyond the
+    // highest sent, at the sender (at the receiver, one reordered ahead of
+    // the capture's start may have arrived before it).
+    if let FbKind::Ack {
+        sack_base,
+        sack_words,
+        sack,
+    } = fb.kind
     {
-        ctx.report(
-            CE_COUNT,
-            Evidence::new(fb.ce_count, last).related(Some(last_frame)),
-        );
+        let missing = if complete {
+            state.received.first_missing(sack_base, sack_words, &sack)
+        } else if !ctx.judges(Vantage::Receiver) {
+            highest_sacked(sack_base, sack_words, &sack)
+                .filter(|&p| dir.highest_psn().is_some_and(|h| psn_lt(h, p)))
+        } else {
+            None
+        };
+        if let Some(psn) = missing {
+            ctx.report(SACK_RECEIVED, Evidence::new(psn, cum));
+        }
     }
-    state.ce_count = Some((fb.ce_count, frame));
+
+    // MR-RCV-010: a NACK GAP for a hole, a higher PSN arrived (at the
+    // sender: was sent).
+    if complete
+        && let FbKind::Nack {
+            code: NackCode::Gap,
+            nack_psn,
+            ..
+        } = fb.kind
+    {
+        let highest = state.received.highest;
+        if highest.is_none_or(|h| !psn_lt(nack_psn, h)) {
+            ctx.report(
+                GAP_HOLE,
+                Evidence::new(nack_psn, highest.map_or(0, u64::from)),
+            );
+        }
+    }
+
+    if !ctx.judges(Vantage::Receiver) {
+        return;
+    }
 
     // MR-RCV-008: the AR packet is acknowledged by a feedback echoing it
     // or a later arrival.
@@ -452,18 +543,6 @@ pub(super) fn check_feedback(
         && v.acked_frame.is_some_and(|f| f >= ar_frame)
     {
         state.ar = None;
-    }
-
-    // MR-RCV-003: SACK bits for PSNs that arrived.
-    if complete
-        && let FbKind::Ack {
-            sack_base,
-            sack_words,
-            sack,
-        } = fb.kind
-        && let Some(psn) = state.received.first_missing(sack_base, sack_words, &sack)
-    {
-        ctx.report(SACK_RECEIVED, Evidence::new(psn, cum));
     }
 
     // MR-RCV-005 and 006: DUP on duplicates, and only on them.
@@ -501,25 +580,17 @@ pub(super) fn check_feedback(
         }
     }
 
-    // MR-RCV-010 and 011: NACK GAP.
+    // MR-RCV-011: the NACK GAPs whose PSN may still arrive.
     if let FbKind::Nack {
         code: NackCode::Gap,
         nack_psn,
         ..
     } = fb.kind
+        && !state.gaps.iter().flatten().any(|&(p, _)| p == nack_psn)
     {
-        let highest = state.received.highest;
-        if complete && highest.is_none_or(|h| !psn_lt(nack_psn, h)) {
-            ctx.report(
-                GAP_HOLE,
-                Evidence::new(nack_psn, highest.map_or(0, u64::from)),
-            );
-        }
-        if !state.gaps.iter().flatten().any(|&(p, _)| p == nack_psn) {
-            state.gaps.rotate_left(1);
-            state.gaps[RING - 1] = Some((nack_psn, frame));
-            state.gaps_pending = true;
-        }
+        state.gaps.rotate_left(1);
+        state.gaps[RING - 1] = Some((nack_psn, frame));
+        state.gaps_pending = true;
     }
     if state.gaps_pending {
         for slot in &mut state.gaps {
@@ -531,7 +602,53 @@ pub(super) fn check_feedback(
     }
 }
 
-/// MR-RCV-004, at the sender: the echoed transmission was captured.
+/// MR-RCV-001 and 007: the cumulative ack and ce_count never go back
+/// from one feedback about the direction to the next, in the order the
+/// receiver sent them. Its tx_ts (its own clock, serial arithmetic, spec
+/// section 2) gives that order at any capture point: feedback travelling
+/// on several paths is captured reordered at the sender. Two packets with
+/// one tx_ts are not ordered. The latest sent so far is kept: an earlier
+/// one captured after it is compared with it, and a later one replaces
+/// it (one finding per step back).
+fn check_order(ctx: &mut Ctx<'_>, mr: &MrObs, fb: &FeedbackObs, state: &mut DirState) {
+    let now = SentFeedback {
+        tx_ts: mr.tx_ts,
+        ts: ctx.obs.ts_ns,
+        frame: ctx.obs.frame,
+        cum: mr.psn,
+        ce_count: fb.ce_count,
+    };
+    let Some(last) = state.last_sent else {
+        state.last_sent = Some(now);
+        return;
+    };
+    let (earlier, later) = if now.ts.saturating_sub(last.ts) >= ORDER_BY_TX_TS_NS {
+        (last, now)
+    } else {
+        match now.tx_ts.wrapping_sub(last.tx_ts) as i32 {
+            0 => return,
+            d if d > 0 => (last, now),
+            _ => (now, last),
+        }
+    };
+    if psn_lt(later.cum, earlier.cum) {
+        ctx.report(
+            CUM_MONOTONIC,
+            Evidence::new(later.cum, earlier.cum).related(Some(last.frame)),
+        );
+    }
+    if (later.ce_count.wrapping_sub(earlier.ce_count) as i16) < 0 {
+        ctx.report(
+            CE_COUNT,
+            Evidence::new(later.ce_count, earlier.ce_count).related(Some(last.frame)),
+        );
+    }
+    if later.frame == now.frame {
+        state.last_sent = Some(now);
+    }
+}
+
+/// MR-RCV-004, at either end: the echoed transmission was captured.
 fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs) {
     if matches!(
         fb.kind,
@@ -579,6 +696,14 @@ fn sacked(base: u32, words: u8, sack: &[u64; 4]) -> impl Iterator<Item = u32> + 
                 Some(base.wrapping_add(w as u32 * 64 + i))
             })
         })
+}
+
+fn highest_sacked(base: u32, words: u8, sack: &[u64; 4]) -> Option<u32> {
+    let n = usize::from(words).min(4);
+    (0..n)
+        .rev()
+        .find(|&i| sack[i] != 0)
+        .map(|i| base.wrapping_add(i as u32 * 64 + 63 - sack[i].trailing_zeros()))
 }
 
 fn lowest_sacked(base: u32, words: u8, sack: &[u64; 4]) -> Option<u32> {

@@ -46,6 +46,11 @@ pub enum Vantage {
     /// A capture at the host that receives the direction's DATA: what was
     /// captured is what arrived.
     Receiver,
+    /// A capture at either end host, not in the middle: the sender's
+    /// capture holds every transmission, the receiver's every arrival, so
+    /// a PSN captured at neither was never sent, or never arrived (at a
+    /// mirror, packets of paths it does not see are missing).
+    Endpoint,
     /// Captures at both ends, merged (`MultiEngine`).
     TwoCapture,
 }
@@ -56,6 +61,7 @@ impl Vantage {
             Vantage::Either => "either",
             Vantage::Sender => "sender",
             Vantage::Receiver => "receiver",
+            Vantage::Endpoint => "endpoint",
             Vantage::TwoCapture => "two-capture",
         }
     }
@@ -92,6 +98,10 @@ pub struct Rule {
     pub spec_section: &'static str,
     pub severity: Severity,
     pub vantage: Vantage,
+    /// Why the rule is judged from `vantage` (and not from the others),
+    /// in a few words: what a capture there shows that one elsewhere
+    /// does not.
+    pub vantage_why: &'static str,
     pub protocol: Protocol,
     /// One sentence for a finding, with placeholders filled from the
     /// finding: `{observed}`, `{expected}` (decimal; `{observed:x}`,
@@ -116,6 +126,7 @@ impl Rule {
             spec_section,
             severity: Severity::Error,
             vantage: Vantage::Either,
+            vantage_why: "",
             protocol,
             evidence,
         }
@@ -127,6 +138,14 @@ impl Rule {
 
     pub(super) const fn judged_from(self, vantage: Vantage) -> Rule {
         Rule { vantage, ..self }
+    }
+
+    /// Why the rule is judged from its vantage (`Rule::vantage_why`).
+    pub(super) const fn because(self, vantage_why: &'static str) -> Rule {
+        Rule {
+            vantage_why,
+            ..self
+        }
     }
 }
 
@@ -201,34 +220,20 @@ const fn str_eq(a: &str, b: &str) -> bool {
     true
 }
 
-/// The rules a packet broke, kept inline in its `Verdict` (no allocation):
-/// a bit per rule of the registry, by its flat index.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RuleSet([u64; 2]);
+pub use crate::engine::verdict::RuleSet;
 
 /// The registry fits a [`RuleSet`].
 const _: () = assert!(super::RULE_COUNT <= RuleSet::CAPACITY);
 
+/// A [`RuleSet`] holds rules by their flat index in the registry
+/// ([`RuleId::index`]).
 impl RuleSet {
-    /// Rules the registry may hold.
-    pub const CAPACITY: usize = 128;
-
-    pub fn is_empty(&self) -> bool {
-        self.0 == [0, 0]
-    }
-
-    pub fn len(&self) -> usize {
-        (self.0[0].count_ones() + self.0[1].count_ones()) as usize
-    }
-
     pub fn insert(&mut self, id: RuleId) {
-        let i = id.index();
-        self.0[i / 64] |= 1 << (i % 64);
+        self.insert_index(id.index());
     }
 
     pub fn contains(&self, id: RuleId) -> bool {
-        let i = id.index();
-        self.0[i / 64] & (1 << (i % 64)) != 0
+        self.contains_index(id.index())
     }
 
     /// The rules, in registry order.

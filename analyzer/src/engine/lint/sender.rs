@@ -18,7 +18,9 @@ use proto_parse::metaroce::{FbFlags, NackCode, psn_lt};
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::{DataObs, Dir, FbKind, FeedbackObs, MrObs, Observation, RetxKind, Verdict};
+use crate::engine::direction::Direction;
+use crate::engine::verdict::{RetxKind, Verdict};
+use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -41,6 +43,10 @@ pub(super) const RULES: &[Rule] = &[
          already sent.",
         "first transmission of PSN {observed} where the next PSN is {expected}: the PSNs \
          between were skipped.",
+    )
+    .because(
+        "in the sender's capture nothing is lost or reordered yet; elsewhere a lost PSN looks \
+         skipped",
     ),
     rule(
         "MR-SND-002",
@@ -50,6 +56,10 @@ pub(super) const RULES: &[Rule] = &[
          retransmission (saturating at 15).",
         "tx_attempt {observed} where {expected} earlier transmissions of the PSN were \
          captured (the first in frame {related}).",
+    )
+    .because(
+        "only the sender's capture holds every earlier transmission; elsewhere a lost one is \
+         missing from the count",
     ),
     rule(
         "MR-SND-003",
@@ -58,15 +68,24 @@ pub(super) const RULES: &[Rule] = &[
         "path_seq grows by one with every non-CTRL packet a direction sends on an ev \
          (skipping 0 when it wraps).",
         "path_seq {observed} on ev {ev} where the next value is {expected}.",
+    )
+    .because(
+        "path_seq is counted as packets leave; elsewhere a lost packet is a gap, and one delayed \
+         on its path (a switch's queues, the reference stack's impairment) a step back",
     ),
     rule(
         "MR-SND-004",
         Severity::Warning,
         "9, 11.10",
         "A PSN is retransmitted only while no feedback has acknowledged it (cumulatively or \
-         by SACK); otherwise the retransmission is spurious.",
+         by SACK) for the sender's reaction time (--reaction-min, default 10 us); otherwise the \
+         retransmission is spurious.",
         "retransmission of PSN {observed}, which the feedback of frame {related} had \
          already acknowledged (cumulatively or by SACK).",
+    )
+    .because(
+        "the sender acts on the feedback it had received: only its capture shows what had arrived \
+         when it sent",
     ),
     rule(
         "MR-SND-005",
@@ -77,6 +96,10 @@ pub(super) const RULES: &[Rule] = &[
          --nack-min (default 2 ms).",
         "DATA {observed} us after the NACK of frame {related}, whose PSN {expected} was \
          neither retransmitted nor acknowledged since.",
+    )
+    .because(
+        "the NACK's arrival and the retransmission's departure: both times only in the sender's \
+         capture",
     ),
     rule(
         "MR-SND-006",
@@ -86,7 +109,8 @@ pub(super) const RULES: &[Rule] = &[
          most credit bytes beyond the cumulative ack of a feedback.",
         "the packet ends {observed} bytes beyond the cumulative ack of frame {related}, \
          whose credit was {expected} bytes (no feedback allowed more).",
-    ),
+    )
+    .because("the credit the sender had received when it sent: only its capture orders the two"),
     rule(
         "MR-SND-007",
         Severity::Warning,
@@ -97,7 +121,8 @@ pub(super) const RULES: &[Rule] = &[
          (default 10 us), after the signal.",
         "{observed} bit/s sent in the window after the congestion signal of frame {related}, \
          where {expected} bit/s were sent before it.",
-    ),
+    )
+    .because("the rate as sent, from when the signal reached the sender"),
 ];
 
 const CONTIGUOUS: RuleId = RuleId::of("MR-SND-001");
@@ -150,6 +175,7 @@ pub(super) struct DirState {
 #[derive(Debug, Clone, Copy)]
 struct Ack {
     frame: u64,
+    ts: u64,
     cum: u32,
     sack_base: u32,
     sack: [u64; 4],
@@ -271,18 +297,29 @@ pub(super) fn plain_data(
     obs: &Observation,
     mr: &MrObs,
     v: &Verdict,
-    own: Option<&Dir>,
+    own: Option<&Direction>,
 ) -> bool {
-    let path_in_order = mr.path_seq == 0
-        || v.path_loss.is_none()
-            && own.is_some_and(|dir| dir.c.path_reordered == state.path_reordered);
-    path_in_order
+    path_in_order(state, mr, v, own)
         && state.next_psn == Some(mr.psn)
         && mr.tx_attempt == 0
         && v.retransmission.is_none()
         && state.credit.is_none()
         && !state.nacks_pending
         && obs.ts_ns < state.rate.due_ts
+}
+
+/// Whether a packet's path_seq is the next of its path (or unused): no
+/// MR-SND-003 to judge.
+#[inline(always)]
+pub(super) fn path_in_order(
+    state: &DirState,
+    mr: &MrObs,
+    v: &Verdict,
+    own: Option<&Direction>,
+) -> bool {
+    mr.path_seq == 0
+        || v.path_loss.is_none()
+            && own.is_some_and(|dir| dir.c.path_reordered == state.path_reordered)
 }
 
 /// What a [`plain_data`] packet changes.
@@ -339,15 +376,21 @@ fn check_psn(ctx: &mut Ctx<'_>, mr: &MrObs, bytes: u64, state: &mut DirState) {
 
     check_tx_attempt(ctx, mr);
 
-    // MR-SND-004: a retransmission of an acknowledged PSN.
+    // MR-SND-004: a retransmission of an acknowledged PSN, sent at least
+    // a reaction time after the acknowledgement was captured (one sent
+    // sooner left before the sender could know).
     if let Some(r) = v.retransmission
         && r.kind == RetxKind::Spurious
         && ctx.own.is_some_and(|dir| dir.acked(psn))
     {
         let (newer, older) = state.acks.split_at(state.acks_at);
         // The earliest of the latest feedback packets that covers it, else
-        // the one that moved the cumulative ack where it is.
-        let by = older.iter().chain(newer).flatten().find(|a| a.covers(psn));
+        // the one that moved the cumulative ack where it is. Not covered
+        // by any of them, it was acknowledged before the oldest.
+        let mut latest = older.iter().chain(newer).flatten();
+        let oldest = latest.clone().next().copied();
+        let by = latest.find(|a| a.covers(psn)).copied();
+        let acked_by_ts = by.or(oldest).map_or(0, |a| a.ts);
         let below_cum = ctx
             .own
             .and_then(|dir| dir.cum_ack())
@@ -355,7 +398,9 @@ fn check_psn(ctx: &mut Ctx<'_>, mr: &MrObs, bytes: u64, state: &mut DirState) {
         let by = by
             .map(|a| a.frame)
             .or(state.cum_frame.filter(|_| below_cum));
-        ctx.report(SPURIOUS, Evidence::new(psn, 0u32).ev(mr.ev).related(by));
+        if ctx.obs.ts_ns >= acked_by_ts.saturating_add(ctx.timings().reaction_min_ns) {
+            ctx.report(SPURIOUS, Evidence::new(psn, 0u32).ev(mr.ev).related(by));
+        }
     }
 }
 
@@ -568,6 +613,7 @@ pub(super) fn check_feedback(
     };
     state.acks[state.acks_at] = Some(Ack {
         frame: ctx.obs.frame,
+        ts,
         cum: mr.psn,
         sack_base,
         sack,

@@ -17,7 +17,8 @@ use rustc_hash::FxHashMap;
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Conn, Ctx, DirLint, Evidence, Finding, Recorder};
-use crate::engine::{CtrlObs, Dir, MrBody, MrObs};
+use crate::engine::direction::Direction;
+use crate::observation::{CtrlObs, MrBody, MrObs};
 
 const fn rule(
     id: &'static str,
@@ -36,14 +37,16 @@ pub(super) const RULES: &[Rule] = &[
         "5",
         "A CONNECT is sent with dst_conn 0.",
         "CONNECT with dst_conn {observed} (must be 0).",
-    ),
+    )
+    .because("the CTRL packet alone"),
     rule(
         "MR-CONN-002",
         Vantage::Either,
         "2, 5",
         "Every packet but a CONNECT carries the peer's connection id as dst_conn, never 0.",
         "dst_conn 0 on a packet that is not a CONNECT.",
-    ),
+    )
+    .because("the packet's ids, the same at every capture point"),
     rule(
         "MR-CONN-003",
         Vantage::Either,
@@ -52,6 +55,10 @@ pub(super) const RULES: &[Rule] = &[
          destination sent.",
         "ACCEPT to connection id {observed}, which no CONNECT captured from that host \
          carries.",
+    )
+    .because(
+        "CTRL packets, the same at every capture point; an ACCEPT passes any point after the \
+         CONNECT it answers",
     ),
     rule(
         "MR-CONN-004",
@@ -60,35 +67,40 @@ pub(super) const RULES: &[Rule] = &[
         "After the handshake each end sends with dst_conn set to the id the other end chose \
          (the ACCEPT's src_conn for the initiator, the CONNECT's for the responder).",
         "dst_conn {observed} where the handshake (frame {related}) set {expected}.",
-    ),
+    )
+    .because("the packet's ids against the CTRL packets, the same at every capture point"),
     rule(
         "MR-CONN-005",
         Vantage::Either,
         "5",
         "An initiator sends no DATA before the ACCEPT of its CONNECT.",
         "DATA before any ACCEPT of the CONNECT in frame {related}.",
-    ),
+    )
+    .because("causality: the ACCEPT passes any point on the way before the DATA it allows"),
     rule(
         "MR-CONN-006",
         Vantage::Either,
         "5",
         "An endpoint that sent CLOSE or ABORT sends no new DATA on the connection.",
         "DATA (tx_attempt 0) after the sender's CLOSE or ABORT in frame {related}.",
-    ),
+    )
+    .because("an endpoint's CLOSE passes any point on the way before the new DATA it forbids"),
     rule(
         "MR-CONN-007",
         Vantage::Either,
         "5",
         "A CLOSE_ACK answers a CLOSE the peer sent.",
         "CLOSE_ACK with no CLOSE captured from the peer since the handshake (frame {related}).",
-    ),
+    )
+    .because("CTRL packets: a CLOSE passes any point on the way before the CLOSE_ACK it causes"),
     rule(
         "MR-CONN-008",
         Vantage::Either,
         "5",
         "No DATA PSN of a direction is below the init_psn its sender announced.",
         "PSN {observed} below the sender's init_psn {expected} (CTRL in frame {related}).",
-    ),
+    )
+    .because("the DATA's PSN against the CTRL packet, the same at every capture point"),
     rule(
         "MR-CONN-009",
         Vantage::Sender,
@@ -96,6 +108,10 @@ pub(super) const RULES: &[Rule] = &[
         "A direction's first DATA carries the init_psn its sender announced.",
         "first DATA with PSN {observed} where the sender's CTRL (frame {related}) announced \
          init_psn {expected}.",
+    )
+    .because(
+        "the first DATA captured where it left is the first sent; elsewhere a later PSN on a \
+         faster path may come first",
     ),
     rule(
         "MR-CONN-010",
@@ -106,7 +122,11 @@ pub(super) const RULES: &[Rule] = &[
         "no CLOSE_ACK from the peer in the {observed} us the capture went on after this CLOSE \
          (close wait {expected} us).",
     )
-    .with_severity(Severity::Warning),
+    .with_severity(Severity::Warning)
+    .because(
+        "the answer passes any point on the way back; one lost before the capture point is \
+         reported too (a warning)",
+    ),
 ];
 
 const CONNECT_DST_ZERO: RuleId = RuleId::of("MR-CONN-001");
@@ -434,7 +454,7 @@ impl State {
     pub(super) fn finish(
         &mut self,
         end_ns: u64,
-        dirs: &[Option<Dir>],
+        dirs: &[Option<Direction>],
         lints: &mut [DirLint],
         out: &mut Recorder,
     ) {

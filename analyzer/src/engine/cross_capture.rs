@@ -25,13 +25,12 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use super::hist::Summary;
-use super::metaroce::{DirKey, PackedKey};
+use super::direction::{DirKey, PackedKey};
 use proto_parse::rocev2::Service;
 
-use super::observation::{MrBody, ObsKind, Observation};
-use super::report::Report;
-use super::{Config, Engine, MsgDone, Verdict};
+use super::report::{BetweenPath, BetweenReport};
+use super::{Config, Engine, MsgDone, Report, Verdict};
+use crate::observation::{MrBody, ObsKind, Observation};
 
 /// The end margin of a path, in its largest measured one-way delays: a
 /// copy later than that is not expected (delays vary; a few times the
@@ -174,53 +173,6 @@ struct DirSpread {
     max: i64,
     sum: i128,
     n: u64,
-}
-
-/// Between-captures result for one path.
-#[derive(Debug, Clone)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct BetweenPath {
-    /// `"metaroce"`, or `"rocev2"`: then `dst_conn` is the destination QP,
-    /// `src_conn` 0 and `ev` the UDP source port.
-    pub proto: &'static str,
-    pub src: std::net::IpAddr,
-    pub dst: std::net::IpAddr,
-    pub src_conn: u32,
-    pub dst_conn: u32,
-    pub ev: u16,
-    /// The capture that sees the path's packets first.
-    pub upstream: u64,
-    pub downstream: u64,
-    /// Transmissions captured at both points.
-    pub matched: u64,
-    /// Transmissions captured upstream and never downstream (within the
-    /// window, while both captures ran).
-    pub lost_between: u64,
-    /// Transmissions captured upstream and not downstream whose fate the
-    /// captures cannot tell: sent less than `end_margin_ns` (offset
-    /// corrected) before the downstream capture ended, or after it ended.
-    /// Neither lost nor delivered.
-    pub unknown: u64,
-    /// How long the downstream capture must run on after a transmission
-    /// for a missing copy to count as lost: `END_MARGIN_DELAYS` times the
-    /// largest one-way delay measured on the path (on the capture pair
-    /// when the path has none).
-    pub end_margin_ns: u64,
-    /// One-way delay upstream -> downstream, offset-corrected (samples).
-    pub one_way_delay_ns: Summary,
-}
-
-#[derive(Debug, Clone)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct BetweenReport {
-    pub capture_a: u64,
-    pub capture_b: u64,
-    /// Clock of b minus clock of a, estimated from the traffic; 0 when no
-    /// direction and its reverse were both matched.
-    pub clock_offset_ns: i64,
-    pub offset_estimated: bool,
-    pub matched_packets: u64,
-    pub paths: Vec<BetweenPath>,
 }
 
 /// The matcher.

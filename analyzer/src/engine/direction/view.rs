@@ -1,0 +1,55 @@
+//! What the conformance lint reads of a direction (`engine::lint`): the
+//! engine's state after the packet being judged, read-only.
+
+use super::Direction;
+use crate::engine::window::lt;
+
+/// The captured transmissions of one PSN, as the window holds them (the
+/// first and the latest).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PsnTxs {
+    /// Transmissions captured (saturating).
+    pub count: u8,
+    pub first_frame: u64,
+    /// tx_ts and ev of the first and of the latest transmission.
+    pub first: (u32, u16),
+    pub last: (u32, u16),
+}
+
+impl Direction {
+    /// The cumulative ack (the highest any feedback carried).
+    pub(crate) fn cum_ack(&self) -> Option<u32> {
+        self.cum
+    }
+
+    /// The highest PSN captured on the direction.
+    pub(crate) fn highest_psn(&self) -> Option<u32> {
+        self.highest
+    }
+
+    /// `psn` is below the cumulative ack or SACKed.
+    pub(crate) fn acked(&self, psn: u32) -> bool {
+        self.cum.is_some_and(|c| lt(psn, c)) || self.window.get(psn).is_some_and(|s| s.sacked)
+    }
+
+    /// Path `ev`'s latest path_seq in order and its packets, if tracked.
+    pub(crate) fn path_seq(&self, ev: u16) -> Option<(u16, u64)> {
+        self.paths.get(ev).map(|p| (p.last_seq, p.packets))
+    }
+
+    /// Whether the window holds a slot for `psn` (captured or not).
+    pub(crate) fn tracks(&self, psn: u32) -> bool {
+        self.window.get(psn).is_some()
+    }
+
+    /// The transmissions of `psn` captured, while the window holds it.
+    pub(crate) fn transmissions(&self, psn: u32) -> Option<PsnTxs> {
+        let s = self.window.get(psn)?;
+        s.seen.then_some(PsnTxs {
+            count: s.count,
+            first_frame: s.first.frame,
+            first: (s.first.tx_ts, s.first.ev),
+            last: (s.last.tx_ts, s.last.ev),
+        })
+    }
+}
