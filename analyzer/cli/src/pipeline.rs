@@ -162,8 +162,8 @@ impl Batch {
 impl Item {
     /// Decodes one captured frame; an IP fragment's bytes are appended to
     /// `fragment_bytes`. Always inlined into the batch loops: as a call it
-    /// costs about 70 instructions per packet of the bench capture
-    /// (cachegrind), most of them moving the returned `Item`.
+    /// costs instructions per packet (cachegrind), most of them moving the
+    /// returned `Item`.
     #[inline(always)]
     fn decode(
         index: u64,
