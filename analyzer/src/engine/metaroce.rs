@@ -295,8 +295,8 @@ pub(crate) struct Counters {
 
 /// One connection direction. `repr(C)` keeps the fields a DATA packet or
 /// its feedback touches in its first cache lines; the default layout put
-/// them on about a dozen of its 27 lines, between the cold rings
-/// (cachegrind, bench capture: L1 read misses 8.50 -> 7.95 per packet).
+/// them on about a dozen of its 27 lines, between the cold rings (more L1
+/// read misses per packet, by cachegrind: docs/performance.md).
 #[repr(C, align(64))]
 pub(crate) struct Dir {
     pub last_ts: u64,
@@ -357,8 +357,7 @@ pub(crate) struct Dir {
     /// RTT samples not yet in `fabric` and their path's histogram:
     /// recorded [`RTT_BATCH`] at a time, one histogram after the other, so
     /// that each stays in cache for the batch. Recorded one by one, the
-    /// histograms a sample goes to (among about 150) were cache misses:
-    /// removing the recording took 18 % off the analysis' time.
+    /// histograms a sample goes to were cache misses.
     /// `report` counts them too; `flush_rtt` records them.
     rtt_pending: [RttSample; RTT_BATCH],
 }
