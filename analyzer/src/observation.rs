@@ -255,8 +255,8 @@ impl MrObs {
     /// them (and the packet is not malformed). Made here, in the
     /// constructor, not set afterwards: setting them on the built
     /// observation made the compiler move it once more on every packet,
-    /// checks asked for or not (`report` paid about 20 instructions a
-    /// packet for a field only the lint reads).
+    /// checks asked for or not (`report` paid instructions on every packet
+    /// for a field only the lint reads).
     #[inline(always)]
     fn from_packet_checked<T: AsRef<[u8]>>(
         packet: &Packet<T>,

@@ -49,14 +49,46 @@ fn scenario() -> Script {
     let mut s = Script::default();
     s.ctrl(0, true, 1000);
     s.ctrl(0, false, 2000);
-    s.data(0, Data::send(100, 1, 1, 0, 0, 4000));
-    s.data(1, Data::send(102, 1, 2, 0, 2000, 4000));
-    s.data(2, Data::send(101, 2, 1, 0, 1000, 4000));
+    s.data(
+        0,
+        Data::send(SendPacket {
+            psn: 100,
+            msg_len: 4000,
+            ..SendPacket::default()
+        }),
+    );
+    s.data(
+        1,
+        Data::send(SendPacket {
+            psn: 102,
+            path_seq: 2,
+            msg_offset: 2000,
+            msg_len: 4000,
+            ..SendPacket::default()
+        }),
+    );
+    s.data(
+        2,
+        Data::send(SendPacket {
+            psn: 101,
+            ev: 2,
+            msg_offset: 1000,
+            msg_len: 4000,
+            ..SendPacket::default()
+        }),
+    );
     s.data(
         3,
         Data {
             ce: true,
-            ..Data::send(103, 2, 2, 0, 3000, 4000)
+            ..Data::send(SendPacket {
+                psn: 103,
+                ev: 2,
+                path_seq: 2,
+                msg_offset: 3000,
+                msg_len: 4000,
+                ..SendPacket::default()
+            })
         },
     );
     let write = Op::Write {
@@ -68,7 +100,14 @@ fn scenario() -> Script {
         Data {
             op: write,
             carried: 200,
-            ..Data::send(105, 2, 4, 1, 1000, 2000)
+            ..Data::send(SendPacket {
+                psn: 105,
+                ev: 2,
+                path_seq: 4,
+                msg_id: 1,
+                msg_offset: 1000,
+                msg_len: 2000,
+            })
         },
     );
     s.ack(10, 101, 100, 0, FbFlags::empty(), &[]);
@@ -83,7 +122,13 @@ fn scenario() -> Script {
         Data {
             op: write,
             tx_attempt: 1,
-            ..Data::send(104, 1, 3, 1, 0, 2000)
+            ..Data::send(SendPacket {
+                psn: 104,
+                path_seq: 3,
+                msg_id: 1,
+                msg_len: 2000,
+                ..SendPacket::default()
+            })
         },
     );
     s.data(
@@ -91,29 +136,65 @@ fn scenario() -> Script {
         Data {
             op: write,
             tx_attempt: 1,
-            ..Data::send(105, 1, 4, 1, 1000, 2000)
+            ..Data::send(SendPacket {
+                psn: 105,
+                path_seq: 4,
+                msg_id: 1,
+                msg_offset: 1000,
+                msg_len: 2000,
+                ..SendPacket::default()
+            })
         },
     );
     s.data(
         22,
         Data {
             tx_attempt: 1,
-            ..Data::send(103, 2, 5, 0, 3000, 4000)
+            ..Data::send(SendPacket {
+                psn: 103,
+                ev: 2,
+                path_seq: 5,
+                msg_offset: 3000,
+                msg_len: 4000,
+                ..SendPacket::default()
+            })
         },
     );
     s.ack(30, 105, 104, 20, FbFlags::empty(), &[]);
     s.ack(31, 106, 105, 21, FbFlags::empty(), &[]);
     s.ack(32, 106, 103, 22, FbFlags::DUP, &[]);
-    s.data(100, Data::send(106, 1, 5, 2, 0, 1000));
+    s.data(
+        100,
+        Data::send(SendPacket {
+            psn: 106,
+            path_seq: 5,
+            msg_id: 2,
+            ..SendPacket::default()
+        }),
+    );
     s.data(
         2100,
         Data {
             tx_attempt: 1,
-            ..Data::send(106, 2, 6, 2, 0, 1000)
+            ..Data::send(SendPacket {
+                psn: 106,
+                ev: 2,
+                path_seq: 6,
+                msg_id: 2,
+                ..SendPacket::default()
+            })
         },
     );
     s.ack(2110, 107, 106, 2100, FbFlags::empty(), &[]);
-    s.data(3000, Data::send(107, 1, 6, 3, 0, 1000));
+    s.data(
+        3000,
+        Data::send(SendPacket {
+            psn: 107,
+            path_seq: 6,
+            msg_id: 3,
+            ..SendPacket::default()
+        }),
+    );
     s
 }
 
@@ -385,13 +466,35 @@ fn report_json_snapshot() {
 fn malformed_frames_are_counted_not_analysed() {
     use proto_parse::frame::{self, DecodeConfig, LinkType};
     let mut s = Script::default();
-    s.data(0, Data::send(1, 1, 1, 0, 0, 1000));
-    s.data(1, Data::send(2, 1, 2, 1, 0, 1000));
+    s.data(
+        0,
+        Data::send(SendPacket {
+            psn: 1,
+            ..SendPacket::default()
+        }),
+    );
+    s.data(
+        1,
+        Data::send(SendPacket {
+            psn: 2,
+            path_seq: 2,
+            msg_id: 1,
+            ..SendPacket::default()
+        }),
+    );
     // Frame 2: version 2 (spec 8: malformed). The MetaRoCE base header
     // starts after Ethernet (14) + IPv4 (20) + UDP (8).
     s.frames[1].1[42] = 0x20;
     // Frame 3: cut inside the base header (a snaplen of 50 bytes).
-    s.data(2, Data::send(3, 1, 3, 2, 0, 1000));
+    s.data(
+        2,
+        Data::send(SendPacket {
+            psn: 3,
+            path_seq: 3,
+            msg_id: 2,
+            ..SendPacket::default()
+        }),
+    );
     s.frames[2].1.truncate(50);
     let cfg = DecodeConfig::default();
     let mut engine = Engine::new(Config::default());
@@ -421,9 +524,31 @@ fn malformed_frames_are_counted_not_analysed() {
 #[test]
 fn one_ack_completing_several_messages_reports_each() {
     let mut s = Script::default();
-    s.data(0, Data::send(100, 1, 1, 0, 0, 1000));
-    s.data(1, Data::send(101, 1, 2, 1, 0, 1000));
-    s.data(2, Data::send(102, 1, 3, 2, 0, 1000));
+    s.data(
+        0,
+        Data::send(SendPacket {
+            psn: 100,
+            ..SendPacket::default()
+        }),
+    );
+    s.data(
+        1,
+        Data::send(SendPacket {
+            psn: 101,
+            path_seq: 2,
+            msg_id: 1,
+            ..SendPacket::default()
+        }),
+    );
+    s.data(
+        2,
+        Data::send(SendPacket {
+            psn: 102,
+            path_seq: 3,
+            msg_id: 2,
+            ..SendPacket::default()
+        }),
+    );
     s.ack(10, 103, 102, 2, FbFlags::empty(), &[]);
     let mut engine = Engine::new(Config::default());
     let mut done_at = Vec::new();
@@ -470,18 +595,44 @@ fn one_ack_completing_several_messages_reports_each() {
 #[test]
 fn a_dup_for_a_pruned_retransmission_marks_it_spurious() {
     let mut s = Script::default();
-    s.data(0, Data::send(100, 1, 1, 0, 0, 1000));
-    s.data(1, Data::send(101, 1, 2, 1, 0, 1000));
+    s.data(
+        0,
+        Data::send(SendPacket {
+            psn: 100,
+            ..SendPacket::default()
+        }),
+    );
+    s.data(
+        1,
+        Data::send(SendPacket {
+            psn: 101,
+            path_seq: 2,
+            msg_id: 1,
+            ..SendPacket::default()
+        }),
+    );
     let retx = s.data(
         2000,
         Data {
             tx_attempt: 1,
-            ..Data::send(100, 2, 1, 0, 0, 1000)
+            ..Data::send(SendPacket {
+                psn: 100,
+                ev: 2,
+                ..SendPacket::default()
+            })
         },
     );
     for (i, psn) in (102..=105).enumerate() {
         let i = i as u64;
-        s.data(2001 + i, Data::send(psn, 1, 3 + i as u16, psn, 0, 1000));
+        s.data(
+            2001 + i,
+            Data::send(SendPacket {
+                psn,
+                path_seq: 3 + i as u16,
+                msg_id: psn,
+                ..SendPacket::default()
+            }),
+        );
     }
     s.ack(2010, 106, 105, 2004, FbFlags::empty(), &[]);
     s.ack(2011, 106, 100, 2000, FbFlags::DUP, &[]);
@@ -521,7 +672,13 @@ fn rtt_histograms_count_every_sample_between_batches() {
         let t = u64::from(i) * 100;
         s.data(
             t,
-            Data::send(100 + i, 1 + (i % 2) as u16, 1 + (i / 2) as u16, i, 0, 1000),
+            Data::send(SendPacket {
+                psn: 100 + i,
+                ev: 1 + (i % 2) as u16,
+                path_seq: 1 + (i / 2) as u16,
+                msg_id: i,
+                ..SendPacket::default()
+            }),
         );
         s.ack(
             t + 10 + u64::from(i % 7),
@@ -561,7 +718,16 @@ fn rtt_samples_on_evs_beyond_max_paths_count_for_the_direction() {
     for i in 0..60u32 {
         let t = u64::from(i) * 100;
         let ev = 1 + (i % 3) as u16;
-        s.data(t, Data::send(100 + i, ev, 1 + (i / 3) as u16, i, 0, 1000));
+        s.data(
+            t,
+            Data::send(SendPacket {
+                psn: 100 + i,
+                ev,
+                path_seq: 1 + (i / 3) as u16,
+                msg_id: i,
+                ..SendPacket::default()
+            }),
+        );
         s.ack(
             t + 10 + u64::from(i % 5),
             101 + i,
@@ -596,7 +762,14 @@ fn acked_read_requests_count_in_the_completion_latency() {
     // t0: SEND msg 1 (psn 100), acked at t12: 12 us.
     // t1: READ request msg 2 (psn 101), acked at t21: 20 us. No response
     //     is captured, so no READ completes.
-    s.data(0, Data::send(100, 1, 1, 1, 0, 1000));
+    s.data(
+        0,
+        Data::send(SendPacket {
+            psn: 100,
+            msg_id: 1,
+            ..SendPacket::default()
+        }),
+    );
     s.data(
         1,
         Data {
@@ -604,7 +777,12 @@ fn acked_read_requests_count_in_the_completion_latency() {
                 remote_va: 0x1000,
                 rkey: 7,
             },
-            ..Data::send(101, 1, 2, 2, 0, 1000)
+            ..Data::send(SendPacket {
+                psn: 101,
+                path_seq: 2,
+                msg_id: 2,
+                ..SendPacket::default()
+            })
         },
     );
     s.ack(12, 101, 100, 0, FbFlags::empty(), &[]);
@@ -649,7 +827,11 @@ fn a_read_is_completed_once_on_the_requesters_direction() {
             carried: 0,
             som: true,
             eom: true,
-            ..Data::send(100, 1, 1, 0, 0, 2000)
+            ..Data::send(SendPacket {
+                psn: 100,
+                msg_len: 2000,
+                ..SendPacket::default()
+            })
         },
     );
     s.ack(5, 101, 100, 0, FbFlags::empty(), &[]);
@@ -659,7 +841,14 @@ fn a_read_is_completed_once_on_the_requesters_direction() {
             t,
             Data {
                 op: Op::ReadResp,
-                ..Data::send(500 + i as u32, 3, 1 + i as u16, 0, off, 2000)
+                ..Data::send(SendPacket {
+                    psn: 500 + i as u32,
+                    ev: 3,
+                    path_seq: 1 + i as u16,
+                    msg_offset: off,
+                    msg_len: 2000,
+                    ..SendPacket::default()
+                })
             },
         );
     }
@@ -722,17 +911,35 @@ fn a_late_echo_of_the_hole_filling_retransmission_gives_its_rtt_sample() {
     for i in 0..300u32 {
         s.data(
             u64::from(i),
-            Data::send(100 + i, 1, 1 + i as u16, 100 + i, 0, 1000),
+            Data::send(SendPacket {
+                psn: 100 + i,
+                path_seq: 1 + i as u16,
+                msg_id: 100 + i,
+                ..SendPacket::default()
+            }),
         );
     }
     let retx = s.data(
         1000,
         Data {
             tx_attempt: 1,
-            ..Data::send(100, 2, 1, 100, 0, 1000)
+            ..Data::send(SendPacket {
+                psn: 100,
+                ev: 2,
+                msg_id: 100,
+                ..SendPacket::default()
+            })
         },
     );
-    s.data(1001, Data::send(400, 1, 301, 400, 0, 1000));
+    s.data(
+        1001,
+        Data::send(SendPacket {
+            psn: 400,
+            path_seq: 301,
+            msg_id: 400,
+            ..SendPacket::default()
+        }),
+    );
     s.ack(1020, 401, 400, 1001, FbFlags::empty(), &[]);
     let late = s.ack(1030, 401, 100, 1000, FbFlags::empty(), &[]);
     let mut engine = Engine::new(Config::default());
@@ -762,12 +969,22 @@ fn a_late_echo_of_the_hole_filling_retransmission_gives_its_rtt_sample() {
 #[test]
 fn a_dup_echoing_the_original_names_the_retransmission() {
     let mut s = Script::default();
-    s.data(0, Data::send(100, 1, 1, 0, 0, 1000));
+    s.data(
+        0,
+        Data::send(SendPacket {
+            psn: 100,
+            ..SendPacket::default()
+        }),
+    );
     let retx = s.data(
         100,
         Data {
             tx_attempt: 1,
-            ..Data::send(100, 2, 1, 0, 0, 1000)
+            ..Data::send(SendPacket {
+                psn: 100,
+                ev: 2,
+                ..SendPacket::default()
+            })
         },
     );
     s.ack(110, 101, 100, 100, FbFlags::empty(), &[]);
@@ -842,19 +1059,63 @@ fn bytes_in_flight_follow_sends_sacks_and_cumulative_acks() {
 #[test]
 fn bytes_in_flight_skip_sacked_psns_and_leave_with_the_window_overflow() {
     let mut s = Script::default();
-    s.data(0, Data::send(10, 1, 1, 10, 0, 1000));
-    s.data(1, Data::send(13, 1, 2, 13, 0, 1000));
+    s.data(
+        0,
+        Data::send(SendPacket {
+            psn: 10,
+            msg_id: 10,
+            ..SendPacket::default()
+        }),
+    );
+    s.data(
+        1,
+        Data::send(SendPacket {
+            psn: 13,
+            path_seq: 2,
+            msg_id: 13,
+            ..SendPacket::default()
+        }),
+    );
     s.ack(10, 10, 10, 0, FbFlags::empty(), &[12]);
-    s.data(11, Data::send(11, 1, 3, 11, 0, 1000));
-    s.data(12, Data::send(12, 1, 4, 12, 0, 1000));
+    s.data(
+        11,
+        Data::send(SendPacket {
+            psn: 11,
+            path_seq: 3,
+            msg_id: 11,
+            ..SendPacket::default()
+        }),
+    );
+    s.data(
+        12,
+        Data::send(SendPacket {
+            psn: 12,
+            path_seq: 4,
+            msg_id: 12,
+            ..SendPacket::default()
+        }),
+    );
     s.data(
         13,
         Data {
             tx_attempt: 1,
-            ..Data::send(14, 1, 5, 14, 0, 1000)
+            ..Data::send(SendPacket {
+                psn: 14,
+                path_seq: 5,
+                msg_id: 14,
+                ..SendPacket::default()
+            })
         },
     );
-    s.data(14, Data::send(15, 1, 6, 15, 0, 1000));
+    s.data(
+        14,
+        Data::send(SendPacket {
+            psn: 15,
+            path_seq: 6,
+            msg_id: 15,
+            ..SendPacket::default()
+        }),
+    );
     s.ack(20, 16, 15, 14, FbFlags::empty(), &[]);
     let mut engine = Engine::new(Config {
         window: 4,

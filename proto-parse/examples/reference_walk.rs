@@ -3,7 +3,7 @@
 //! `pcap-parser`, each frame's Ethernet/IP/UDP headers sliced by
 //! `etherparse`, and the UDP datagrams to the MetaRoCE and RoCEv2 ports
 //! counted. The issue measured this walk at about 23 M packets/s on the
-//! machine it was written on; `scripts/bench-analyzer.sh` runs it beside
+//! machine it was written on; `cargo xtask bench analyzer` runs it beside
 //! the analyzer so that its figures can be compared with the issue's on a
 //! host of another speed.
 //!

@@ -4,6 +4,10 @@
 //! the datagrams that cannot be rebuilt), and the status line counts the
 //! fragments, the datagrams rebuilt and those that never completed.
 
+mod common;
+
+use common::fixture;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -18,12 +22,6 @@ use proto_parse::frame::LinkType;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::Value;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/generated")
-        .join(name)
-}
 
 /// Replays a fixture frame by frame, then ends the replay.
 fn replay(name: &str) -> Snapshot {

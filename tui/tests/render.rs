@@ -8,6 +8,8 @@ use std::sync::Arc;
 use analyzer::Config;
 mod common;
 
+use common::fixture;
+
 use metaroce_tui::app::{App, SelKey, Selected, View};
 use metaroce_tui::events::{EventConfig, FlowKey};
 use metaroce_tui::keys::Action;
@@ -18,12 +20,6 @@ use proto_parse::capture::Reader;
 use proto_parse::frame::LinkType;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/generated")
-        .join(name)
-}
 
 /// Replays `name` frame by frame, one tick per frame (1 ms of wall clock
 /// each), and returns the final snapshot.

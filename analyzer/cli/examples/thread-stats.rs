@@ -1,5 +1,5 @@
 //! How the analysis pipeline's two threads shared the work on a capture
-//! (`scripts/bench-analyzer.sh` prints it per round, to tell which thread
+//! (`cargo xtask bench analyzer` prints it per round, to tell which thread
 //! set the wall time): runs the analysis `metaroce-analyze report` runs and
 //! prints, for each capture, the batches sent, how many of them were sent
 //! raw (decoded on the engine thread), and each thread's waits for the

@@ -1,4 +1,4 @@
-//! The analyzer benchmark's baseline (`scripts/bench-analyzer.sh`): read
+//! The analyzer benchmark's baseline (`cargo xtask bench analyzer`): read
 //! every record of a capture, memory-mapped as `metaroce-analyze report`
 //! reads it, and decode every frame into an observation, without the
 //! analysis; with `--engine`, also feed every packet to the engine on this

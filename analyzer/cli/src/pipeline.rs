@@ -193,9 +193,9 @@ impl Batch {
 impl Item {
     /// Decodes one captured frame; an IP fragment's bytes, a mirror's
     /// session and what a frame of no protocol of ours was go to `side`.
-    /// Always inlined into the batch loops: as a call it costs about 70
-    /// instructions per packet of the bench capture (cachegrind), most of
-    /// them moving the returned `Item`.
+    /// Always inlined into the batch loops: as a call it costs
+    /// instructions per packet (cachegrind), most of them moving the
+    /// returned `Item`.
     #[inline(always)]
     fn decode(
         index: u64,

@@ -3,25 +3,15 @@
 //! captures (`fixtures/generated/multipath_loss.expected.json`).
 #![cfg(feature = "export")]
 
+mod common;
+
+use common::{expected, fixture};
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use polars::prelude::*;
-use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    root().join("fixtures/generated").join(name)
-}
-
-fn expected() -> Value {
-    let text = std::fs::read_to_string(fixture("multipath_loss.expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
 
 fn export(dir: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))

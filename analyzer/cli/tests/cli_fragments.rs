@@ -5,16 +5,13 @@
 //! the datagrams that cannot be rebuilt), and counts the fragments as
 //! `ip_fragments.expected.json` says: nothing dropped silently.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::fixture;
+
 use std::process::Command;
 
 use serde_json::Value;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/generated")
-        .join(name)
-}
 
 fn report(args: &[&str], capture: &str) -> (Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))

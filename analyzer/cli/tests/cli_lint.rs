@@ -3,16 +3,14 @@
 //! generator's captures (the rules themselves are tested in
 //! `analyzer/tests/lint/`).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::fixture;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/generated")
-        .join(name)
-}
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))

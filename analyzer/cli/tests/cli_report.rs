@@ -4,6 +4,10 @@
 //! edited to match), snapshots of the JSON and of the terminal report,
 //! RoCEv2 real captures, corrupt records and exit codes.
 
+mod common;
+
+use common::{BIN, expected, fixture, root};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -12,16 +16,8 @@ use metaroce_analyze::pipeline::{self, NoProgress, NoSink, Options};
 use proto_parse::frame::DecodeConfig;
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    root().join("fixtures").join(name)
-}
-
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"));
+    let mut c = Command::new(BIN);
     c.env_remove("CLICOLOR_FORCE").env("NO_COLOR", "1");
     c
 }
@@ -44,11 +40,6 @@ fn run_json(args: &[&str]) -> (Value, Output) {
 
 fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn expected() -> Value {
-    let text = std::fs::read_to_string(fixture("generated/multipath_loss.expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
 }
 
 /// The direction of `report` with the key of `want` (src, dst, src_conn,
@@ -256,7 +247,7 @@ fn assert_known(mismatches: &[String], known: &[&str]) {
 #[test]
 fn report_json_sender_matches_hand_written_expectations() {
     let exp = expected();
-    let pcap = fixture("generated/multipath_loss_sender.pcap");
+    let pcap = fixture("multipath_loss_sender.pcap");
     let (report, out) = run_json(&["report", "--json", path_str(&pcap)]);
     assert_eq!(
         out.status.code(),
@@ -274,7 +265,7 @@ fn report_json_sender_matches_hand_written_expectations() {
 #[test]
 fn report_json_receiver_matches_hand_written_expectations() {
     let exp = expected();
-    let pcap = fixture("generated/multipath_loss_receiver.pcap");
+    let pcap = fixture("multipath_loss_receiver.pcap");
     let (report, out) = run_json(&["report", "--json", path_str(&pcap)]);
     assert_eq!(out.status.code(), Some(0));
     let mut m = Vec::new();
@@ -296,7 +287,7 @@ fn report_json_receiver_matches_hand_written_expectations() {
 
 #[test]
 fn report_json_is_the_engine_schema() {
-    let pcap = fixture("generated/multipath_loss_sender.pcap");
+    let pcap = fixture("multipath_loss_sender.pcap");
     let (report, _) = run_json(&["report", "--json", path_str(&pcap)]);
     let keys: Vec<&str> = report
         .as_object()
@@ -319,8 +310,8 @@ fn report_json_is_the_engine_schema() {
 
 #[test]
 fn several_captures_give_one_report() {
-    let a = fixture("generated/multipath_loss_sender.pcap");
-    let b = fixture("generated/multipath_loss_receiver.pcap");
+    let a = fixture("multipath_loss_sender.pcap");
+    let b = fixture("multipath_loss_receiver.pcap");
     let (report, out) = run_json(&["report", "--json", path_str(&a), path_str(&b)]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(report["capture"]["files"], 2);
@@ -354,7 +345,7 @@ fn gzip_compressed_captures_give_the_same_report() {
     let mut plain = Vec::new();
     let mut compressed = Vec::new();
     for name in ["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"] {
-        let path = fixture(&format!("generated/{name}"));
+        let path = fixture(name);
         let gz = dir.path().join(format!("{name}.gz"));
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         enc.write_all(&std::fs::read(&path).unwrap()).unwrap();
@@ -399,8 +390,8 @@ fn gzip_compressed_captures_give_the_same_report() {
 /// for one capture and for two merged.
 #[test]
 fn no_mmap_gives_the_same_report() {
-    let sender = fixture("generated/multipath_loss_sender.pcap");
-    let receiver = fixture("generated/multipath_loss_receiver.pcap");
+    let sender = fixture("multipath_loss_sender.pcap");
+    let receiver = fixture("multipath_loss_receiver.pcap");
     let (sender, receiver) = (path_str(&sender), path_str(&receiver));
     for files in [vec![sender], vec![sender, receiver]] {
         let mut mapped = vec!["report", "--json"];
@@ -419,8 +410,8 @@ fn no_mmap_gives_the_same_report() {
 #[test]
 fn thread_stats_count_the_batches() {
     let captures = [
-        fixture("generated/multipath_loss_sender.pcap"),
-        fixture("generated/multipath_loss_receiver.pcap"),
+        fixture("multipath_loss_sender.pcap"),
+        fixture("multipath_loss_receiver.pcap"),
     ];
     let opts = Options::new(DecodeConfig::default(), Config::default());
     let results = pipeline::analyze(&captures, &opts, &mut NoSink, &NoProgress).unwrap();
@@ -437,7 +428,7 @@ fn thread_stats_count_the_batches() {
 /// `--thread-stats` are examples of this crate.
 #[test]
 fn benchmark_entry_points_are_not_subcommands() {
-    let capture = fixture("generated/multipath_loss_sender.pcap");
+    let capture = fixture("multipath_loss_sender.pcap");
     let out = run(&["walk", path_str(&capture)]);
     assert_eq!(out.status.code(), Some(1));
     let out = run(&["report", "--thread-stats", path_str(&capture)]);
@@ -449,8 +440,8 @@ const KNOWN_BETWEEN: &[&str] = &[];
 #[test]
 fn between_captures_match_hand_written_expectations() {
     let exp = &expected()["between_captures"];
-    let a = fixture("generated/multipath_loss_sender.pcap");
-    let b = fixture("generated/multipath_loss_receiver.pcap");
+    let a = fixture("multipath_loss_sender.pcap");
+    let b = fixture("multipath_loss_receiver.pcap");
     let (report, out) = run_json(&["report", "--json", path_str(&a), path_str(&b)]);
     assert_eq!(out.status.code(), Some(0));
     let between = report["between_captures"].as_array().unwrap();
@@ -514,8 +505,8 @@ fn between_captures_match_hand_written_expectations() {
 
 #[test]
 fn text_report_snapshot_without_colour() {
-    let a = fixture("generated/multipath_loss_sender.pcap");
-    let b = fixture("generated/multipath_loss_receiver.pcap");
+    let a = fixture("multipath_loss_sender.pcap");
+    let b = fixture("multipath_loss_receiver.pcap");
     let out = bin()
         .current_dir(root())
         .args([
@@ -550,7 +541,7 @@ fn text_report_snapshot_without_colour() {
 
 #[test]
 fn colour_when_forced_and_none_under_no_color() {
-    let a = fixture("generated/multipath_loss_sender.pcap");
+    let a = fixture("multipath_loss_sender.pcap");
     let out = bin()
         .env_remove("NO_COLOR")
         .args(["report", "--color", "always", path_str(&a)])
@@ -570,7 +561,7 @@ fn colour_when_forced_and_none_under_no_color() {
 
 #[test]
 fn stall_threshold_option() {
-    let a = fixture("generated/multipath_loss_sender.pcap");
+    let a = fixture("multipath_loss_sender.pcap");
     let exp = expected();
     let want = &exp["sender"]["direction_a_to_b"];
     let (report, _) = run_json(&[
@@ -607,7 +598,7 @@ fn stall_threshold_option() {
 #[test]
 fn port_option_moves_metaroce() {
     // On another port nothing is MetaRoCE.
-    let a = fixture("generated/multipath_loss_sender.pcap");
+    let a = fixture("multipath_loss_sender.pcap");
     let (report, out) = run_json(&["report", "--json", "--port", "9999", path_str(&a)]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(report["capture"]["frames"], 32);
@@ -631,7 +622,8 @@ fn rocev2_real_captures_give_rocev2_flows() {
         ("real/montybeatnik_test.pcap", 1),
         ("real/oferby_proxy_roce.pcap", 2),
     ] {
-        let (report, out) = run_json(&["report", "--json", path_str(&fixture(name))]);
+        let capture = root().join("fixtures").join(name);
+        let (report, out) = run_json(&["report", "--json", path_str(&capture)]);
         assert_eq!(out.status.code(), Some(0), "{name}");
         assert!(
             report["capture"]["rocev2_packets"].as_u64().unwrap() > 0,
@@ -642,7 +634,7 @@ fn rocev2_real_captures_give_rocev2_flows() {
             report["directions"].as_array().unwrap().is_empty(),
             "{name}"
         );
-        let text = String::from_utf8(run(&["report", path_str(&fixture(name))]).stdout).unwrap();
+        let text = String::from_utf8(run(&["report", path_str(&capture)]).stdout).unwrap();
         assert!(text.contains("RoCEv2 flows"), "{name}: {text}");
     }
 }
@@ -650,7 +642,7 @@ fn rocev2_real_captures_give_rocev2_flows() {
 /// A copy of the sender capture whose 10th record header claims a huge
 /// captured length: the reader resynchronises on the next record.
 fn corrupt_copy(dir: &Path) -> PathBuf {
-    let mut bytes = std::fs::read(fixture("generated/multipath_loss_sender.pcap")).unwrap();
+    let mut bytes = std::fs::read(fixture("multipath_loss_sender.pcap")).unwrap();
     let mut off = 24;
     for _ in 0..9 {
         let caplen = u32::from_le_bytes(bytes[off + 8..off + 12].try_into().unwrap()) as usize;
@@ -689,7 +681,7 @@ fn corrupt_record_is_counted_and_analysis_goes_on() {
 
 #[test]
 fn malformed_packets_exit_2_and_are_counted() {
-    let path = fixture("generated/malformed.pcap");
+    let path = fixture("malformed.pcap");
     let (report, out) = run_json(&["report", "--json", path_str(&path)]);
     assert_eq!(out.status.code(), Some(2));
     assert!(report["capture"]["malformed"].as_u64().unwrap() > 0);
@@ -727,7 +719,7 @@ fn walk_counts_what_report_counts() {
         "generated/multipath_loss_sender.pcap",
         "real/montybeatnik_roce_capture_read-write-ecn.pcap",
     ] {
-        let capture = fixture(name);
+        let capture = root().join("fixtures").join(name);
         let (report, _) = run_json(&["report", "--json", "--no-progress", path_str(&capture)]);
         let c = &report["capture"];
         let decode = Options::new(DecodeConfig::default(), Config::default()).decode;

@@ -2,16 +2,14 @@
 //! from the representations it emitted (`fixtures/generated/*.expected.jsonl`),
 //! and the malformed fixture's errors, layer and frame offset.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::fixture;
+
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-
-fn generated(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/generated")
-        .join(name)
-}
 
 fn decode_json(capture: &Path) -> (Vec<Value>, Option<i32>) {
     let output = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))
@@ -28,7 +26,7 @@ fn decode_json(capture: &Path) -> (Vec<Value>, Option<i32>) {
 }
 
 fn expected(name: &str) -> Vec<Value> {
-    std::fs::read_to_string(generated(name))
+    std::fs::read_to_string(fixture(name))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -37,7 +35,7 @@ fn expected(name: &str) -> Vec<Value> {
 
 #[test]
 fn every_packet_kind_decodes_to_the_fields_it_was_emitted_with() {
-    let (ours, status) = decode_json(&generated("all_types.pcap"));
+    let (ours, status) = decode_json(&fixture("all_types.pcap"));
     assert_eq!(status, Some(0));
     let expected = expected("all_types.expected.jsonl");
     assert_eq!(ours.len(), expected.len());
@@ -61,7 +59,7 @@ fn every_packet_kind_decodes_to_the_fields_it_was_emitted_with() {
 
 #[test]
 fn malformed_packets_name_layer_and_frame_offset_and_the_next_packet_still_decodes() {
-    let (ours, status) = decode_json(&generated("malformed.pcap"));
+    let (ours, status) = decode_json(&fixture("malformed.pcap"));
     assert_eq!(status, Some(2), "malformed packets give exit status 2");
     let expected = expected("malformed.expected.jsonl");
     assert_eq!(ours.len(), expected.len());
@@ -82,7 +80,7 @@ fn malformed_packets_name_layer_and_frame_offset_and_the_next_packet_still_decod
 
 #[test]
 fn snaplen_cut_frames_decode_their_headers_and_say_where_they_stopped() {
-    let (ours, status) = decode_json(&generated("snaplen.pcap"));
+    let (ours, status) = decode_json(&fixture("snaplen.pcap"));
     assert_eq!(status, Some(0), "a snaplen cut is not malformed");
     let expected = expected("all_types.expected.jsonl");
     for (ours, expected) in ours.iter().zip(&expected) {
@@ -107,7 +105,7 @@ fn snaplen_cut_frames_decode_their_headers_and_say_where_they_stopped() {
     }
     let cut = ours.iter().filter(|o| !o["error"].is_null()).count();
     let mut longer_than_snaplen = 0;
-    let mut reader = proto_parse::capture::Reader::open(generated("all_types.pcap")).unwrap();
+    let mut reader = proto_parse::capture::Reader::open(fixture("all_types.pcap")).unwrap();
     while let Some(record) = reader.next_record() {
         longer_than_snaplen += usize::from(record.unwrap().data.len() > 100);
     }

@@ -6,18 +6,16 @@
 //! field list (`all_types.expected.jsonl`).
 #![cfg(feature = "export")]
 
+mod common;
+
+use common::fixture;
+
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use polars::prelude::*;
 use serde_json::Value;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/generated")
-        .join(name)
-}
 
 fn export(dir: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))

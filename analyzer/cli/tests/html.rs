@@ -11,19 +11,18 @@
 //! any such line is an error; `broken_pages_are_caught` shows that an
 //! uncaught exception and a blank page are both detected.
 
+mod common;
+
+use common::{fixture, two_hosts};
+
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use metaroce_analyze::text::{fmt_ns, fmt_rate};
 use serde_json::Value;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/generated")
-        .join(name)
-}
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))
@@ -215,35 +214,49 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
-fn two_hosts() -> [PathBuf; 2] {
-    [
-        fixture("multipath_loss_sender.pcap"),
-        fixture("multipath_loss_receiver.pcap"),
-    ]
-}
-
 const STEMS: [&str; 2] = ["multipath_loss_sender", "multipath_loss_receiver"];
 
-#[test]
-fn two_host_page_renders_and_its_numbers_equal_the_json_report() {
-    let caps = two_hosts();
-    let caps: Vec<&Path> = caps.iter().map(PathBuf::as_path).collect();
-    let tmp = tempfile::tempdir().unwrap();
-    let page = tmp.path().join("report.html");
-    report(&caps, &["--html", page.to_str().unwrap()]);
-    let html = std::fs::read_to_string(&page).unwrap();
-    let json: Value = serde_json::from_str(&report(&caps, &["--json"])).unwrap();
+/// The two-host scenario's page and JSON report, made once for the tests
+/// below, one per part of the page.
+struct TwoHostPage {
+    page: PathBuf,
+    html: String,
+    json: Value,
+}
 
-    // Self-contained: nothing is loaded from anywhere.
+fn two_host_page() -> &'static TwoHostPage {
+    static PAGE: OnceLock<TwoHostPage> = OnceLock::new();
+    PAGE.get_or_init(|| {
+        let caps = two_hosts();
+        let caps: Vec<&Path> = caps.iter().map(PathBuf::as_path).collect();
+        // Kept for the browser test (a static is never dropped: no
+        // temporary folder to leak), under cargo's folder for test files.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-two-host");
+        std::fs::create_dir_all(&dir).unwrap();
+        let page = dir.join("report.html");
+        report(&caps, &["--html", page.to_str().unwrap()]);
+        let html = std::fs::read_to_string(&page).unwrap();
+        let json: Value = serde_json::from_str(&report(&caps, &["--json"])).unwrap();
+        TwoHostPage { page, html, json }
+    })
+}
+
+#[test]
+fn two_host_page_is_self_contained() {
+    let html = &two_host_page().html;
     for needle in [
         "http:", "https:", "src=", "href=", "url(", "@import", "<link", "<img",
     ] {
         assert!(!html.contains(needle), "the page refers to {needle}");
     }
+}
 
-    // In the browser: no console error, not blank, the red of the stall
-    // and the lossy paths is on screen.
-    let shot = render(&page, 1280, 1600);
+/// In the browser: no console error, not blank, the red of the stall and
+/// the lossy paths is on screen.
+#[test]
+fn two_host_page_renders() {
+    let page = &two_host_page().page;
+    let shot = render(page, 1280, 1600);
     assert!(shot.console.is_empty(), "console: {:#?}", shot.console);
     assert!(
         shot.ink() > 0.05,
@@ -251,13 +264,18 @@ fn two_host_page_renders_and_its_numbers_equal_the_json_report() {
         shot.ink()
     );
     assert!(shot.red() > 500, "no red on screen ({} pixels)", shot.red());
+}
 
-    // Directions: the JSON lists each capture's directions in capture
-    // order; the i-th occurrence of a direction belongs to the i-th
-    // capture that saw it.
-    let (h, rows) = table(&html, "directions");
-    let (lh, lrows) = table(&html, "latency");
-    let (ph, prows) = table(&html, "paths");
+/// Directions, their ACK RTT percentiles and their paths: the numbers of
+/// the JSON report. The JSON lists each capture's directions in capture
+/// order; the i-th occurrence of a direction belongs to the i-th capture
+/// that saw it.
+#[test]
+fn two_host_page_directions_equal_the_json_report() {
+    let TwoHostPage { html, json, .. } = two_host_page();
+    let (h, rows) = table(html, "directions");
+    let (lh, lrows) = table(html, "latency");
+    let (ph, prows) = table(html, "paths");
     let mut seen: std::collections::HashMap<String, usize> = Default::default();
     let mut checked = 0;
     for d in json["directions"].as_array().unwrap() {
@@ -333,8 +351,12 @@ fn two_host_page_renders_and_its_numbers_equal_the_json_report() {
         }
     }
     assert!(checked >= 8, "only {checked} paths compared");
+}
 
-    // Stalls: one row per stall, the longest in the summary's headline.
+/// Stalls: one row per stall, the longest in the summary's headline.
+#[test]
+fn two_host_page_stalls_and_headline() {
+    let TwoHostPage { html, json, .. } = two_host_page();
     let stalls: Vec<&Value> = json["directions"]
         .as_array()
         .unwrap()
@@ -342,7 +364,7 @@ fn two_host_page_renders_and_its_numbers_equal_the_json_report() {
         .flat_map(|d| d["stalls"].as_array().unwrap())
         .collect();
     assert!(!stalls.is_empty(), "the scenario has a stall");
-    let (sh, srows) = table(&html, "stalls");
+    let (sh, srows) = table(html, "stalls");
     assert_eq!(srows.len(), stalls.len());
     let longest = stalls.iter().map(|s| u(&s["duration_ns"])).max().unwrap();
     assert!(
@@ -362,9 +384,14 @@ fn two_host_page_renders_and_its_numbers_equal_the_json_report() {
         headline.contains(&expected),
         "headline {headline:?} lacks {expected:?}"
     );
+}
 
-    // Between captures: matched and lost per path, and the host matrix.
-    let (bh, brows) = table(&html, "between");
+/// Between captures: matched and lost per path, the host matrix, and the
+/// stall timeline's shift of the receiver onto the sender's clock.
+#[test]
+fn two_host_page_between_captures() {
+    let TwoHostPage { html, json, .. } = two_host_page();
+    let (bh, brows) = table(html, "between");
     let bpaths = json["between_captures"][0]["paths"].as_array().unwrap();
     assert_eq!(brows.len(), bpaths.len());
     for (row, p) in brows.iter().zip(bpaths) {
@@ -386,10 +413,14 @@ fn two_host_page_renders_and_its_numbers_equal_the_json_report() {
         metaroce_analyze::text::signed_ns(-offset)
     );
     assert!(
-        visible(&html).contains(&shift),
+        visible(html).contains(&shift),
         "no {shift:?} in the timeline's caption"
     );
-    // Every chart of the two-host scenario is there.
+}
+
+#[test]
+fn two_host_page_has_every_chart() {
+    let html = &two_host_page().html;
     for id in [
         "heatmap-loss",
         "heatmap-rtt",

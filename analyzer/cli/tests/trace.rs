@@ -5,9 +5,14 @@
 //! the timeline of `fixtures/generator/src/scenario.rs`, both written by
 //! hand), and `--merge` keeps every event of a profiler trace.
 
+mod common;
+
+use common::{BIN, expected, fixture};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -18,33 +23,20 @@ use serde_json::value::RawValue;
 const EPOCH_NS: i128 = 1_764_000_000_000_000_000;
 const DIRECTION: &str = "10.0.0.1:256 -> 10.0.0.2:512";
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/generated")
-}
-
 fn sender() -> PathBuf {
-    fixtures().join("multipath_loss_sender.pcap")
+    fixture("multipath_loss_sender.pcap")
 }
 
 fn receiver() -> PathBuf {
-    fixtures().join("multipath_loss_receiver.pcap")
+    fixture("multipath_loss_receiver.pcap")
 }
 
 fn profiler_trace() -> PathBuf {
-    fixtures().join("multipath_loss_rank0.trace.json")
-}
-
-fn expected() -> Value {
-    let text = std::fs::read_to_string(fixtures().join("multipath_loss.expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    fixture("multipath_loss_rank0.trace.json")
 }
 
 fn run(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))
-        .arg("trace")
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(BIN).arg("trace").args(args).output().unwrap()
 }
 
 /// Runs `trace` into a temporary file and returns its text.
@@ -262,29 +254,56 @@ fn us(t: i128) -> i128 {
     t * 1000
 }
 
-/// The two-host scenario: each fact of the expected file on its track.
-#[test]
-fn two_host_trace_holds_the_scenario() {
-    let text = trace(&[sender(), receiver()], &["--counters"]);
-    let (top, events) = parse(&text);
-    assert_valid(&events);
-    let x = expected();
-    let offset = x["between_captures"]["clock_offset_ns"].as_i64().unwrap();
+/// The two-host scenario's trace (with `--counters`), made once for the
+/// tests below, one per aspect of the expected file.
+struct Scenario {
+    top: Value,
+    events: Vec<Event>,
+    expected: Value,
+}
 
-    // The receiver's clock offset, estimated by the engine, is applied and
-    // written down.
-    let captures = top["otherData"]["metaroce"]["captures"].as_array().unwrap();
-    assert_eq!(captures.len(), 2);
-    assert_eq!(captures[0]["clock_offset_ns"], 0);
-    assert_eq!(captures[1]["host"], "multipath_loss_receiver");
-    assert_eq!(captures[1]["clock_offset_ns"], offset);
-    assert_eq!(captures[1]["clock_offset"], "estimated");
+fn scenario() -> &'static Scenario {
+    static SCENARIO: OnceLock<Scenario> = OnceLock::new();
+    SCENARIO.get_or_init(|| {
+        let text = trace(&[sender(), receiver()], &["--counters"]);
+        let (top, events) = parse(&text);
+        Scenario {
+            top,
+            events,
+            expected: expected(),
+        }
+    })
+}
 
-    for (side, pname) in [
+/// One capture's view of the scenario's direction: its side in the
+/// expected file, its process and the events on the direction's track.
+struct Side<'a> {
+    side: &'static str,
+    dir: &'a Value,
+    pid: Value,
+    track: Vec<&'a Event>,
+}
+
+impl Side<'_> {
+    fn named(&self, prefix: &str) -> Vec<&Event> {
+        self.track
+            .iter()
+            .copied()
+            .filter(|e| e.name().starts_with(prefix))
+            .collect()
+    }
+}
+
+/// The sender's and the receiver's view, each checked to name the
+/// direction the track is named after.
+fn sides(s: &Scenario) -> Vec<Side<'_>> {
+    [
         ("sender", "network multipath_loss_sender"),
         ("receiver", "network multipath_loss_receiver"),
-    ] {
-        let dir = &x[side]["direction_a_to_b"];
+    ]
+    .into_iter()
+    .map(|(side, pname)| {
+        let dir = &s.expected[side]["direction_a_to_b"];
         assert_eq!(
             format!(
                 "{}:{} -> {}:{}",
@@ -295,20 +314,49 @@ fn two_host_trace_holds_the_scenario() {
             ),
             DIRECTION
         );
-        let pid = pid_named(&events, pname);
-        let tid = tid_named(&events, &pid, DIRECTION);
-        let track = on_track(&events, &pid, &tid);
-        let named = |prefix: &str| -> Vec<&Event> {
-            track
-                .iter()
-                .copied()
-                .filter(|e| e.name().starts_with(prefix))
-                .collect()
-        };
+        let pid = pid_named(&s.events, pname);
+        let tid = tid_named(&s.events, &pid, DIRECTION);
+        let track = on_track(&s.events, &pid, &tid);
+        Side {
+            side,
+            dir,
+            pid,
+            track,
+        }
+    })
+    .collect()
+}
 
-        // Stalls: as many, as long, starting when the expected file says.
-        let stalls = named("stall");
-        let want = dir["stalls"].as_array().unwrap();
+#[test]
+fn scenario_trace_is_valid() {
+    assert_valid(&scenario().events);
+}
+
+/// The receiver's clock offset, estimated by the engine, is applied and
+/// written down.
+#[test]
+fn scenario_clock_offset_is_estimated_and_written_down() {
+    let s = scenario();
+    let offset = s.expected["between_captures"]["clock_offset_ns"]
+        .as_i64()
+        .unwrap();
+    let captures = s.top["otherData"]["metaroce"]["captures"]
+        .as_array()
+        .unwrap();
+    assert_eq!(captures.len(), 2);
+    assert_eq!(captures[0]["clock_offset_ns"], 0);
+    assert_eq!(captures[1]["host"], "multipath_loss_receiver");
+    assert_eq!(captures[1]["clock_offset_ns"], offset);
+    assert_eq!(captures[1]["clock_offset"], "estimated");
+}
+
+/// Stalls: as many, as long, starting when the expected file says.
+#[test]
+fn scenario_stalls() {
+    for v in sides(scenario()) {
+        let side = v.side;
+        let stalls = v.named("stall");
+        let want = v.dir["stalls"].as_array().unwrap();
         assert_eq!(stalls.len(), want.len(), "{side}: stalls");
         for (got, want) in stalls.iter().zip(want) {
             assert_eq!(got.ph(), "X");
@@ -322,9 +370,15 @@ fn two_host_trace_holds_the_scenario() {
             assert_eq!(got.value["args"]["cause"], "timeout_retransmission");
             assert_eq!(got.value["args"]["open"], want["open"]);
         }
+    }
+}
 
-        // Retransmissions: count, spurious ones, per ev, and times.
-        let retx = named("retransmission");
+/// Retransmissions: count, spurious ones, per ev, and times.
+#[test]
+fn scenario_retransmissions() {
+    for v in sides(scenario()) {
+        let (side, dir) = (v.side, v.dir);
+        let retx = v.named("retransmission");
         assert_eq!(
             retx.len() as u64,
             dir["retransmissions"].as_u64().unwrap(),
@@ -357,9 +411,15 @@ fn two_host_trace_holds_the_scenario() {
         for e in &retx {
             assert_eq!((e.ph(), &e.value["s"]), ("i", &Value::from("t")));
         }
+    }
+}
 
-        // NACKs by code, CNPs.
-        let nacks = named("NACK ");
+/// NACKs by code, CNPs.
+#[test]
+fn scenario_nacks_and_cnps() {
+    for v in sides(scenario()) {
+        let (side, dir) = (v.side, v.dir);
+        let nacks = v.named("NACK ");
         assert_eq!(nacks.len() as u64, dir["nacks"].as_u64().unwrap(), "{side}");
         if let Some(codes) = dir["nacks_by_code"].as_object() {
             for (code, n) in codes {
@@ -371,14 +431,20 @@ fn two_host_trace_holds_the_scenario() {
             }
         }
         assert_eq!(
-            named("CNP").len() as u64,
+            v.named("CNP").len() as u64,
             dir["cnps"].as_u64().unwrap(),
             "{side}"
         );
+    }
+}
 
-        // Path loss: the receiver's path_seq gaps.
-        let losses = named("path loss");
-        let gaps = dir["path_seq_gaps"]
+/// Path loss: the receiver's path_seq gaps.
+#[test]
+fn scenario_path_losses() {
+    for v in sides(scenario()) {
+        let side = v.side;
+        let losses = v.named("path loss");
+        let gaps = v.dir["path_seq_gaps"]
             .as_object()
             .cloned()
             .unwrap_or_default();
@@ -390,10 +456,17 @@ fn two_host_trace_holds_the_scenario() {
                 .unwrap_or_else(|| panic!("{side}: no path loss on {ev}"));
             assert_eq!(&e.value["args"]["missing_path_seqs"], n);
         }
+    }
+}
 
-        // Messages (sender view: acked) on the direction's message track.
-        let msg_tid = tid_named(&events, &pid, &format!("{DIRECTION} messages acked"));
-        let msgs = on_track(&events, &pid, &msg_tid);
+/// Messages (sender view: acked) on the direction's message track.
+#[test]
+fn scenario_messages() {
+    let s = scenario();
+    for v in sides(s) {
+        let (side, dir) = (v.side, v.dir);
+        let msg_tid = tid_named(&s.events, &v.pid, &format!("{DIRECTION} messages acked"));
+        let msgs = on_track(&s.events, &v.pid, &msg_tid);
         assert!(
             msgs.iter()
                 .all(|e| e.ph() == "X" && e.value["args"]["view"] == "acked")
@@ -418,24 +491,32 @@ fn two_host_trace_holds_the_scenario() {
             let starts: Vec<i128> = msgs.iter().map(|e| e.ts_ns.unwrap() - EPOCH_NS).collect();
             assert_eq!(starts, vec![us(40), us(200)]);
         }
+    }
+}
 
-        // Bytes in flight: per millisecond the largest value, then the
-        // value held (scenario.rs; every DATA has payload_len 1024).
-        // Sender, A's clock: PSN 1000..1007 leave at 40..47 us, before any
-        // feedback is back (ACK(1000), sent at 50 on ev0, arrives at 60):
-        // 8192. ACK cum 1008 arrives at 88 + 12 = 100 us: all acked. PSN
-        // 1008 leaves at 200 us and stays in flight through the stall
-        // until ACK cum 1009 arrives at 5213 + 13 = 5226 us.
-        // Receiver, B's clock brought back by the offset: each arrival is
-        // acked or SACKed at once, but 1007 (trimmed at 60, counting the
-        // 1024 B it was sent with, NACKed) is still in flight when 1006
-        // arrives at 76: 2048; the SACK of 1007 at 84 and ACK cum 1008 at
-        // 88 (right after 1002's retransmission, its first capture at B)
-        // leave 0. 1008's retransmission, its first capture at B, arrives
-        // at 5200 + 13 us and is acked at once.
-        let in_flight: Vec<(i128, u64)> = events
+/// Bytes in flight: per millisecond the largest value, then the value
+/// held (scenario.rs; every DATA has payload_len 1024).
+/// Sender, A's clock: PSN 1000..1007 leave at 40..47 us, before any
+/// feedback is back (ACK(1000), sent at 50 on ev0, arrives at 60): 8192.
+/// ACK cum 1008 arrives at 88 + 12 = 100 us: all acked. PSN 1008 leaves at
+/// 200 us and stays in flight through the stall until ACK cum 1009 arrives
+/// at 5213 + 13 = 5226 us.
+/// Receiver, B's clock brought back by the offset: each arrival is acked
+/// or SACKed at once, but 1007 (trimmed at 60, counting the 1024 B it was
+/// sent with, NACKed) is still in flight when 1006 arrives at 76: 2048; the
+/// SACK of 1007 at 84 and ACK cum 1008 at 88 (right after 1002's
+/// retransmission, its first capture at B) leave 0. 1008's
+/// retransmission, its first capture at B, arrives at 5200 + 13 us and is
+/// acked at once.
+#[test]
+fn scenario_bytes_in_flight() {
+    let s = scenario();
+    for v in sides(s) {
+        let side = v.side;
+        let in_flight: Vec<(i128, u64)> = s
+            .events
             .iter()
-            .filter(|e| e.ph() == "C" && e.pid() == &pid)
+            .filter(|e| e.ph() == "C" && e.pid() == &v.pid)
             .filter(|e| e.name() == format!("bytes in flight {DIRECTION}"))
             .map(|e| {
                 let bytes = e.value["args"]["bytes"].as_u64().unwrap();
@@ -452,10 +533,15 @@ fn two_host_trace_holds_the_scenario() {
         ];
         assert_eq!(in_flight, want, "{side}: bytes in flight");
     }
+}
 
-    // Counters: retransmissions per path add up to the expected count.
-    let pid = pid_named(&events, "network multipath_loss_sender");
-    let per_ev: i64 = events
+/// Counters: retransmissions per path add up to the expected count.
+#[test]
+fn scenario_retransmission_counters_add_up() {
+    let s = scenario();
+    let pid = pid_named(&s.events, "network multipath_loss_sender");
+    let per_ev: i64 = s
+        .events
         .iter()
         .filter(|e| e.ph() == "C" && e.pid() == &pid)
         .filter(|e| e.name() == format!("retransmissions {DIRECTION}"))
@@ -464,7 +550,7 @@ fn two_host_trace_holds_the_scenario() {
         .sum();
     assert_eq!(
         per_ev,
-        x["sender"]["direction_a_to_b"]["retransmissions"]
+        s.expected["sender"]["direction_a_to_b"]["retransmissions"]
             .as_i64()
             .unwrap()
     );
@@ -824,7 +910,7 @@ fn rocev2_captures_give_valid_traces() {
         let pcap = real.join(name);
         let (_, events) = parse(&trace(std::slice::from_ref(&pcap), &["--counters"]));
         assert_valid(&events);
-        let report = Command::new(env!("CARGO_BIN_EXE_metaroce-analyze"))
+        let report = Command::new(BIN)
             .args(["report", "--json"])
             .arg(&pcap)
             .output()

@@ -8,8 +8,7 @@
 //! answer; evs spread over the 16 bits may share one and then fall back to
 //! the map. Spraying means consecutive packets use different evs, so a
 //! "last used" cache would miss. The hash map's own lookup stayed an
-//! out-of-line call of 35-46 instructions per packet on the bench capture
-//! (docs/performance.md).
+//! out-of-line call per packet (docs/performance.md).
 
 use rustc_hash::FxHashMap;
 

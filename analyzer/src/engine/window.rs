@@ -4,8 +4,7 @@
 //!
 //! The ring is a power-of-two `Vec` indexed by mask rather than a
 //! `VecDeque`: pruning an ack's worth of slots is then a move of the head,
-//! not a copy of each slot out (−6 instructions per packet on the bench
-//! capture, docs/performance.md).
+//! not a copy of each slot out (docs/performance.md).
 
 /// Serial-number `a < b` and `b - a` of PSNs (RFC 1982, 32 bits), as the
 /// spec defines them in proto-parse.

@@ -102,10 +102,43 @@ pub struct Data {
     pub tx_ts: u32,
 }
 
+/// Where a SEND packet is: named, the rest from [`Default`] (ev 1, its
+/// first path_seq, message 0 of one 1000-byte packet).
+#[derive(Debug, Clone, Copy)]
+pub struct SendPacket {
+    pub psn: u32,
+    pub ev: u16,
+    pub path_seq: u16,
+    pub msg_id: u32,
+    pub msg_offset: u32,
+    pub msg_len: u32,
+}
+
+impl Default for SendPacket {
+    fn default() -> SendPacket {
+        SendPacket {
+            psn: 0,
+            ev: 1,
+            path_seq: 1,
+            msg_id: 0,
+            msg_offset: 0,
+            msg_len: 1000,
+        }
+    }
+}
+
 impl Data {
-    /// A SEND packet of `len` bytes; SOM/EOM from offset and msg_len.
-    pub fn send(psn: u32, ev: u16, path_seq: u16, msg_id: u32, off: u32, msg_len: u32) -> Data {
-        let len = 1000u16.min((msg_len - off) as u16);
+    /// A SEND packet of up to 1000 bytes; SOM/EOM from offset and msg_len.
+    pub fn send(at: SendPacket) -> Data {
+        let SendPacket {
+            psn,
+            ev,
+            path_seq,
+            msg_id,
+            msg_offset,
+            msg_len,
+        } = at;
+        let len = 1000u16.min((msg_len - msg_offset) as u16);
         Data {
             psn,
             ev,
@@ -113,12 +146,12 @@ impl Data {
             tx_attempt: 0,
             op: Op::Send,
             msg_id,
-            msg_offset: off,
+            msg_offset,
             msg_len,
             len,
             carried: len,
-            som: off == 0,
-            eom: off + u32::from(len) == msg_len,
+            som: msg_offset == 0,
+            eom: msg_offset + u32::from(len) == msg_len,
             ce: false,
             tx_ts: 0,
         }

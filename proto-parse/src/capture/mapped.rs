@@ -1,8 +1,8 @@
 //! A capture file read through a memory map: records are lent straight
 //! from the page cache, with no copy into a buffer.
 //!
-//! Why: the kernel's copy into a read buffer was 10-17 % of the analyzer's
-//! CPU time. A mapping of a file whose page cache holds large folios (as
+//! Why: the kernel's copy into a read buffer was a large share of the
+//! analyzer's CPU time. A mapping of a file whose page cache holds large folios (as
 //! readahead leaves a file read from disk) costs next to nothing in the
 //! kernel (docs/performance.md). The reader still sees a window of the
 //! mapping that it "refills" by moving its end, so its parsing code is the

@@ -125,8 +125,8 @@ impl Reader<Box<dyn Read + Send>> {
 
     /// Like [`Reader::open_or_stdin`], but a regular, uncompressed file is
     /// memory-mapped: records are lent from the page cache without being
-    /// copied (the kernel's copy was 10-17 % of a whole analysis' CPU time
-    /// on a large capture, docs/performance.md). The file must not be
+    /// copied (the kernel's copy was a large share of a whole analysis' CPU
+    /// time on a large capture, docs/performance.md). The file must not be
     /// truncated while it is read (SIGBUS): read a file that another
     /// program may truncate with [`Reader::open_or_stdin`].
     pub fn map_or_open(path: impl AsRef<Path>) -> Result<Self, OpenError> {

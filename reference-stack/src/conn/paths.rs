@@ -176,8 +176,8 @@ impl PathSet {
 
     /// A loss on path `ev` was spurious: double its reordering window (up
     /// to its smoothed RTT). It is not shrunk back: resetting it after a
-    /// number of losses (RFC 8985's reo_wnd_persist) cost 10% of the
-    /// simulated long-run goodput at 1% loss.
+    /// number of losses (RFC 8985's reo_wnd_persist) cost simulated
+    /// long-run goodput under loss (`tests/goodput.rs`).
     pub(super) fn widen_reorder_window(&mut self, ev: u16, min: u64) {
         if let Some(i) = self.index(ev) {
             let p = &mut self.paths[i];

@@ -272,7 +272,7 @@ impl Credit {
 /// takes the short path; the rest is out of line.
 // Out of line, as every family's entry: inlined, the families' checks
 // made the caller spill and keep the packet and connection checks out of
-// line (+40 instructions per packet on the bench capture).
+// line (more instructions per packet: docs/performance.md).
 #[inline(never)]
 pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
     if !ctx.judges(Vantage::Sender) {
