@@ -1,7 +1,9 @@
 """Shared fixtures: the workspace's binaries (built here with cargo, so a
-missing build fails loudly instead of skipping), the job-scale scenario
-written by the fixtures generator, and runs of cluster/postmortem.sh in
-Spark local mode (local[2])."""
+missing build fails loudly instead of skipping), the `metaroce` wheel
+(scripts/build-wheel.sh: built once per source change, installed in this
+environment, with the executors' packed environment), the job-scale
+scenario written by the fixtures generator, and runs of
+cluster/postmortem.sh in Spark local mode (local[2])."""
 
 import json
 import os
@@ -13,6 +15,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTMORTEM = ROOT / "cluster" / "postmortem.sh"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def wheel():
+    """The cache directory of the wheel and of the executors' packed
+    environment (``executor-env.tar.gz``); the wheel is installed in this
+    Python before any test imports ``metaroce``."""
+    done = run([ROOT / "scripts" / "build-wheel.sh"], cwd=ROOT)
+    cache = Path(done.stdout.strip().splitlines()[-1])
+    assert list(cache.glob("metaroce-*.whl")) and (cache / "executor-env.tar.gz").is_file(), cache
+    return cache
 
 
 def run(cmd, **kw):

@@ -63,7 +63,10 @@ use rustc_hash::FxHashMap;
 
 pub use hist::{Hist, Summary};
 pub use interval::IntervalSet;
-pub use merge::{BetweenPath, BetweenReport, CaptureCopy, CrossCapture, MergeConfig, MultiEngine};
+pub use merge::{
+    BetweenPath, BetweenReport, CaptureCopy, CrossCapture, Fate, FlowPath, MergeConfig,
+    MultiEngine, Offsets, Transmission, one_way_delay,
+};
 pub use metaroce::DirSize;
 pub use observation::{
     CrcCheck, CtrlObs, DataObs, FbKind, FeedbackObs, FlowLabel, MrBody, MrChecks, MrObs, ObsKind,
