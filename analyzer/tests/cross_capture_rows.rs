@@ -14,7 +14,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use analyzer::engine::{
-    CrossCapture, FlowPath, Hist, MergeConfig, MrObs, ObsKind, Observation, Transmission,
+    CrossCapture, FlowPath, Hist, MergeConfig, MrObs, ObsKind, Observation, PathSums, Transmission,
     one_way_delay,
 };
 
@@ -112,7 +112,9 @@ fn partitioned_rows_give_the_single_matchers_report() {
     for part in 0..3u32 {
         let mut m = CrossCapture::for_rows(cfg(), &spans);
         for (c, o) in &events {
-            let Some(tx) = Transmission::of(o) else { continue };
+            let Some(tx) = Transmission::of(o) else {
+                continue;
+            };
             if (tx.psn + u32::from(tx.ev)) % 3 != part {
                 continue;
             }
@@ -131,7 +133,9 @@ fn partitioned_rows_give_the_single_matchers_report() {
     let key = |a: u8, b: u8, p: &FlowPath| -> PathKey { (a, b, format!("{p:?}")) };
     let mut sums: BTreeMap<PathKey, (FlowPath, u64, i64, i64, i128)> = BTreeMap::new();
     for (a, b, p, d) in &matched {
-        let e = sums.entry(key(*a, *b, p)).or_insert((*p, 0, i64::MAX, i64::MIN, 0));
+        let e = sums
+            .entry(key(*a, *b, p))
+            .or_insert((*p, 0, i64::MAX, i64::MIN, 0));
         e.1 += 1;
         e.2 = e.2.min(*d);
         e.3 = e.3.max(*d);
@@ -142,7 +146,13 @@ fn partitioned_rows_give_the_single_matchers_report() {
         ctx.set_span(c as u8, first, last);
     }
     for ((a, b, _), (p, n, min, max, sum)) in &sums {
-        ctx.add_path(*a, *b, p, *n, *min, *max, *sum);
+        let sums = PathSums {
+            n: *n,
+            min: *min,
+            max: *max,
+            sum: *sum,
+        };
+        ctx.add_path(*a, *b, p, sums);
     }
     let offsets = ctx.offsets();
     let mut direction = BTreeMap::new();
@@ -167,7 +177,9 @@ fn partitioned_rows_give_the_single_matchers_report() {
     for (a, b, p, d) in &matched {
         let (a_first, offset) = direction[&key(*a, *b, p)];
         let owd = one_way_delay(a_first, *d, offset);
-        *buckets.entry((key(*a, *b, p), Hist::bucket_lowest(owd))).or_default() += 1;
+        *buckets
+            .entry((key(*a, *b, p), Hist::bucket_lowest(owd)))
+            .or_default() += 1;
     }
     for ((k, bucket), n) in &buckets {
         ctx.add_one_way_delays(k.0, k.1, &sums[k].0, *bucket, *n);
@@ -190,7 +202,14 @@ fn partitioned_rows_give_the_single_matchers_report() {
     assert_eq!(serde_json::to_value(ctx.report()).unwrap(), expected);
     // And the comparison means something: losses, unknowns, percentiles.
     let paths = expected[0]["paths"].as_array().unwrap();
-    let lost: u64 = paths.iter().map(|p| p["lost_between"].as_u64().unwrap()).sum();
+    let lost: u64 = paths
+        .iter()
+        .map(|p| p["lost_between"].as_u64().unwrap())
+        .sum();
     assert!(lost >= 10, "{expected}");
-    assert!(paths.iter().any(|p| p["one_way_delay_ns"]["p50"] != p["one_way_delay_ns"]["max"]));
+    assert!(
+        paths
+            .iter()
+            .any(|p| p["one_way_delay_ns"]["p50"] != p["one_way_delay_ns"]["max"])
+    );
 }

@@ -20,7 +20,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use analyzer::engine::{
-    CrossCapture, Fate, FlowPath, Hist, MergeConfig, Offsets, Transmission, one_way_delay,
+    CrossCapture, Fate, FlowPath, Hist, MergeConfig, Offsets, PathSums, Transmission, one_way_delay,
 };
 use arrow_array::builder::{BooleanBuilder, Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::cast::AsArray;
@@ -338,16 +338,19 @@ impl Matcher {
         let mut out = Out::default();
         for i in 0..batch.num_rows() {
             let p = flow.path(i, &mut self.ips)?;
-            let Some(tx) = Transmission::from_row(
-                p.rocev2,
-                malformed.value(i),
-                (p.src, p.dst, p.src_conn, p.dst_conn),
-                type_code.value(i) as u8,
-                psn.value(i) as u32,
-                tx_ts.value(i) as u32,
-                p.ev,
-                path_seq.value(i) as u16,
-            ) else {
+            let row = Transmission {
+                rocev2: p.rocev2,
+                src: p.src,
+                dst: p.dst,
+                src_conn: p.src_conn,
+                dst_conn: p.dst_conn,
+                ptype: type_code.value(i) as u8,
+                psn: psn.value(i) as u32,
+                tx_ts: tx_ts.value(i) as u32,
+                ev: p.ev,
+                path_seq: path_seq.value(i) as u16,
+            };
+            let Some(tx) = row.matchable(malformed.value(i)) else {
                 continue;
             };
             let here = (
@@ -450,15 +453,13 @@ impl Between {
             let sum: i128 = sum
                 .parse()
                 .map_err(|_| value_error(format!("path sum {sum:?} is not an integer")))?;
-            cross.add_path(
-                capture_index(*ca)?,
-                capture_index(*cb)?,
-                &p,
-                *n,
-                *min,
-                *max,
+            let sums = PathSums {
+                n: *n,
+                min: *min,
+                max: *max,
                 sum,
-            );
+            };
+            cross.add_path(capture_index(*ca)?, capture_index(*cb)?, &p, sums);
         }
         let offsets = cross.offsets();
         let mut direction = FxHashMap::default();

@@ -157,6 +157,10 @@ impl PacketRows {
         self.frame.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.frame.is_empty()
+    }
+
     /// One packet, its verdict and its HOP_TELEMETRY entries.
     pub fn push(&mut self, obs: &Observation, v: &Verdict, hops: Option<&[HopTelemetry]>) {
         self.hop_range.push(hops.map(|h| {

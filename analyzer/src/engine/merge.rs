@@ -75,7 +75,7 @@ impl Default for MergeConfig {
 /// A transmission as the matcher keys it, for callers that hold packets
 /// as rows rather than as [`Observation`]s (the Spark reduce over every
 /// host's `packets` table, through the `metaroce` Python package): built by
-/// [`Transmission::from_row`] from the export's columns, matched by
+/// [`Transmission::matchable`] from the export's columns, matched by
 /// [`CrossCapture::observe_transmission`] with the rules of
 /// [`CrossCapture::observe`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,46 +144,29 @@ impl Transmission {
         }
     }
 
-    /// The transmission of one row of the export's `packets` table, with
-    /// the exclusions of [`Transmission::of`]: `malformed`, MetaRoCE CTRL
-    /// (by `type_code`), RoCEv2 CNP (by opcode). For RoCEv2, `ev` is the
-    /// row's `src_port` and `dst_conn` its `dest_qp`; the caller passes
-    /// them so (absent MetaRoCE-only fields as 0).
-    pub fn from_row(
-        rocev2: bool,
-        malformed: bool,
-        flow: (IpAddr, IpAddr, u32, u32),
-        type_code: u8,
-        psn: u32,
-        tx_ts: u32,
-        ev: u16,
-        path_seq: u16,
-    ) -> Option<Transmission> {
-        let excluded = if rocev2 {
-            Opcode::from(type_code).service() == Service::Cnp
+    /// The transmission of one row of the export's `packets` table
+    /// (`self`, with `ptype` its `type_code`; for RoCEv2, `ev` the row's
+    /// `src_port` and `dst_conn` its `dest_qp`), or `None` when
+    /// [`Transmission::of`] would exclude it: `malformed`, MetaRoCE CTRL,
+    /// RoCEv2 CNP. RoCEv2's MetaRoCE-only fields are set to 0.
+    pub fn matchable(self, malformed: bool) -> Option<Transmission> {
+        let excluded = if self.rocev2 {
+            Opcode::from(self.ptype).service() == Service::Cnp
         } else {
-            PacketType::from(type_code) == PacketType::Ctrl
+            PacketType::from(self.ptype) == PacketType::Ctrl
         };
         if malformed || excluded {
             return None;
         }
-        let (src, dst, src_conn, dst_conn) = flow;
-        let (src_conn, tx_ts, path_seq) = if rocev2 {
-            (0, 0, 0)
+        Some(if self.rocev2 {
+            Transmission {
+                src_conn: 0,
+                tx_ts: 0,
+                path_seq: 0,
+                ..self
+            }
         } else {
-            (src_conn, tx_ts, path_seq)
-        };
-        Some(Transmission {
-            rocev2,
-            src,
-            dst,
-            src_conn,
-            dst_conn,
-            ptype: type_code,
-            psn,
-            tx_ts,
-            ev,
-            path_seq,
+            self
         })
     }
 
@@ -439,6 +422,16 @@ impl FlowPath {
             dir: self.dir().packed(),
         }
     }
+}
+
+/// The matches of one path summed: `n` transmissions whose `ts_b - ts_a`
+/// ran from `min` to `max` and summed to `sum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathSums {
+    pub n: u64,
+    pub min: i64,
+    pub max: i64,
+    pub sum: i128,
 }
 
 /// Clock offsets between capture pairs, as [`CrossCapture::report`]
@@ -822,18 +815,8 @@ impl CrossCapture {
     }
 
     /// The reduce's last step: the matches of path `path` between
-    /// captures `a < b`, summed over the partitions: `n` transmissions
-    /// whose `ts_b - ts_a` ran from `min` to `max` and summed to `sum`.
-    pub fn add_path(
-        &mut self,
-        a: u8,
-        b: u8,
-        path: &FlowPath,
-        n: u64,
-        min: i64,
-        max: i64,
-        sum: i128,
-    ) {
+    /// captures `a < b`, summed over the partitions.
+    pub fn add_path(&mut self, a: u8, b: u8, path: &FlowPath, sums: PathSums) {
         let d = self
             .deltas
             .entry((a, b, path.flow(), path.ev))
@@ -848,10 +831,10 @@ impl CrossCapture {
                 samples: Vec::new(),
                 owd_buckets: Vec::new(),
             });
-        d.n += n;
-        d.min = d.min.min(min);
-        d.max = d.max.max(max);
-        d.sum += sum;
+        d.n += sums.n;
+        d.min = d.min.min(sums.min);
+        d.max = d.max.max(sums.max);
+        d.sum += sums.sum;
     }
 
     /// `count` one-way delays of path `path` (added by

@@ -65,7 +65,7 @@ pub use hist::{Hist, Summary};
 pub use interval::IntervalSet;
 pub use merge::{
     BetweenPath, BetweenReport, CaptureCopy, CrossCapture, Fate, FlowPath, MergeConfig,
-    MultiEngine, Offsets, Transmission, one_way_delay,
+    MultiEngine, Offsets, PathSums, Transmission, one_way_delay,
 };
 pub use metaroce::DirSize;
 pub use observation::{
