@@ -28,18 +28,20 @@ hash="$(find python analyzer/src analyzer/build.rs analyzer/Cargo.toml analyzer/
             -type f -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/metaroce-wheel/$hash"
 if ! ls "$cache"/metaroce-*.whl >/dev/null 2>&1 || [ ! -f "$cache/executor-env.tar.gz" ]; then
-    rm -rf "$cache.tmp" && mkdir -p "$cache.tmp"
+    tmp="$cache.tmp.$$"
+    rm -rf "$tmp" && mkdir -p "$tmp"
     echo "build-wheel: building the metaroce wheel ($hash)" >&2
-    "$venv/bin/maturin" build --release --quiet -m python/Cargo.toml -i "$venv/bin/python" -o "$cache.tmp" >&2
+    "$venv/bin/maturin" build --release --quiet -m python/Cargo.toml -i "$venv/bin/python" -o "$tmp" >&2
     # The executors' environment: pyarrow and pandas (PySpark's mapInArrow)
     # and the wheel; PySpark itself comes with Spark on every node.
-    env_dir="$cache.tmp/executor-env"
+    env_dir="$tmp/executor-env"
     python3 -m venv "$env_dir"
     "$env_dir/bin/python" -m pip install -q $(grep -E '^(pyarrow|pandas)==' cluster/requirements.txt) \
-        "$cache.tmp"/metaroce-*.whl
-    "$venv/bin/venv-pack" -q -p "$env_dir" -o "$cache.tmp/executor-env.tar.gz"
+        "$tmp"/metaroce-*.whl
+    "$venv/bin/venv-pack" -q -p "$env_dir" -o "$tmp/executor-env.tar.gz"
     rm -rf "$env_dir"
-    rm -rf "$cache" && mv "$cache.tmp" "$cache"
+    # Another build of the same sources may have finished first.
+    mv -T "$tmp" "$cache" 2>/dev/null || rm -rf "$tmp"
 fi
 wheel="$(ls "$cache"/metaroce-*.whl)"
 # Installed in the cluster's environment (the driver's), once per wheel.
