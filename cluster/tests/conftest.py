@@ -59,13 +59,19 @@ def postmortem(binaries, out, inputs):
 
 
 @pytest.fixture(scope="session")
-def job8(binaries, tmp_path_factory):
-    """The 8-host scenario: its captures, the Spark job's report and the
-    single-machine ``report --json`` of all captures (given in host-name
-    order, the job's capture indexes)."""
+def captures8(binaries, tmp_path_factory):
+    """The 8-host scenario's captures and the single-machine ``report
+    --json`` of all of them (given in host-name order, the job's capture
+    indexes)."""
     d = tmp_path_factory.mktemp("job8")
     captures = generate(binaries, d / "captures", 8)
-    report, stderr = postmortem(binaries, d / "out", captures)
     single = json.loads(run([binaries[0], "report", "--json", "--no-progress", *captures]).stdout)
     expected = json.loads((d / "captures" / "job.expected.json").read_text())
-    return {"dir": d, "captures": captures, "report": report, "single": single, "expected": expected, "stderr": stderr}
+    return {"dir": d, "captures": captures, "single": single, "expected": expected}
+
+
+@pytest.fixture(scope="session")
+def job8(binaries, captures8):
+    """The 8-host scenario and the Spark job's report in local mode."""
+    report, stderr = postmortem(binaries, captures8["dir"] / "out", captures8["captures"])
+    return {**captures8, "report": report, "stderr": stderr}

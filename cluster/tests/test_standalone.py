@@ -86,20 +86,20 @@ def cluster(tmp_path_factory):
                 os.killpg(p.pid, 9)
 
 
-def test_standalone_cluster_equals_the_single_machine_report(cluster, job8, binaries, wheel):
+def test_standalone_cluster_equals_the_single_machine_report(cluster, captures8, binaries, wheel):
     url, logs = cluster
-    out = job8["dir"] / "standalone"
+    out = captures8["dir"] / "standalone"
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     done = run([POSTMORTEM, "--master", url, "--analyzer", binaries[0], "--executor-env",
                 wheel / "executor-env.tar.gz", "--total-executor-cores", "2",
                 "--conf", "spark.executorEnv.METAROCE_TEST_FAIL_FIRST_ATTEMPT=1",
                 "--conf", "spark.sql.shuffle.partitions=4",
-                "--out", out, *job8["captures"]], env=env)
+                "--out", out, *captures8["captures"]], env=env)
     import json
 
     report = json.loads((out / "report.json").read_text())
     between = [{k: v for k, v in b.items() if k not in ("host_a", "host_b")} for b in report["between_captures"]]
-    assert between == job8["single"]["between_captures"]
+    assert between == captures8["single"]["between_captures"]
     assert report["messages"] == []
     # Both workers ran executors, and the injected failure was retried.
     apps = list((logs / "work").glob("app-*/*"))
