@@ -10,8 +10,8 @@ import metaroce
 from conftest import run
 
 
-def test_read_packets_is_the_export_packets_table(job8, binaries, tmp_path):
-    capture = job8["captures"][0]
+def test_read_packets_is_the_export_packets_table(captures8, binaries, tmp_path):
+    capture = captures8["captures"][0]
     run([binaries[0], "export", "--no-progress", "--parquet", tmp_path, capture])
     host = capture.stem
     exported = pq.read_table(tmp_path / "table=packets" / f"host={host}")
@@ -24,10 +24,10 @@ def test_read_packets_is_the_export_packets_table(job8, binaries, tmp_path):
     assert table.column("hop_switch_id").drop_null().to_pylist()
 
 
-def test_report_is_report_json(job8):
-    assert metaroce.report(job8["captures"]) == job8["single"]
+def test_report_is_report_json(captures8):
+    assert metaroce.report(captures8["captures"]) == captures8["single"]
     # Options are the command's.
-    one = metaroce.report(job8["captures"][:1], stall_threshold="2ms")
+    one = metaroce.report(captures8["captures"][:1], stall_threshold="2ms")
     assert one["capture"]["files"] == 1
 
 
@@ -48,17 +48,17 @@ def test_bad_input_is_named(tmp_path):
         raise AssertionError("a bad duration must raise")
 
 
-def test_polars_reads_the_table_without_copying_rows(job8):
-    df = pl.from_arrow(metaroce.read_packets(job8["captures"][1]))
+def test_polars_reads_the_table_without_copying_rows(captures8):
+    df = pl.from_arrow(metaroce.read_packets(captures8["captures"][1]))
     per_proto = df.group_by("proto").len()
     assert per_proto["proto"].to_list() == ["metaroce"]
     assert df["ts_ns"].dtype == pl.UInt64
 
 
-def test_the_binary_and_the_wheel_run_one_engine(job8, binaries, tmp_path):
+def test_the_binary_and_the_wheel_run_one_engine(captures8, binaries, tmp_path):
     """The export records its engine; the wheel built from the same sources
     has the same one (the Spark job names a host whose differs)."""
-    run([binaries[0], "export", "--no-progress", "--parquet", tmp_path, job8["captures"][0]])
+    run([binaries[0], "export", "--no-progress", "--parquet", tmp_path, captures8["captures"][0]])
     captures = pq.read_table(tmp_path / "table=captures")
     version = metaroce.engine_version()
     assert version.startswith(metaroce.__version__ + "+") and len(version) > len(metaroce.__version__) + 8
