@@ -1,48 +1,89 @@
 #!/usr/bin/env bash
-# Benchmark of the Spark post-mortem on the job-scale scenario: for each
-# host count, side by side in one run: the map step per host (metaroce-
-# analyze export of one capture), the reduce (postmortem.sh over the
-# exports, local mode), matched transmissions per second in the reduce, and
-# the single-process `metaroce-analyze report` of all captures.
+# Benchmark of the Spark post-mortem against the single-process analysis,
+# side by side in one run, on the job-scale scenario at each size
+# HOSTSxITERATIONS (fixtures-generator job-allreduce):
 #
-#   cluster/bench.sh [HOSTS...]        (default: 8 16 32 64)
+#   report s        metaroce-analyze report --json of all captures (release)
+#   py report s     metaroce.report() of the same captures (the wheel)
+#   map s/host      metaroce-analyze export of one capture (debug build, as
+#                   the tests use it; on a cluster each host exports its own)
+#   spark s         cluster/postmortem.sh --master 'local[2]' over the
+#                   exports: the whole reduce, Spark start included
+#   fixed s         Spark start to the end of its first task (spark-submit
+#                   started; the session made; a one-task job run)
+#   match s         the engine's matching, offsets, delays and loss
+#                   (between captures) in Spark
+#   matched/s/core  matched transmissions / match s / 2 cores
+#   rest s          fabric views, incidents and tables
+#   x report        spark s / report s
+#   equal           between_captures of the job against report --json and
+#                   metaroce.report: "all" (percentiles included), or
+#                   "counts" (every count, offset and end margin; the
+#                   delay summaries differ: paths over 4,096 matches, the
+#                   single process's reservoir), or NO
 #
-# Uses the workspace's debug builds (cargo build -p metaroce-analyze -p
-# fixtures-generator); set ANALYZER to time another build of the analyzer.
+#   cluster/bench.sh [HOSTSxITERATIONS...]     (default: 16x150 32x150)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-hosts=("$@")
-((${#hosts[@]})) || hosts=(8 16 32 64)
+sizes=("$@")
+((${#sizes[@]})) || sizes=(16x150 32x150)
 cargo build -q -p metaroce-analyze -p fixtures-generator
-analyzer="${ANALYZER:-target/debug/metaroce-analyze}"
+cargo build -q --release -p metaroce-analyze --no-default-features --bin metaroce-analyze
+scripts/build-wheel.sh >/dev/null
+venv="${METAROCE_CLUSTER_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/metaroce-cluster-venv}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 
-printf '%6s %10s %12s %12s %10s %14s %12s\n' hosts packets "map s/host" "reduce s" matched "matched/s" "report s"
-for n in "${hosts[@]}"; do
-    d="$work/$n"
-    target/debug/fixtures-generator job-allreduce --hosts "$n" "$d/captures" >/dev/null
+printf '%9s %10s %10s %9s %11s %10s %8s %8s %8s %15s %7s %9s %6s\n' \
+    size packets matched "report s" "py report s" "map s/host" "spark s" "fixed s" "match s" \
+    "matched/s/core" "rest s" "x report" equal
+for size in "${sizes[@]}"; do
+    hosts="${size%x*}" iterations="${size#*x}"
+    d="$work/$size"
+    target/debug/fixtures-generator job-allreduce --hosts "$hosts" --iterations "$iterations" "$d/captures" >/dev/null
     t0=$(now)
-    for c in "$d"/captures/host-*.pcap; do
-        "$analyzer" export --no-progress --parquet "$d/exports" "$c" 2>/dev/null
-    done
+    target/release/metaroce-analyze report --json --no-progress "$d"/captures/host-*.pcap >"$d/single.json"
     t1=$(now)
-    cluster/postmortem.sh --master 'local[2]' --analyzer "$analyzer" --out "$d/out" "$d/exports" >"$d/log" 2>&1
+    "$venv/bin/python" - "$d" <<'PY'
+import glob, json, sys, metaroce
+d = sys.argv[1]
+json.dump(metaroce.report(sorted(glob.glob(f"{d}/captures/host-*.pcap"))), open(f"{d}/py.json", "w"))
+PY
     t2=$(now)
-    report_s="-"
-    if ((n <= 255)); then
-        t3=$(now)
-        "$analyzer" report --json --no-progress "$d"/captures/host-*.pcap >/dev/null
-        report_s=$(echo "$(now) - $t3" | bc)
-    fi
-    python3 - "$d/out/report.json" "$n" "$(echo "($t1 - $t0) / $n" | bc -l)" "$(echo "$t2 - $t1" | bc)" "$report_s" <<'PY'
+    for c in "$d"/captures/host-*.pcap; do
+        target/debug/metaroce-analyze export --no-progress --parquet "$d/exports" "$c" 2>/dev/null
+    done
+    t3=$(now)
+    cluster/postmortem.sh --master 'local[2]' --out "$d/out" "$d/exports" >"$d/log" 2>&1 || { tail -30 "$d/log"; exit 1; }
+    t4=$(now)
+    "$venv/bin/python" - "$d" "$size" "$hosts" "$t0" "$t1" "$t2" "$t3" "$t4" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
-n, map_s, reduce_s, report_s = int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+d, size, hosts = sys.argv[1], sys.argv[2], int(sys.argv[3])
+t0, t1, t2, t3, t4 = map(float, sys.argv[4:9])
+r = json.load(open(f"{d}/out/report.json"))
+single = json.load(open(f"{d}/single.json"))
+py = json.load(open(f"{d}/py.json"))
+def strip(bs, drop=("host_a", "host_b")):
+    return [{k: v for k, v in b.items() if k not in drop} for b in bs]
+def counts(bs):
+    return [{**b, "paths": strip(b["paths"], ("one_way_delay_ns",))} for b in strip(bs)]
+between = strip(r["between_captures"])
+if between == single["between_captures"] == py["between_captures"]:
+    equal = "all"
+elif counts(between) == counts(single["between_captures"]) and py == single:
+    equal = "counts"
+else:
+    equal = "NO"
 packets = sum(h["packets"] for h in r["hosts"])
 matched = sum(b["matched_packets"] for b in r["between_captures"])
-print(f"{n:6d} {packets:10d} {map_s:12.2f} {reduce_s:12.1f} {matched:10d} {matched / reduce_s:14.0f} {report_s:>12}")
-print("       phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in r["phases_s"].items()), file=sys.stderr)
+ph = r["phases_s"]
+match_s = ph["between captures"]
+rest = ph["fabric views"] + ph["incidents"] + ph["tables written"]
+report_s, spark_s = t1 - t0, t4 - t3
+print(f"{size:>9} {packets:10,d} {matched:10,d} {report_s:9.2f} {t2 - t1:11.2f} {(t3 - t2) / hosts:10.2f} "
+      f"{spark_s:8.1f} {ph['spark start to first task']:8.1f} {match_s:8.1f} {matched / match_s / 2:15,.0f} "
+      f"{rest:7.1f} {spark_s / report_s:9.1f} {equal:>6}")
+print("           phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ph.items()), file=sys.stderr)
 PY
 done

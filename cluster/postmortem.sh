@@ -3,28 +3,35 @@
 # export, one Spark task per capture) and the reduce (PySpark) and writes
 # DIR/report.json and DIR/tables/*.
 #
-#   cluster/postmortem.sh [--master URL] [--analyzer BIN] --out DIR INPUT...
+#   cluster/postmortem.sh [--master URL] [--analyzer BIN] [--executor-env TAR] --out DIR INPUT...
 #
 # INPUT: capture files or export directories (table=.../host=...). Without
 # --master, Spark runs in local mode on this machine. Any other option
 # before --out (e.g. --conf k=v, --executor-memory 4g) goes to spark-submit.
 # The binary must be reachable on every executor: a path on shared storage,
 # or it is shipped with --files when it is a local file and a cluster is used.
+# The engine (the metaroce package) must be importable by the driver and
+# every executor: installed on the nodes, or shipped as a packed virtual
+# environment with --executor-env (scripts/build-wheel.sh makes one).
 set -euo pipefail
+# The job reports its fixed cost from here (spark-submit's start).
+export METAROCE_SUBMIT_EPOCH="$(date +%s.%N)"
 here="$(cd "$(dirname "$0")" && pwd)"
 
 master="local[*]"
 analyzer="${METAROCE_ANALYZE:-}"
 submit_args=()
+executor_env=""
 job_args=()
 while (($#)); do
     case "$1" in
     --master) master="$2"; shift 2 ;;
     --analyzer) analyzer="$2"; shift 2 ;;
+    --executor-env) executor_env="$2"; shift 2 ;;
     --out) job_args+=(--out "$2"); shift 2 ;;
-    --conf|--executor-memory|--driver-memory|--num-executors|--executor-cores|--deploy-mode|--packages|--jars)
+    --conf|--executor-memory|--driver-memory|--num-executors|--executor-cores|--total-executor-cores|--deploy-mode|--packages|--jars|--archives)
         submit_args+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; job_args+=("$@"); break ;;
     *) job_args+=("$1"); shift ;;
     esac
@@ -64,6 +71,13 @@ local*) submit_args+=(--conf spark.sql.shuffle.partitions=8) ;;
 esac
 
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-python3}"
+if [ -n "$executor_env" ]; then
+    # Unpacked in each executor's working directory; the driver keeps its
+    # own Python (which has the same wheel installed).
+    submit_args+=(--archives "$executor_env#metaroce-env"
+                  --conf spark.pyspark.python=./metaroce-env/bin/python
+                  --conf "spark.pyspark.driver.python=$PYSPARK_PYTHON")
+fi
 "$spark_submit" --master "$master" \
     --conf spark.ui.showConsoleProgress=false --conf spark.log.level=WARN \
     --py-files "$work/metaroce_cluster.zip" "${submit_args[@]}" \

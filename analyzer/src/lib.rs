@@ -14,3 +14,11 @@ pub mod traffic;
 pub use engine::lint;
 
 pub use engine::{Config, Engine, Observation, Report, Verdict};
+
+/// The engine's version: the crate's and a hash of its sources (build.rs),
+/// so that builds whose rules differ are told apart.
+pub const ENGINE_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "+",
+    env!("METAROCE_ENGINE_SOURCE")
+);

@@ -106,7 +106,11 @@ def run_map(spark, analyzer, named, out_dir, messages):
     def export(item):
         host, capture = item
         binary = analyzer
-        if not os.path.isabs(binary) and not os.path.exists(binary):
+        if not os.path.isabs(binary) and os.path.exists(binary):
+            # Shipped with --files into the executor's working directory:
+            # a bare name would be looked up on PATH.
+            binary = os.path.abspath(binary)
+        elif not os.path.isabs(binary):
             from pyspark import SparkFiles
 
             shipped = SparkFiles.get(os.path.basename(binary))

@@ -20,6 +20,18 @@ from pyspark.sql import functions as F
 from . import between, fabric, inputs
 
 
+def engine_version():
+    """The driver's engine (the ``metaroce`` package), or a clear error."""
+    try:
+        import metaroce
+    except ImportError as e:
+        raise SystemExit(
+            f"postmortem: the metaroce package is missing ({e}): build and install python/ "
+            "(cluster/README.md: scripts/build-wheel.sh), or ship it with --archives"
+        ) from None
+    return metaroce.engine_version()
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="postmortem", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="output directory (report.json, tables/, exports/)")
@@ -27,9 +39,6 @@ def parse_args(argv):
                    help="the metaroce-analyze binary (built with the export feature) for the map step")
     p.add_argument("--window-ns", type=int, default=between.WINDOW_NS,
                    help="how long a transmission waits for its copy in another capture (the engine's default)")
-    p.add_argument("--end-margin-delays", type=int, default=between.END_MARGIN_DELAYS,
-                   help="at the end of the captures, a missing copy counts as lost when every other capture ran on "
-                        "this many times the path's largest one-way delay after it (the engine's rule)")
     p.add_argument("--lookback-ns", type=int, default=1_000_000,
                    help="culprits are looked for from this long before an incident's first stall (the engine "
                         "declares a stall after its threshold, 1 ms by default, without progress)")
@@ -95,6 +104,12 @@ def load(spark, args, messages):
     span = {}
     if spans is not None:
         span = {r.host: r for r in spans.collect()}
+        ours = engine_version()
+        for h, r in sorted(span.items()):
+            theirs = r.asDict().get("engine_version")
+            if theirs != ours:
+                messages.append(f"host {h}: exported by the engine {theirs or 'of an older build'}, this job runs "
+                                f"{ours}: its per-packet verdicts are that engine's")
     hosts = []
     for h in all_hosts:
         n, first, last = counts.get(h, (0, None, None))
@@ -149,19 +164,18 @@ def run(spark, args):
     if packets is None:
         messages.append("no host has packets to analyse")
         return report
-    packets = packets.cache()
+    # Not cached: each phase reads only the columns it needs from Parquet.
+    version = engine_version()
+    spans = [(h["first_ts_ns"] or 0, h["last_ts_ns"] or 0) for h in hosts]
     sight = between.sightings(packets)
-    matched, unmatched = between.match(sight, args.window_ns)
-    matched = matched.cache()
-    offsets, paths = between.clock_offsets(matched)
-    paths = paths.cache()
-    spans = {h["capture"]: (h["first_ts_ns"], h["last_ts_ns"]) for h in hosts if h["first_ts_ns"] is not None}
-    path_rows = paths.collect()
-    bounds = between.loss_bounds(spans, offsets, path_rows, args.end_margin_delays)
-    counted_lost, counts = between.lost_between(spark, unmatched, bounds)
-    counted_lost = counted_lost.cache()
-    owd = between.one_way_delays(spark, matched, paths, offsets).cache()
-    report["between_captures"] = between.between_captures(owd, counts, offsets, path_rows)
+    tx = between.match(sight, spans, version, args.window_ns).cache()
+    matched = tx.where(F.col("state") == "matched")
+    paths = between.path_sums(matched)
+    owd = between.one_way_delays(matched, spans, paths, version).cache()
+    counted_lost = between.judge(tx.where(F.col("state") != "matched"), spans, paths, version).cache()
+    report["between_captures"] = between.between_captures(owd, counted_lost, spans, paths)
+    offsets = {(b["capture_a"], b["capture_b"]): b["clock_offset_ns"] for b in report["between_captures"]
+               if b["offset_estimated"]}
     phases.done("between captures")
     name = {h["capture"]: h["host"] for h in hosts}
     for b in report["between_captures"]:
@@ -169,7 +183,10 @@ def run(spark, args):
         if b["offset_estimated"] and abs(b["clock_offset_ns"]) >= 100_000_000:
             messages.append(f"clock of {b['host_b']} is {b['clock_offset_ns'] / 1e9:+.3f} s from {b['host_a']}'s "
                             "(estimated from their traffic; the analysis corrects it)")
-    matched_by = {r.c: r.n for r in sight.groupBy(F.col("capture").alias("c")).count().withColumnRenamed("count", "n").collect()}
+    # Transmissions of each capture the matcher did not match (all of
+    # them for a capture that matched nothing).
+    unmatched_by = tx.where(F.col("state") != "matched").groupBy(F.col("ca").alias("c")).agg(F.count("*").alias("n"))
+    matched_by = {r.c: r.n for r in unmatched_by.collect()}
     paired = set()
     for b in report["between_captures"]:
         paired |= {b["capture_a"], b["capture_b"]}
@@ -228,7 +245,7 @@ def run(spark, args):
         report["incidents"].append(r)
 
     phases.done("incidents")
-    for df, table in ((matched, "matched"), (counted_lost, "lost"), (tx, "transmissions"), (hops, "hops"),
+    for df, table in ((owd, "matched"), (counted_lost, "lost"), (tx, "transmissions"), (hops, "hops"),
                       (host_view, "fabric_hosts"), (ev_view, "fabric_evs"), (sw_view, "fabric_switches"),
                       (inc, "stalls"), (sw_rank, "incident_switches"), (path_rank, "incident_paths")):
         df.write.mode("overwrite").parquet(posixpath.join(tables, table))
@@ -244,7 +261,13 @@ def main(argv=None):
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .getOrCreate()
     )
+    # The fixed cost: from spark-submit's start (postmortem.sh's clock) to
+    # the end of a first one-task job.
+    spark.sparkContext.parallelize([0], 1).count()
+    submitted = os.environ.get("METAROCE_SUBMIT_EPOCH")
+    fixed = round(time.time() - float(submitted), 3) if submitted else None
     report = run(spark, args)
+    report.setdefault("phases_s", {})["spark start to first task"] = fixed
     text = json.dumps(report, indent=2, default=str) + "\n"
     path = posixpath.join(args.out, "report.json")
     if "://" in args.out:

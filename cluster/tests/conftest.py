@@ -1,7 +1,9 @@
 """Shared fixtures: the workspace's binaries (built here with cargo, so a
-missing build fails loudly instead of skipping), the job-scale scenario
-written by the fixtures generator, and runs of cluster/postmortem.sh in
-Spark local mode (local[2])."""
+missing build fails loudly instead of skipping), the `metaroce` wheel
+(scripts/build-wheel.sh: built once per source change, installed in this
+environment, with the executors' packed environment), the job-scale
+scenario written by the fixtures generator, and runs of
+cluster/postmortem.sh in Spark local mode (local[2])."""
 
 import json
 import os
@@ -13,6 +15,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTMORTEM = ROOT / "cluster" / "postmortem.sh"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def wheel():
+    """The cache directory of the wheel and of the executors' packed
+    environment (``executor-env.tar.gz``); the wheel is installed in this
+    Python before any test imports ``metaroce``."""
+    done = run([ROOT / "scripts" / "build-wheel.sh"], cwd=ROOT)
+    cache = Path(done.stdout.strip().splitlines()[-1])
+    assert list(cache.glob("metaroce-*.whl")) and (cache / "executor-env.tar.gz").is_file(), cache
+    return cache
 
 
 def run(cmd, **kw):
@@ -46,13 +59,19 @@ def postmortem(binaries, out, inputs):
 
 
 @pytest.fixture(scope="session")
-def job8(binaries, tmp_path_factory):
-    """The 8-host scenario: its captures, the Spark job's report and the
-    single-machine ``report --json`` of all captures (given in host-name
-    order, the job's capture indexes)."""
+def captures8(binaries, tmp_path_factory):
+    """The 8-host scenario's captures and the single-machine ``report
+    --json`` of all of them (given in host-name order, the job's capture
+    indexes)."""
     d = tmp_path_factory.mktemp("job8")
     captures = generate(binaries, d / "captures", 8)
-    report, stderr = postmortem(binaries, d / "out", captures)
     single = json.loads(run([binaries[0], "report", "--json", "--no-progress", *captures]).stdout)
     expected = json.loads((d / "captures" / "job.expected.json").read_text())
-    return {"dir": d, "captures": captures, "report": report, "single": single, "expected": expected, "stderr": stderr}
+    return {"dir": d, "captures": captures, "single": single, "expected": expected}
+
+
+@pytest.fixture(scope="session")
+def job8(binaries, captures8):
+    """The 8-host scenario and the Spark job's report in local mode."""
+    report, stderr = postmortem(binaries, captures8["dir"] / "out", captures8["captures"])
+    return {**captures8, "report": report, "stderr": stderr}

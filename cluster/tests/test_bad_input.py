@@ -3,13 +3,16 @@ rest of the analysis goes on. One run of the job over a 4-host ring where
 host-003's clock is 2 s off (no overlap in time with the others, nothing of
 it matched within the engine's 1 s window), plus: host-001's export without
 its captures table (partial), host-002's export without its packets table
-(missing), a capture holding no frames (a host with no traffic), and
-a second capture named like the idle one in another folder (a duplicated
-host name)."""
+(missing), host-000's export written by another engine (its
+engine_version), a capture holding no frames (a host with no traffic),
+and a second capture named like the idle one in another folder (a
+duplicated host name)."""
 
 import shutil
 import struct
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import generate, postmortem, run
@@ -23,6 +26,10 @@ def bad(binaries, tmp_path_factory):
     run([binaries[0], "export", "--no-progress", "--parquet", exports, *captures])
     shutil.rmtree(exports / "table=captures" / "host=host-001")
     shutil.rmtree(exports / "table=packets" / "host=host-002")
+    other = exports / "table=captures" / "host=host-000" / "part-0.parquet"
+    t = pq.read_table(other)
+    i = t.schema.get_field_index("engine_version")
+    pq.write_table(t.set_column(i, "engine_version", pa.array(["0.0.1+0123456789ab"])), other)
     idle = d / "idle" / "host-idle.pcap"
     idle.parent.mkdir()
     # A pcap header (nanosecond magic, Ethernet) and no record.
@@ -47,6 +54,7 @@ def test_each_defect_is_named(bad):
     assert has(messages, "host-idle~2", "no frames"), messages
     assert has(messages, "host-003", "overlaps no other capture"), messages
     assert has(messages, "host-003", "matched another capture within 1 s", "clock"), messages
+    assert has(messages, "host-000", "exported by the engine 0.0.1+0123456789ab", "this job runs"), messages
     # The messages reach the user's terminal too.
     assert "host-003" in bad[1]
 

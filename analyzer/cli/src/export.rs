@@ -45,13 +45,12 @@
 //! - `captures`: one row, the capture as a whole: `capture_host`, `frames`
 //!   (of any protocol), `first_ts_ns`, `last_ts_ns`, `packets_exported`
 //!   (rows of its packets table: a reader of the export can tell a partial
-//!   one).
+//!   one), `engine_version` (`analyzer::ENGINE_VERSION` of the engine that
+//!   wrote it).
 //!
-//! HOP_TELEMETRY is not part of the engine's `Observation` (a small `Copy`
-//! struct the hot loop moves between threads); the export reads it with
-//! proto-parse from a second reader of the same capture that follows the
-//! frames the engine sees (standard input cannot be read twice: no
-//! telemetry columns are filled then).
+//! The packets table's rows and columns are [`crate::rows`]' (shared with
+//! the `metaroce` Python package); HOP_TELEMETRY comes from a second
+//! reader of the capture (not from standard input).
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
@@ -61,10 +60,9 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 
 use crate::pipeline::Sink;
-use analyzer::engine::{MrBody, MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
-use proto_parse::capture::Reader;
-use proto_parse::frame::{self, DecodeConfig, LinkType};
-use proto_parse::metaroce::{Flags, HopTelemetry};
+use crate::rows::{self, CapturePackets, PacketRows};
+use analyzer::engine::{MsgDone, MsgView, ObsKind, Observation, Report, Verdict};
+use proto_parse::frame::DecodeConfig;
 
 /// Packets per `part-N` file of the packets table (bounds memory).
 pub const PART_ROWS: usize = 1 << 20;
@@ -88,77 +86,6 @@ fn ip_str(ip: IpAddr) -> String {
     ip.to_string()
 }
 
-/// Addresses as indexes into a table of their strings: no allocation per
-/// packet.
-#[derive(Default)]
-struct Addrs {
-    index: rustc_hash::FxHashMap<IpAddr, u32>,
-    names: Vec<String>,
-}
-
-impl Addrs {
-    #[inline]
-    fn id(&mut self, ip: IpAddr) -> u32 {
-        let names = &mut self.names;
-        *self.index.entry(ip).or_insert_with(|| {
-            names.push(ip.to_string());
-            (names.len() - 1) as u32
-        })
-    }
-
-    fn column(&self, name: &str, ids: &[u32]) -> Column {
-        let v: Vec<&str> = ids
-            .iter()
-            .map(|&i| self.names[i as usize].as_str())
-            .collect();
-        col(name, v)
-    }
-}
-
-#[derive(Default)]
-struct Packets {
-    frame: Vec<u64>,
-    ts_ns: Vec<u64>,
-    addrs: Addrs,
-    src: Vec<u32>,
-    dst: Vec<u32>,
-    src_port: Vec<u16>,
-    dst_port: Vec<u16>,
-    ecn: Vec<u8>,
-    proto: Vec<&'static str>,
-    malformed: Vec<bool>,
-    ptype: Vec<&'static str>,
-    type_code: Vec<u8>,
-    tx_ts: Vec<Option<u32>>,
-    /// HOP_TELEMETRY of each packet: a range of `hops`, or none.
-    hop_range: Vec<Option<(u32, u32)>>,
-    hops: Vec<HopTelemetry>,
-    ev: Vec<Option<u16>>,
-    path_seq: Vec<Option<u16>>,
-    src_conn: Vec<Option<u32>>,
-    dst_conn: Vec<Option<u32>>,
-    dest_qp: Vec<Option<u32>>,
-    psn: Vec<u32>,
-    tx_attempt: Vec<Option<u8>>,
-    msg_id: Vec<Option<u32>>,
-    msg_offset: Vec<Option<u32>>,
-    payload_len: Vec<Option<u32>>,
-    actual_len: Vec<Option<u32>>,
-    echo_ev: Vec<Option<u16>>,
-    echo_psn: Vec<Option<u32>>,
-    retransmission: Vec<Option<&'static str>>,
-    out_of_order: Vec<Option<u32>>,
-    path_loss: Vec<Option<u32>>,
-    trimmed: Vec<bool>,
-    ce_marked: Vec<bool>,
-    nack: Vec<Option<String>>,
-    ack_rtt_ns: Vec<Option<u64>>,
-    fabric_rtt_ns: Vec<Option<i64>>,
-    acked_frame: Vec<Option<u64>>,
-    cum_ack_advance: Vec<Option<u32>>,
-    stall_elapsed_ns: Vec<Option<u64>>,
-}
-
 fn col<T>(name: &str, v: T) -> Column
 where
     Series: NamedFrom<T, [<T as IntoIterator>::Item]>,
@@ -167,187 +94,54 @@ where
     Series::new(name.into(), v).into()
 }
 
-impl Packets {
-    fn len(&self) -> usize {
-        self.frame.len()
-    }
-
-    fn push(&mut self, obs: &Observation, v: &Verdict, hops: Option<&[HopTelemetry]>) {
-        self.hop_range.push(hops.map(|h| {
-            let start = self.hops.len() as u32;
-            self.hops.extend_from_slice(h);
-            (start, h.len() as u32)
-        }));
-        self.frame.push(obs.frame);
-        self.ts_ns.push(obs.ts_ns);
-        let (src, dst) = (self.addrs.id(obs.src), self.addrs.id(obs.dst));
-        self.src.push(src);
-        self.dst.push(dst);
-        self.src_port.push(obs.src_port);
-        self.dst_port.push(obs.dst_port);
-        self.ecn.push(obs.ecn);
-        self.malformed.push(obs.malformed);
-        match &obs.kind {
-            ObsKind::MetaRoce(mr) => {
-                self.proto.push("metaroce");
-                self.ptype.push(mr.ptype.name());
-                self.type_code.push(u8::from(mr.ptype));
-                self.tx_ts.push(Some(mr.tx_ts));
-                self.ev.push(Some(mr.ev));
-                self.path_seq.push(Some(mr.path_seq));
-                self.src_conn.push(Some(mr.src_conn));
-                self.dst_conn.push(Some(mr.dst_conn));
-                self.dest_qp.push(None);
-                self.psn.push(mr.psn);
-                self.tx_attempt.push(Some(mr.tx_attempt));
-                match &mr.body {
-                    MrBody::Data(d) => {
-                        self.msg_id.push(Some(d.msg_id));
-                        self.msg_offset.push(Some(d.msg_offset));
-                        self.payload_len.push(Some(u32::from(d.payload_len)));
-                        self.actual_len.push(Some(d.actual_len));
-                    }
-                    _ => {
-                        self.msg_id.push(None);
-                        self.msg_offset.push(None);
-                        self.payload_len.push(None);
-                        self.actual_len.push(None);
-                    }
-                }
-                match &mr.body {
-                    MrBody::Feedback(fb) => {
-                        self.echo_ev.push(Some(fb.echo_ev));
-                        self.echo_psn.push(Some(fb.echo_psn));
-                    }
-                    _ => {
-                        self.echo_ev.push(None);
-                        self.echo_psn.push(None);
-                    }
-                }
-            }
-            ObsKind::RoceV2(r) => {
-                self.proto.push("rocev2");
-                self.ptype.push(r.opcode.name());
-                self.type_code.push(u8::from(r.opcode));
-                self.tx_ts.push(None);
-                self.ev.push(None);
-                self.path_seq.push(None);
-                self.src_conn.push(None);
-                self.dst_conn.push(None);
-                self.dest_qp.push(Some(r.dest_qp));
-                self.psn.push(r.psn);
-                self.tx_attempt.push(None);
-                self.msg_id.push(None);
-                self.msg_offset.push(None);
-                self.payload_len.push(Some(r.payload_len));
-                self.actual_len.push(Some(r.payload_len));
-                self.echo_ev.push(None);
-                self.echo_psn.push(None);
-            }
+/// One list column.
+fn list_column<T: PolarsNumericType>(name: &str, lists: &[Option<Vec<T::Native>>]) -> Column {
+    let values = lists.iter().flatten().map(Vec::len).sum();
+    let mut b = ListPrimitiveChunkedBuilder::<T>::new(
+        name.into(),
+        lists.len(),
+        values,
+        T::get_static_dtype(),
+    );
+    for list in lists {
+        match list {
+            Some(values) => b.append_slice(values),
+            None => b.append_null(),
         }
-        self.retransmission
-            .push(v.retransmission.map(|r| r.kind.as_str()));
-        self.out_of_order.push(v.out_of_order);
-        self.path_loss.push(v.path_loss);
-        self.trimmed.push(v.trimmed);
-        self.ce_marked.push(v.ce_marked);
-        self.nack.push(
-            v.nack
-                .map(|n| n.to_string())
-                .or_else(|| v.rocev2_nak.map(|s| format!("syndrome 0x{s:02x}"))),
-        );
-        self.ack_rtt_ns.push(v.ack_rtt_ns);
-        self.fabric_rtt_ns.push(v.fabric_rtt_ns);
-        self.acked_frame.push(v.acked_frame);
-        self.cum_ack_advance.push(v.cum_ack_advance);
-        self.stall_elapsed_ns.push(v.stall.map(|s| s.elapsed_ns));
     }
+    b.finish().into_series().into()
+}
 
-    /// One list column of the HOP_TELEMETRY entries.
-    fn hop_column<T: PolarsNumericType>(
-        &self,
-        name: &str,
-        field: impl Fn(&HopTelemetry) -> T::Native,
-    ) -> Column {
-        let mut b = ListPrimitiveChunkedBuilder::<T>::new(
-            name.into(),
-            self.hop_range.len(),
-            self.hops.len(),
-            T::get_static_dtype(),
-        );
-        let mut values = Vec::new();
-        for range in &self.hop_range {
-            match *range {
-                Some((start, len)) => {
-                    values.clear();
-                    let hops = &self.hops[start as usize..(start + len) as usize];
-                    values.extend(hops.iter().map(&field));
-                    b.append_slice(&values);
-                }
-                None => b.append_null(),
-            }
-        }
-        b.finish().into_series().into()
+/// The packets table's columns ([`crate::rows`]) as a polars column.
+fn polars_column(c: rows::Column) -> Column {
+    use rows::Values as V;
+    match c.values {
+        V::U8(v) => col(c.name, v),
+        V::U16(v) => col(c.name, v),
+        V::U32(v) => col(c.name, v),
+        V::U64(v) => col(c.name, v),
+        V::Bool(v) => col(c.name, v),
+        V::OptU8(v) => col(c.name, v),
+        V::OptU16(v) => col(c.name, v),
+        V::OptU32(v) => col(c.name, v),
+        V::OptU64(v) => col(c.name, v),
+        V::OptI64(v) => col(c.name, v),
+        V::Str(v) => col(c.name, v),
+        V::OptStr(v) => col(c.name, v),
+        V::Text(v) => col(c.name, v),
+        V::OptText(v) => col(c.name, v),
+        V::ListU32(v) => list_column::<UInt32Type>(c.name, &v),
+        V::ListU16(v) => list_column::<UInt16Type>(c.name, &v),
     }
+}
 
-    fn take_frame(&mut self, host: &str) -> PolarsResult<DataFrame> {
-        let hop_columns = [
-            self.hop_column::<UInt32Type>("hop_switch_id", |h| h.switch_id),
-            self.hop_column::<UInt16Type>("hop_queue_depth", |h| h.queue_depth),
-            self.hop_column::<UInt16Type>("hop_latency_ns", |h| h.hop_latency),
-        ];
-        // The address table is kept for the next part.
-        let addrs = std::mem::take(&mut self.addrs);
-        let p = std::mem::take(self);
-        let rows = p.frame.len();
-        let src = addrs.column("src", &p.src);
-        let dst = addrs.column("dst", &p.dst);
-        self.addrs = addrs;
-        DataFrame::new_infer_height(
-            vec![
-                col("frame", p.frame),
-                col("ts_ns", p.ts_ns),
-                src,
-                dst,
-                col("src_port", p.src_port),
-                col("dst_port", p.dst_port),
-                col("ecn", p.ecn),
-                col("proto", p.proto),
-                col("malformed", p.malformed),
-                col("type", p.ptype),
-                col("ev", p.ev),
-                col("path_seq", p.path_seq),
-                col("src_conn", p.src_conn),
-                col("dst_conn", p.dst_conn),
-                col("dest_qp", p.dest_qp),
-                col("psn", p.psn),
-                col("tx_attempt", p.tx_attempt),
-                col("msg_id", p.msg_id),
-                col("msg_offset", p.msg_offset),
-                col("payload_len", p.payload_len),
-                col("actual_len", p.actual_len),
-                col("echo_ev", p.echo_ev),
-                col("echo_psn", p.echo_psn),
-                col("retransmission", p.retransmission),
-                col("out_of_order", p.out_of_order),
-                col("path_loss", p.path_loss),
-                col("trimmed", p.trimmed),
-                col("ce_marked", p.ce_marked),
-                col("nack", p.nack),
-                col("ack_rtt_ns", p.ack_rtt_ns),
-                col("fabric_rtt_ns", p.fabric_rtt_ns),
-                col("acked_frame", p.acked_frame),
-                col("cum_ack_advance", p.cum_ack_advance),
-                col("stall_elapsed_ns", p.stall_elapsed_ns),
-                col("capture_host", vec![host; rows]),
-                col("type_code", p.type_code),
-                col("tx_ts", p.tx_ts),
-            ]
-            .into_iter()
-            .chain(hop_columns)
-            .collect(),
-        )
-    }
+fn packets_frame(rows: &mut PacketRows, host: &str) -> PolarsResult<DataFrame> {
+    let columns = rows
+        .take_columns(host)
+        .into_iter()
+        .map(polars_column)
+        .collect();
+    DataFrame::new_infer_height(columns)
 }
 
 #[derive(Default)]
@@ -532,64 +326,13 @@ fn lists_as_text(df: &DataFrame) -> PolarsResult<DataFrame> {
     Ok(out)
 }
 
-/// A second reader of a capture that follows the frames the engine sees,
-/// for what the engine's observations leave out (HOP_TELEMETRY).
-struct Telemetry {
-    reader: Reader<Box<dyn io::Read + Send>>,
-    decode: DecodeConfig,
-    hops: Vec<HopTelemetry>,
-}
-
-impl Telemetry {
-    fn open(path: &Path, decode: DecodeConfig) -> Option<Telemetry> {
-        if path.as_os_str() == "-" {
-            return None;
-        }
-        Some(Telemetry {
-            reader: Reader::map_or_open(path).ok()?,
-            decode,
-            hops: Vec::new(),
-        })
-    }
-
-    /// The HOP_TELEMETRY entries of frame `frame` (frames are asked for in
-    /// increasing order); `None` without the TLV.
-    fn hops_of(&mut self, frame: u64) -> Option<&[HopTelemetry]> {
-        loop {
-            let record = match self.reader.next_record()? {
-                Ok(r) => r,
-                Err(_) => continue,
-            };
-            if record.index < frame {
-                continue;
-            }
-            if record.index > frame {
-                return None;
-            }
-            let link = LinkType::from(u32::from(record.linktype));
-            let decoded = frame::decode(link, record.data, &self.decode);
-            let packet = decoded.metaroce()?;
-            self.hops.clear();
-            let mut found = false;
-            for tlv in packet.tlvs().flatten() {
-                if let Some(entries) = tlv.hop_telemetry() {
-                    found = true;
-                    self.hops.extend(entries);
-                }
-            }
-            return found.then_some(self.hops.as_slice());
-        }
-    }
-}
-
 /// The tables of one capture being written.
 struct CaptureTables {
     host: String,
-    packets: Packets,
+    packets: CapturePackets,
     messages: Messages,
     part: usize,
     packets_written: u64,
-    telemetry: Option<Telemetry>,
 }
 
 /// The export sink: collects rows on the engine thread, writes a part of
@@ -658,11 +401,11 @@ impl Exporter {
         let Some(t) = self.captures.get_mut(capture) else {
             return Ok(());
         };
-        let n = t.packets.len();
+        let n = t.packets.rows.len();
         if n == 0 && t.part > 0 {
             return Ok(());
         }
-        let mut df = t.packets.take_frame(&t.host).map_err(io::Error::other)?;
+        let mut df = packets_frame(&mut t.packets.rows, &t.host).map_err(io::Error::other)?;
         let (host, part) = (t.host.clone(), t.part);
         t.part += 1;
         self.write("packets", &host, part, &mut df)?;
@@ -677,30 +420,23 @@ impl Sink for Exporter {
         while self.captures.len() <= index {
             self.captures.push(CaptureTables {
                 host: String::new(),
-                packets: Packets::default(),
+                packets: CapturePackets::default(),
                 messages: Messages::default(),
                 part: 0,
                 packets_written: 0,
-                telemetry: None,
             });
         }
         self.captures[index].host = stem.to_string();
-        self.captures[index].telemetry = Telemetry::open(path, self.decode);
+        self.captures[index].packets = CapturePackets::new(path, self.decode);
     }
 
     fn packet(&mut self, capture: usize, obs: &Observation, verdict: &Verdict, done: &[MsgDone]) {
         let Some(t) = self.captures.get_mut(capture) else {
             return;
         };
-        let hops = match (&obs.kind, &mut t.telemetry) {
-            (ObsKind::MetaRoce(mr), Some(tel)) if mr.flags.contains(Flags::EXT) => {
-                tel.hops_of(obs.frame)
-            }
-            _ => None,
-        };
-        t.packets.push(obs, verdict, hops);
+        t.packets.push(obs, verdict);
         t.messages.push(obs, done);
-        if t.packets.len() >= PART_ROWS
+        if t.packets.rows.len() >= PART_ROWS
             && self.error.is_none()
             && let Err(e) = self.flush_packets(capture)
         {
@@ -732,6 +468,7 @@ impl Sink for Exporter {
             col("first_ts_ns", [c.first_ts_ns]),
             col("last_ts_ns", [c.last_ts_ns]),
             col("packets_exported", [exported]),
+            col("engine_version", [analyzer::ENGINE_VERSION]),
         ])
         .map_err(io::Error::other)?;
         self.write("captures", &host, 0, &mut df)

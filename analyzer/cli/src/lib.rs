@@ -4,7 +4,8 @@
 //! ([`decode`]), the two-thread analysis pipeline ([`pipeline`]), the
 //! terminal report ([`text`]), the self-contained HTML report ([`html`]),
 //! both laying out the same report tables ([`columns`]),
-//! Chrome/Perfetto traces ([`trace`]), Parquet/CSV export ([`export`],
+//! Chrome/Perfetto traces ([`trace`]), the packets table's rows
+//! ([`rows`]) and their Parquet/CSV export ([`export`],
 //! feature `export`) and charts ([`plot`], feature `plot`); the charts of
 //! `html` and `plot` draw the verdict stream's [`series`]. None of it
 //! analyses anything itself: packets go through `proto_parse` and the flow
@@ -16,6 +17,7 @@ pub mod decode;
 pub mod html;
 pub mod pipeline;
 pub mod points;
+pub mod rows;
 pub mod series;
 pub mod text;
 pub mod trace;

@@ -22,11 +22,14 @@
 //! `offset = (min_D + max_R) / 2` (the NTP estimate on minimum delays).
 
 use std::collections::VecDeque;
+use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
 
 use super::direction::{DirKey, PackedKey};
-use proto_parse::rocev2::Service;
+use super::hist::{Hist, Summary};
+use proto_parse::metaroce::PacketType;
+use proto_parse::rocev2::{Opcode, Service};
 
 use super::report::{BetweenPath, BetweenReport};
 use super::{Config, Engine, MsgDone, Report, Verdict};
@@ -69,6 +72,142 @@ impl Default for MergeConfig {
     }
 }
 
+/// A transmission as the matcher keys it, for callers that hold packets
+/// as rows rather than as [`Observation`]s (the Spark reduce over every
+/// host's `packets` table, through the `metaroce` Python package): built by
+/// [`Transmission::matchable`] from the export's columns, matched by
+/// [`CrossCapture::observe_transmission`] with the rules of
+/// [`CrossCapture::observe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmission {
+    pub rocev2: bool,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// MetaRoCE: the direction's connection ids. RoCEv2: 0 and the
+    /// destination QP.
+    pub src_conn: u32,
+    pub dst_conn: u32,
+    /// MetaRoCE type or RoCEv2 opcode.
+    pub ptype: u8,
+    pub psn: u32,
+    /// MetaRoCE tx_ts; 0 for RoCEv2.
+    pub tx_ts: u32,
+    /// MetaRoCE ev; RoCEv2: the UDP source port (the entropy ECMP hashes).
+    pub ev: u16,
+    /// MetaRoCE path_seq; 0 for RoCEv2.
+    pub path_seq: u16,
+}
+
+impl Transmission {
+    /// The transmission `obs` is a copy of; `None` for packets that are
+    /// not matched across captures: malformed ones, MetaRoCE CTRL and
+    /// RoCEv2 CNPs (they carry no PSN of their own).
+    pub fn of(obs: &Observation) -> Option<Transmission> {
+        if obs.malformed {
+            return None;
+        }
+        match &obs.kind {
+            ObsKind::MetaRoce(mr) => {
+                if matches!(mr.body, MrBody::Ctrl(_) | MrBody::Malformed) {
+                    return None;
+                }
+                Some(Transmission {
+                    rocev2: false,
+                    src: obs.src,
+                    dst: obs.dst,
+                    src_conn: mr.src_conn,
+                    dst_conn: mr.dst_conn,
+                    ptype: u8::from(mr.ptype),
+                    psn: mr.psn,
+                    tx_ts: mr.tx_ts,
+                    ev: mr.ev,
+                    path_seq: mr.path_seq,
+                })
+            }
+            ObsKind::RoceV2(r) => {
+                if r.opcode.service() == Service::Cnp {
+                    return None;
+                }
+                Some(Transmission {
+                    rocev2: true,
+                    src: obs.src,
+                    dst: obs.dst,
+                    src_conn: 0,
+                    dst_conn: r.dest_qp,
+                    ptype: u8::from(r.opcode),
+                    psn: r.psn,
+                    tx_ts: 0,
+                    ev: obs.src_port,
+                    path_seq: 0,
+                })
+            }
+        }
+    }
+
+    /// The transmission of one row of the export's `packets` table
+    /// (`self`, with `ptype` its `type_code`; for RoCEv2, `ev` the row's
+    /// `src_port` and `dst_conn` its `dest_qp`), or `None` when
+    /// [`Transmission::of`] would exclude it: `malformed`, MetaRoCE CTRL,
+    /// RoCEv2 CNP. RoCEv2's MetaRoCE-only fields are set to 0.
+    pub fn matchable(self, malformed: bool) -> Option<Transmission> {
+        let excluded = if self.rocev2 {
+            Opcode::from(self.ptype).service() == Service::Cnp
+        } else {
+            PacketType::from(self.ptype) == PacketType::Ctrl
+        };
+        if malformed || excluded {
+            return None;
+        }
+        Some(if self.rocev2 {
+            Transmission {
+                src_conn: 0,
+                tx_ts: 0,
+                path_seq: 0,
+                ..self
+            }
+        } else {
+            self
+        })
+    }
+
+    fn dir(&self) -> DirKey {
+        DirKey {
+            src: self.src,
+            dst: self.dst,
+            src_conn: self.src_conn,
+            dst_conn: self.dst_conn,
+        }
+    }
+
+    fn flow(&self) -> FlowId {
+        FlowId {
+            rocev2: self.rocev2,
+            dir: self.dir().packed(),
+        }
+    }
+
+    fn key(&self) -> TxKey {
+        TxKey {
+            flow: self.flow(),
+            ptype: self.ptype,
+            psn: self.psn,
+            tx_ts: self.tx_ts,
+            ev: self.ev,
+            path_seq: self.path_seq,
+        }
+    }
+}
+
+/// What became of a transmission captured at one point and never at the
+/// next ([`CrossCapture::take_unmatched`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Lost between the capture points: `lost_between`.
+    Lost,
+    /// The captures cannot tell: `unknown`.
+    Unknown,
+}
+
 /// A flow as the matcher sees it: a MetaRoCE direction, or a RoCEv2 flow
 /// (src, dst, dest QP in `dst_conn`, `src_conn` 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,11 +241,11 @@ const _: () = assert!(std::mem::size_of::<Sighting>() == 16);
 impl Sighting {
     const FRAME_BITS: u32 = 48;
 
-    fn new(capture: u8, obs: &Observation) -> Sighting {
-        let frame = obs.frame & ((1 << Self::FRAME_BITS) - 1);
+    fn new(capture: u8, ts_ns: u64, frame: u64, ecn: u8) -> Sighting {
+        let frame = frame & ((1 << Self::FRAME_BITS) - 1);
         Sighting {
-            ts: obs.ts_ns,
-            packed: frame | u64::from(capture) << Self::FRAME_BITS | u64::from(obs.ecn) << 56,
+            ts: ts_ns,
+            packed: frame | u64::from(capture) << Self::FRAME_BITS | u64::from(ecn) << 56,
         }
     }
 
@@ -161,6 +300,10 @@ struct PathDeltas {
     max: i64,
     sum: i128,
     samples: Vec<i64>,
+    /// One-way delays as histogram bucket counts (lowest value of the
+    /// bucket, count), added by [`CrossCapture::add_one_way_delays`]
+    /// instead of samples.
+    owd_buckets: Vec<(u64, u64)>,
 }
 
 /// `ts_b - ts_a` over every ev of a direction (RoCEv2: of a host pair),
@@ -191,6 +334,85 @@ pub struct CrossCapture {
     /// copy could still have been on its way when the other capture ended.
     unknown: FxHashMap<(u8, FlowId, u16), u64>,
     rng: u64,
+    /// Row mode ([`CrossCapture::for_rows`]).
+    rows: Option<Rows>,
+}
+
+/// What a matcher in row mode keeps for [`CrossCapture::take_unmatched`]:
+/// the transmissions that left the window counted as lost, and each
+/// flow's addresses to name them.
+#[derive(Default)]
+struct Rows {
+    flows: FxHashMap<FlowId, DirKey>,
+    left: Vec<(TxKey, Sighting)>,
+}
+
+/// A path between two capture points as [`CrossCapture::add_path`] and
+/// its siblings name it: a flow and its ev (RoCEv2: UDP source port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowPath {
+    pub rocev2: bool,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub src_conn: u32,
+    pub dst_conn: u32,
+    pub ev: u16,
+}
+
+impl FlowPath {
+    fn dir(&self) -> DirKey {
+        DirKey {
+            src: self.src,
+            dst: self.dst,
+            src_conn: self.src_conn,
+            dst_conn: self.dst_conn,
+        }
+    }
+
+    fn flow(&self) -> FlowId {
+        FlowId {
+            rocev2: self.rocev2,
+            dir: self.dir().packed(),
+        }
+    }
+}
+
+/// The matches of one path summed: `n` transmissions whose `ts_b - ts_a`
+/// ran from `min` to `max` and summed to `sum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathSums {
+    pub n: u64,
+    pub min: i64,
+    pub max: i64,
+    pub sum: i128,
+}
+
+/// Clock offsets between capture pairs, as [`CrossCapture::report`]
+/// estimates them: the context of [`CrossCapture::fate_at_end`].
+pub struct Offsets(FxHashMap<(u8, u8), i64>);
+
+impl Offsets {
+    /// Clock of `to` minus clock of `from` (0 when not estimated).
+    fn between(&self, from: u8, to: u8) -> i128 {
+        if from < to {
+            self.0.get(&(from, to)).map_or(0, |&o| i128::from(o))
+        } else {
+            -self.0.get(&(to, from)).map_or(0, |&o| i128::from(o))
+        }
+    }
+}
+
+/// The one-way delay of a matched transmission whose copies differ by
+/// `delta` = `ts_b - ts_a` on a path whose packets reach capture a first
+/// (`a_first`) or b first, with b's clock `offset` ahead of a's; at least
+/// 0 (clocks estimated from minimum delays can leave a sample below).
+pub fn one_way_delay(a_first: bool, delta: i64, offset: i64) -> u64 {
+    let owd = if a_first {
+        delta.saturating_sub(offset)
+    } else {
+        offset.saturating_sub(delta)
+    };
+    owd.max(0) as u64
 }
 
 impl CrossCapture {
@@ -206,7 +428,41 @@ impl CrossCapture {
             unmatched: FxHashMap::default(),
             unknown: FxHashMap::default(),
             rng: 0x9E37_79B9_7F4A_7C15,
+            rows: None,
         }
+    }
+
+    /// A matcher in row mode, for a reduce that partitions the sightings
+    /// of many captures by transmission (every sighting of a transmission
+    /// in the same partition, each partition in capture-time order): it
+    /// applies the rules of [`CrossCapture::observe`] to the rows given
+    /// to [`CrossCapture::observe_transmission`], and keeps what is
+    /// unmatched for [`CrossCapture::take_unmatched`] instead of only
+    /// counting it. `spans[c]` is capture c's first and last time: a
+    /// partition sees only some of each capture's packets, and a
+    /// transmission that leaves the window counts as lost only when every
+    /// other capture had started before it.
+    pub fn for_rows(cfg: MergeConfig, spans: &[(u64, u64)]) -> Self {
+        let mut m = CrossCapture::new(cfg);
+        for (c, &(first, last)) in spans.iter().enumerate() {
+            m.set_span(c as u8, first, last);
+        }
+        m.rows = Some(Rows::default());
+        m
+    }
+
+    /// Capture `capture` ran from `first_ts_ns` to `last_ts_ns`, as when
+    /// its first and last frames had been [`CrossCapture::tick`]ed, but
+    /// without moving the window (`newest`).
+    pub fn set_span(&mut self, capture: u8, first_ts_ns: u64, last_ts_ns: u64) {
+        let ci = usize::from(capture);
+        if self.first_ts.len() <= ci {
+            self.first_ts.resize(ci + 1, None);
+            self.last_ts.resize(ci + 1, 0);
+        }
+        let first = self.first_ts[ci].map_or(first_ts_ns, |f| f.min(first_ts_ns));
+        self.first_ts[ci] = Some(first);
+        self.last_ts[ci] = self.last_ts[ci].max(last_ts_ns);
     }
 
     fn next_rand(&mut self) -> u64 {
@@ -242,67 +498,40 @@ impl CrossCapture {
     /// the two are matched and that other copy is returned.
     pub fn observe(&mut self, capture: u8, obs: &Observation) -> Option<CaptureCopy> {
         self.tick(capture, obs.ts_ns);
-        if obs.malformed {
-            return None;
+        let tx = Transmission::of(obs)?;
+        self.sighting(&tx, Sighting::new(capture, obs.ts_ns, obs.frame, obs.ecn))
+    }
+
+    /// [`CrossCapture::observe`] for a transmission given as a row: its
+    /// copy in capture `capture`, frame `frame`, captured at `ts_ns` with
+    /// the IP ECN codepoint `ecn`.
+    pub fn observe_transmission(
+        &mut self,
+        capture: u8,
+        tx: &Transmission,
+        ts_ns: u64,
+        frame: u64,
+        ecn: u8,
+    ) -> Option<CaptureCopy> {
+        self.tick(capture, ts_ns);
+        if let Some(rows) = &mut self.rows {
+            rows.flows.entry(tx.flow()).or_insert_with(|| tx.dir());
         }
-        let (dir, key) = match &obs.kind {
-            ObsKind::MetaRoce(mr) => {
-                if matches!(mr.body, MrBody::Ctrl(_) | MrBody::Malformed) {
-                    return None;
-                }
-                let dir = DirKey {
-                    src: obs.src,
-                    dst: obs.dst,
-                    src_conn: mr.src_conn,
-                    dst_conn: mr.dst_conn,
-                };
-                let key = TxKey {
-                    flow: FlowId {
-                        rocev2: false,
-                        dir: dir.packed(),
-                    },
-                    ptype: u8::from(mr.ptype),
-                    psn: mr.psn,
-                    tx_ts: mr.tx_ts,
-                    ev: mr.ev,
-                    path_seq: mr.path_seq,
-                };
-                (dir, key)
-            }
-            ObsKind::RoceV2(r) => {
-                // CNPs carry no PSN of their own.
-                if r.opcode.service() == Service::Cnp {
-                    return None;
-                }
-                let dir = DirKey {
-                    src: obs.src,
-                    dst: obs.dst,
-                    src_conn: 0,
-                    dst_conn: r.dest_qp,
-                };
-                let key = TxKey {
-                    flow: FlowId {
-                        rocev2: true,
-                        dir: dir.packed(),
-                    },
-                    ptype: u8::from(r.opcode),
-                    psn: r.psn,
-                    tx_ts: 0,
-                    ev: obs.src_port,
-                    path_seq: 0,
-                };
-                (dir, key)
-            }
-        };
+        self.sighting(tx, Sighting::new(capture, ts_ns, frame, ecn))
+    }
+
+    /// The matching rules, for one sighting `now` of `tx`.
+    fn sighting(&mut self, tx: &Transmission, now: Sighting) -> Option<CaptureCopy> {
+        let (dir, key, capture) = (tx.dir(), tx.key(), now.capture());
         self.expire();
         match self.pending.get(&key).copied() {
             Some(seen) if seen.capture() != capture => {
                 self.pending.remove(&key);
                 let seen_capture = seen.capture();
                 let (a, b, delta) = if seen_capture < capture {
-                    (seen_capture, capture, obs.ts_ns as i128 - seen.ts as i128)
+                    (seen_capture, capture, now.ts as i128 - seen.ts as i128)
                 } else {
-                    (capture, seen_capture, seen.ts as i128 - obs.ts_ns as i128)
+                    (capture, seen_capture, seen.ts as i128 - now.ts as i128)
                 };
                 let delta = delta.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
                 let r = self.next_rand();
@@ -319,6 +548,7 @@ impl CrossCapture {
                         max: i64::MIN,
                         sum: 0,
                         samples: Vec::new(),
+                        owd_buckets: Vec::new(),
                     });
                 d.n += 1;
                 d.min = d.min.min(delta);
@@ -347,8 +577,8 @@ impl CrossCapture {
                 {
                     self.drop_sighting(&old, ts);
                 }
-                self.pending.insert(key, Sighting::new(capture, obs));
-                self.order.push_back((key, obs.ts_ns));
+                self.pending.insert(key, now);
+                self.order.push_back((key, now.ts));
                 None
             }
         }
@@ -389,6 +619,9 @@ impl CrossCapture {
                 .unmatched
                 .entry((seen.capture(), key.flow, key.ev))
                 .or_default() += 1;
+            if let Some(rows) = &mut self.rows {
+                rows.left.push((*key, seen));
+            }
         }
     }
 
@@ -416,55 +649,166 @@ impl CrossCapture {
     /// capture, its fate is unknown. Those made before one of them started
     /// count in neither.
     pub fn finish(&mut self) {
-        let offsets: FxHashMap<(u8, u8), i64> = self
-            .report()
-            .iter()
-            .filter(|r| r.offset_estimated)
-            .map(|r| ((r.capture_a as u8, r.capture_b as u8), r.clock_offset_ns))
-            .collect();
-        let off = |from: u8, to: u8| -> i128 {
-            if from < to {
-                offsets.get(&(from, to)).map_or(0, |&o| i128::from(o))
-            } else {
-                -offsets.get(&(to, from)).map_or(0, |&o| i128::from(o))
-            }
-        };
+        let offsets = self.offsets();
         let pending: Vec<(TxKey, Sighting)> = self.pending.drain().collect();
         self.order.clear();
+        for (key, seen) in pending {
+            let count = match self.fate_of(&offsets, &key, seen) {
+                Some(Fate::Lost) => &mut self.unmatched,
+                Some(Fate::Unknown) => &mut self.unknown,
+                None => continue,
+            };
+            *count.entry((seen.capture(), key.flow, key.ev)).or_default() += 1;
+        }
+    }
+
+    /// The clock offsets estimated so far.
+    pub fn offsets(&self) -> Offsets {
+        Offsets(
+            self.report()
+                .iter()
+                .filter(|r| r.offset_estimated)
+                .map(|r| ((r.capture_a as u8, r.capture_b as u8), r.clock_offset_ns))
+                .collect(),
+        )
+    }
+
+    /// The fate of `tx`, captured in `capture` at `ts_ns` and still
+    /// unmatched at the end of the captures (the rule of
+    /// [`CrossCapture::finish`]); `None` when it counts in neither.
+    pub fn fate_at_end(
+        &self,
+        offsets: &Offsets,
+        tx: &Transmission,
+        capture: u8,
+        ts_ns: u64,
+    ) -> Option<Fate> {
+        self.fate_of(offsets, &tx.key(), Sighting::new(capture, ts_ns, 0, 0))
+    }
+
+    fn fate_of(&self, offsets: &Offsets, key: &TxKey, seen: Sighting) -> Option<Fate> {
         let captures = self.first_ts.len();
         if captures < 2 {
-            return;
+            return None;
         }
-        for (key, seen) in pending {
-            let c = seen.capture();
-            let at = |o: u8| i128::from(seen.ts) + off(c, o);
-            // (capture, end margin) of each capture downstream of this one.
-            let downstream: Vec<(u8, i128)> = (0..captures as u8)
-                .filter(|&o| o != c)
-                .filter_map(|o| {
-                    let (a, b) = (c.min(o), c.max(o));
-                    let offset = offsets.get(&(a, b)).copied().unwrap_or(0);
-                    let owd = self.max_delay(a, b, offset, key.flow, key.ev)?;
-                    Some((o, i128::from(owd.max(0)) * END_MARGIN_DELAYS))
-                })
-                .collect();
-            let started = downstream.iter().all(|&(o, _)| {
-                self.first_ts[usize::from(o)].is_some_and(|f| i128::from(f) <= at(o))
+        let c = seen.capture();
+        let at = |o: u8| i128::from(seen.ts) + offsets.between(c, o);
+        // (capture, end margin) of each capture downstream of this one.
+        let downstream: Vec<(u8, i128)> = (0..captures as u8)
+            .filter(|&o| o != c)
+            .filter_map(|o| {
+                let (a, b) = (c.min(o), c.max(o));
+                let offset = offsets.0.get(&(a, b)).copied().unwrap_or(0);
+                let owd = self.max_delay(a, b, offset, key.flow, key.ev)?;
+                Some((o, i128::from(owd.max(0)) * END_MARGIN_DELAYS))
+            })
+            .collect();
+        let started = downstream
+            .iter()
+            .all(|&(o, _)| self.first_ts[usize::from(o)].is_some_and(|f| i128::from(f) <= at(o)));
+        if !started {
+            return None;
+        }
+        let ran_past_margin = !downstream.is_empty()
+            && downstream
+                .iter()
+                .all(|&(o, margin)| i128::from(self.last_ts[usize::from(o)]) >= at(o) + margin);
+        Some(if ran_past_margin {
+            Fate::Lost
+        } else {
+            Fate::Unknown
+        })
+    }
+
+    /// Row mode: every transmission this matcher did not match, with its
+    /// copy: those that left the window counted as lost
+    /// (`Some(Fate::Lost)`), then those still waiting, to be judged with
+    /// every partition's matches (`None`: [`CrossCapture::fate_at_end`]).
+    /// Empty outside row mode.
+    pub fn take_unmatched(&mut self) -> Vec<(Transmission, CaptureCopy, Option<Fate>)> {
+        if self.rows.is_none() {
+            return Vec::new();
+        }
+        // The single matcher sees every capture's packets up to the last:
+        // what waited longer than the window before that left it.
+        self.newest = self
+            .newest
+            .max(self.last_ts.iter().copied().max().unwrap_or(0));
+        self.expire();
+        let left = match &mut self.rows {
+            Some(rows) => std::mem::take(&mut rows.left),
+            None => return Vec::new(),
+        };
+        let mut waiting: Vec<(TxKey, Sighting)> = self.pending.drain().collect();
+        self.order.clear();
+        waiting.sort_by_key(|(_, s)| (s.ts, s.packed));
+        let Some(rows) = &self.rows else {
+            return Vec::new();
+        };
+        let named = |key: &TxKey| -> Option<Transmission> {
+            let dir = rows.flows.get(&key.flow)?;
+            Some(Transmission {
+                rocev2: key.flow.rocev2,
+                src: dir.src,
+                dst: dir.dst,
+                src_conn: dir.src_conn,
+                dst_conn: dir.dst_conn,
+                ptype: key.ptype,
+                psn: key.psn,
+                tx_ts: key.tx_ts,
+                ev: key.ev,
+                path_seq: key.path_seq,
+            })
+        };
+        let left = left.into_iter().map(|(k, s)| (k, s, Some(Fate::Lost)));
+        let waiting = waiting.into_iter().map(|(k, s)| (k, s, None));
+        left.chain(waiting)
+            .filter_map(|(k, s, fate)| Some((named(&k)?, s.copy(), fate)))
+            .collect()
+    }
+
+    /// The reduce's last step: the matches of path `path` between
+    /// captures `a < b`, summed over the partitions.
+    pub fn add_path(&mut self, a: u8, b: u8, path: &FlowPath, sums: PathSums) {
+        let d = self
+            .deltas
+            .entry((a, b, path.flow(), path.ev))
+            .or_insert_with(|| PathDeltas {
+                rocev2: path.rocev2,
+                dir: path.dir(),
+                ev: path.ev,
+                n: 0,
+                min: i64::MAX,
+                max: i64::MIN,
+                sum: 0,
+                samples: Vec::new(),
+                owd_buckets: Vec::new(),
             });
-            if !started {
-                continue;
-            }
-            let ran_past_margin = !downstream.is_empty()
-                && downstream
-                    .iter()
-                    .all(|&(o, margin)| i128::from(self.last_ts[usize::from(o)]) >= at(o) + margin);
-            let count = if ran_past_margin {
-                &mut self.unmatched
-            } else {
-                &mut self.unknown
-            };
-            *count.entry((c, key.flow, key.ev)).or_default() += 1;
+        d.n += sums.n;
+        d.min = d.min.min(sums.min);
+        d.max = d.max.max(sums.max);
+        d.sum += sums.sum;
+    }
+
+    /// `count` one-way delays of path `path` (added by
+    /// [`CrossCapture::add_path`]) fell in the histogram bucket whose
+    /// lowest value is `bucket` ([`Hist::bucket_lowest`]): the report's
+    /// delay summary comes from these counts, which give the percentiles
+    /// all the samples give.
+    pub fn add_one_way_delays(&mut self, a: u8, b: u8, path: &FlowPath, bucket: u64, count: u64) {
+        if let Some(d) = self.deltas.get_mut(&(a, b, path.flow(), path.ev)) {
+            d.owd_buckets.push((bucket, count));
         }
+    }
+
+    /// `count` transmissions of path `path` captured in `capture` and not
+    /// at the next capture point, with their fate.
+    pub fn add_unmatched(&mut self, capture: u8, path: &FlowPath, fate: Fate, count: u64) {
+        let counts = match fate {
+            Fate::Lost => &mut self.unmatched,
+            Fate::Unknown => &mut self.unknown,
+        };
+        *counts.entry((capture, path.flow(), path.ev)).or_default() += count;
     }
 
     pub fn report(&self) -> Vec<BetweenReport> {
@@ -535,11 +879,21 @@ impl CrossCapture {
                 let mean = (d.sum / i128::from(d.n.max(1))) as i64;
                 let a_first = mean >= offset;
                 let (up, down) = if a_first { (a, b) } else { (b, a) };
-                let mut h = super::hist::Hist::new();
-                for &s in &d.samples {
-                    let owd = if a_first { s - offset } else { offset - s };
-                    h.record(owd.max(0) as u64);
-                }
+                let h = if d.owd_buckets.is_empty() {
+                    let mut h = Hist::new();
+                    for &s in &d.samples {
+                        h.record(one_way_delay(a_first, s, offset));
+                    }
+                    h
+                } else {
+                    // The extremes are exact: the delay is monotonic in
+                    // ts_b - ts_a.
+                    let (lo, hi) = (
+                        one_way_delay(a_first, d.min, offset),
+                        one_way_delay(a_first, d.max, offset),
+                    );
+                    Hist::from_buckets(lo.min(hi), lo.max(hi), &d.owd_buckets)
+                };
                 let flow = FlowId {
                     rocev2: d.rocev2,
                     dir: d.dir.packed(),

@@ -46,6 +46,30 @@ impl Hist {
         self.h.len()
     }
 
+    /// The lowest value of the bucket `ns` falls in: a histogram's
+    /// content is its count per bucket, so counts of these (summed over
+    /// partitions of the samples) rebuild it ([`Hist::from_buckets`]).
+    pub fn bucket_lowest(ns: u64) -> u64 {
+        buckets().lowest_equivalent(ns)
+    }
+
+    /// The histogram of samples from `min` to `max` (exact) given as
+    /// counts per bucket (`(bucket lowest value, count)`, a bucket may
+    /// repeat): its summary is that of the samples themselves.
+    pub fn from_buckets(min: u64, max: u64, counts: &[(u64, u64)]) -> Hist {
+        let mut h = Hist::new();
+        for &(bucket, n) in counts {
+            if h.h.record_n(bucket, n).is_err() {
+                h.h.saturating_record_n(bucket, n);
+            }
+        }
+        if !h.h.is_empty() {
+            h.min = min;
+            h.max = max;
+        }
+        h
+    }
+
     /// Adds `other`'s samples: the sum of two histograms is exactly the
     /// histogram of both sets of samples (same precision, counts added).
     pub fn add(&mut self, other: &Hist) {

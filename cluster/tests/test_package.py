@@ -1,0 +1,65 @@
+"""The `metaroce` package against the command line on the same captures:
+``read_packets`` gives the `export` packets table (columns, order, values),
+``report`` what ``report --json`` prints, and the Arrow tables work in
+polars."""
+
+import polars as pl
+import pyarrow.parquet as pq
+
+import metaroce
+from conftest import run
+
+
+def test_read_packets_is_the_export_packets_table(captures8, binaries, tmp_path):
+    capture = captures8["captures"][0]
+    run([binaries[0], "export", "--no-progress", "--parquet", tmp_path, capture])
+    host = capture.stem
+    exported = pq.read_table(tmp_path / "table=packets" / f"host={host}")
+    table = metaroce.read_packets(capture)
+    assert table.num_rows == exported.num_rows > 10_000
+    assert table.column_names == exported.column_names
+    for name in table.column_names:
+        assert table.column(name).to_pylist() == exported.column(name).to_pylist(), name
+    # The telemetry lists are there (the scenario's switches stamp them).
+    assert table.column("hop_switch_id").drop_null().to_pylist()
+
+
+def test_report_is_report_json(captures8):
+    assert metaroce.report(captures8["captures"]) == captures8["single"]
+    # Options are the command's.
+    one = metaroce.report(captures8["captures"][:1], stall_threshold="2ms")
+    assert one["capture"]["files"] == 1
+
+
+def test_bad_input_is_named(tmp_path):
+    missing = tmp_path / "nope.pcap"
+    for call in (lambda: metaroce.read_packets(missing), lambda: metaroce.report([missing])):
+        try:
+            call()
+        except OSError as e:
+            assert "nope.pcap" in str(e)
+        else:
+            raise AssertionError("a missing capture must raise")
+    try:
+        metaroce.report([missing], stall_threshold="3 parsecs")
+    except ValueError as e:
+        assert "parsecs" in str(e)
+    else:
+        raise AssertionError("a bad duration must raise")
+
+
+def test_polars_reads_the_table_without_copying_rows(captures8):
+    df = pl.from_arrow(metaroce.read_packets(captures8["captures"][1]))
+    per_proto = df.group_by("proto").len()
+    assert per_proto["proto"].to_list() == ["metaroce"]
+    assert df["ts_ns"].dtype == pl.UInt64
+
+
+def test_the_binary_and_the_wheel_run_one_engine(captures8, binaries, tmp_path):
+    """The export records its engine; the wheel built from the same sources
+    has the same one (the Spark job names a host whose differs)."""
+    run([binaries[0], "export", "--no-progress", "--parquet", tmp_path, captures8["captures"][0]])
+    captures = pq.read_table(tmp_path / "table=captures")
+    version = metaroce.engine_version()
+    assert version.startswith(metaroce.__version__ + "+") and len(version) > len(metaroce.__version__) + 8
+    assert captures.column("engine_version").to_pylist() == [version]
