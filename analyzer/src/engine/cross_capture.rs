@@ -27,7 +27,7 @@ use std::net::IpAddr;
 use rustc_hash::FxHashMap;
 
 use super::direction::{DirKey, PackedKey};
-use super::hist::{Hist, Summary};
+use super::hist::Hist;
 use proto_parse::metaroce::PacketType;
 use proto_parse::rocev2::{Opcode, Service};
 

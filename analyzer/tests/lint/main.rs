@@ -190,11 +190,17 @@ fn the_rule_table_of_docs_lint_md_is_the_registry() {
 }
 
 /// A capture taken on A of `seconds` of A's single-packet WRITEs (one a
-/// millisecond, ev `i % 4`) and B's ACKs, each ACK captured 5 to 35 us
-/// after its WRITE (the paths' delays vary). A's tx_ts is its clock
-/// from `a_clock` (the capture's, shifted), B's its own from `b_clock`:
-/// both wrap (mod 2^32) every 4.3 s.
-fn long_capture(seconds: u64, a_clock: u32, b_clock: u32) -> Vec<cases::Frame> {
+/// millisecond, ev `i % 4`) and B's ACKs, B sending each ACK 1 us after
+/// its WRITE arrived; `delays(i, ev)` gives the i-th WRITE's trip there
+/// and its ACK's trip back, in ns. A's tx_ts is its clock from `a_clock`
+/// (the capture's, shifted), B's its own from `b_clock`: both wrap (mod
+/// 2^32) every 4.3 s.
+fn long_capture(
+    seconds: u64,
+    a_clock: u32,
+    b_clock: u32,
+    delays: impl Fn(u64, u16) -> (u64, u64),
+) -> Vec<cases::Frame> {
     use proto_parse::build::{ECN_ECT0, UdpFrameBuilder};
     use proto_parse::metaroce::{Body, DEFAULT_PORT, udp_source_port};
     use std::net::SocketAddr;
@@ -223,10 +229,7 @@ fn long_capture(seconds: u64, a_clock: u32, b_clock: u32) -> Vec<cases::Frame> {
         d.path_seq = path_seq[ev as usize];
         d.tx_ts = a_clock.wrapping_add(sent as u32);
         frames.push(frame(true, &d, start + sent));
-        // B sends its ACK 1 us after the WRITE arrived; the two trips take
-        // 2 to 17 us each.
-        let there = 2_000 + (i * 7_919) % 15_000;
-        let back = 2_000 + (i * 104_729) % 15_000;
+        let (there, back) = delays(i, ev);
         let acked = sent + there + 1_000;
         let mut a = cases::ack(&cases::Pkt::new(true, d.clone()), psn + 1).repr;
         a.path_seq = d.path_seq;
@@ -238,6 +241,38 @@ fn long_capture(seconds: u64, a_clock: u32, b_clock: u32) -> Vec<cases::Frame> {
         frames.push(frame(false, &a, start + acked + back));
     }
     frames
+}
+
+/// Trips of 2 to 17 us each, varying from packet to packet.
+fn varied_delays(i: u64, _ev: u16) -> (u64, u64) {
+    (2_000 + (i * 7_919) % 15_000, 2_000 + (i * 104_729) % 15_000)
+}
+
+/// Spec 2 on a quiet fabric: each path has its own constant delay, the
+/// four within 450 ns of each other. At the capture host capture time
+/// minus tx_ts is exactly constant (the same clock read twice) while B's
+/// packets still show their paths' different delays: a spread of 0
+/// against any other decides, even under the 1 us that timestamp noise
+/// could explain when neither side is exact.
+#[test]
+fn the_capture_host_is_guessed_when_the_paths_differ_by_less_than_a_microsecond() {
+    let per_path = |_i: u64, ev: u16| (5_000 + 150 * u64::from(ev), 5_000 + 150 * u64::from(ev));
+    for (a_clock, b_clock) in [
+        (0xFFFF_FFFF - 500_000_000, 0x1234_5678),
+        (0x10, 0xFFFF_FFF0),
+    ] {
+        let frames = long_capture(6, a_clock, b_clock, per_path);
+        let out = run(&frames, lint::CapturePoint::Auto);
+        assert_eq!(
+            out.report.host,
+            Some(cases::ip(cases::A)),
+            "A's clock from {a_clock:#x}, B's from {b_clock:#x}"
+        );
+    }
+    // Both sides exactly constant (every trip the same): nothing tells
+    // the ends apart, and the point stays unknown.
+    let frames = long_capture(6, 0x10, 0xFFFF_FFF0, |_, _| (5_000, 5_000));
+    assert_eq!(run(&frames, lint::CapturePoint::Auto).report.host, None);
 }
 
 /// Spec 2: tx_ts is the sender's clock modulo 2^32 (1 ns units: it wraps
@@ -252,7 +287,7 @@ fn the_capture_host_is_guessed_across_tx_ts_wraps() {
         (0x0000_1000, 0xFFFF_0000),
         (0xC000_0000, 0xC000_0000),
     ] {
-        let frames = long_capture(6, a_clock, b_clock);
+        let frames = long_capture(6, a_clock, b_clock, varied_delays);
         let out = run(&frames, lint::CapturePoint::Auto);
         assert_eq!(
             out.report.host,
@@ -268,7 +303,12 @@ fn the_capture_host_is_guessed_across_tx_ts_wraps() {
 /// WRITE's RTT, and the fabric RTT is that less B's 1 us hold.
 #[test]
 fn rtt_and_hold_time_hold_across_tx_ts_wraps() {
-    let frames = long_capture(6, 0xFFFF_FFFF - 500_000_000, 0xFFFF_FFFF - 2_000_000_000);
+    let frames = long_capture(
+        6,
+        0xFFFF_FFFF - 500_000_000,
+        0xFFFF_FFFF - 2_000_000_000,
+        varied_delays,
+    );
     let out = run(&frames, lint::CapturePoint::Auto);
     let mut samples = 0;
     for (pair, verdicts) in frames.chunks(2).zip(out.verdicts.chunks(2)) {

@@ -188,7 +188,8 @@ impl Side {
 /// other end it also holds the one-way delay, which varies from path to
 /// path and packet to packet. The host is the address whose packets show
 /// the smaller spread of that difference, when it is less than half the
-/// other's and the other's is at least 1 us; otherwise (or when one side
+/// other's and either it is 0 (exactly constant: the same clock) or the
+/// other's is at least 1 us; otherwise (or when one side
 /// sent fewer than 2 packets) the point stays unknown and only rules of
 /// vantage `Either` are judged.
 #[derive(Debug, Clone, Copy, Default)]
@@ -273,8 +274,13 @@ impl HostGuess {
     pub fn host(&self) -> Option<IpAddr> {
         const MIN_REMOTE_SPREAD_NS: u64 = 1_000;
         let c = self.candidates?;
+        // A spread of exactly 0 is the capture host's own clock read twice
+        // (no timestamp noise at all), so any other spread decides; a
+        // spread under 1 us otherwise could be timestamp resolution alone.
         let clear = |own: Option<u64>, other: Option<u64>| match (own, other) {
-            (Some(own), Some(other)) => other >= MIN_REMOTE_SPREAD_NS && own * 2 < other,
+            (Some(own), Some(other)) => {
+                (own == 0 || other >= MIN_REMOTE_SPREAD_NS) && own * 2 < other
+            }
             _ => false,
         };
         let [wa, wb] = [self.spread[0].width(), self.spread[1].width()];
