@@ -15,7 +15,7 @@ use std::process::Command;
 use common::{Tshark, roce};
 
 fn script_pcap(t: &Tshark) -> PathBuf {
-    common::write_pcap(t, "rocev2.pcap", &roce::script())
+    common::write_pcap_timed(t, "rocev2.pcap", &roce::script(), roce::offset_ns)
 }
 
 /// The frame numbers `filter` matches.
@@ -137,7 +137,7 @@ fn the_script_shows_every_case() {
         ),
         [
             ["6", "NAK: PSN sequence error", "0x60"],
-            ["13", "RNR NAK, retry after 10.000 us", "0x21"]
+            ["13", "RNR NAK, retry after 30.000 us", "0x23"]
         ]
     );
     assert_eq!(
@@ -146,9 +146,9 @@ fn the_script_shows_every_case() {
             &["rocev2.analysis.nak.rnr_timer"],
             Some("rocev2.analysis.nak.rnr_timer")
         ),
-        [["0.000010000"]]
+        [["0.000030000"]]
     );
-    // CNP pacing: the second CNP 16 us after the first.
+    // CNP pacing: the second CNP 31 us after the first.
     assert_eq!(frames(&t, &pcap, "rocev2.analysis.cnp"), [7, 23]);
     assert_eq!(
         t.fields(
@@ -156,7 +156,7 @@ fn the_script_shows_every_case() {
             &["rocev2.analysis.cnp.interval"],
             Some("rocev2.analysis.cnp.interval")
         ),
-        [["0.000016000"]]
+        [["0.000031000"]]
     );
     assert_eq!(frames(&t, &pcap, "rocev2.analysis.ce_marked"), [3]);
     // The ICRC, computed over the masked fields: every frame's good but
@@ -209,7 +209,7 @@ fn the_script_shows_every_case() {
 fn rc_lint_findings_are_expert_infos() {
     let t = Tshark::new();
     let pcap = script_pcap(&t);
-    // The retry 1 us after an RNR NAK of 10 us; two CNPs 16 us apart.
+    // The retry 16 us after an RNR NAK of 30 us; two CNPs 31 us apart.
     assert_eq!(frames(&t, &pcap, "rocev2.lint.rc_req_003"), [14]);
     assert_eq!(frames(&t, &pcap, "rocev2.lint.rc_cnp_001"), [23]);
     assert!(frames(&t, &pcap, "rocev2.lint").contains(&14));

@@ -597,8 +597,9 @@ fn rocev2_rows_show_their_lint_findings() {
     }
     p.finish();
     let snap = p.snapshot(1_000_000, RunState::Finished, stats);
-    // The script's retry 9 us after an RNR NAK asking for 10 us breaks
-    // RC-REQ-003 (an error) on the flow to QP 0x20.
+    // The script's retry 14 us after an RNR NAK asking for 30 us (later
+    // than the requester's reaction time, earlier than it was asked)
+    // breaks RC-REQ-003 (an error) on the flow to QP 0x20.
     let linted: Vec<_> = snap
         .report
         .rocev2

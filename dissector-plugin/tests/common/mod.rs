@@ -358,10 +358,20 @@ pub fn udp_frame(payload: &[u8], sport: u16, dport: u16, forward: bool) -> Vec<u
 
 /// Writes frames (1 us apart) to a pcap readable by tshark's user.
 pub fn write_pcap(t: &Tshark, name: &str, frames: &[Vec<u8>]) -> PathBuf {
+    write_pcap_timed(t, name, frames, |i| i as u64 * 1000)
+}
+
+/// [`write_pcap`] with frame `i` captured `offset_ns(i)` after the first.
+pub fn write_pcap_timed(
+    t: &Tshark,
+    name: &str,
+    frames: &[Vec<u8>],
+    offset_ns: impl Fn(usize) -> u64,
+) -> PathBuf {
     let path = t.path(name);
     let mut w = PcapWriter::create(&path).expect("create pcap");
     for (i, f) in frames.iter().enumerate() {
-        w.write_frame(1_700_000_000_000_000_000 + i as u64 * 1000, f)
+        w.write_frame(1_700_000_000_000_000_000 + offset_ns(i), f)
             .expect("write frame");
     }
     w.flush().expect("flush");

@@ -3,7 +3,8 @@
 //! frame's), and what the analysis must say of it.
 //!
 //! 10.0.0.1 (requester, QP 0x30) sends to QP 0x20 of 10.0.0.2; frames are
-//! 1 us apart (`super::write_pcap`).
+//! 1 us apart, but for a pause of 15 us before f14 ([`offset_ns`]; with
+//! `super::write_pcap` all are 1 us apart).
 //!
 //! ```text
 //! f1-f4   SEND ONLY psn 10..13 (f3 CE-marked)
@@ -13,14 +14,15 @@
 //! f8-f10  psn 11, 12, 13 again         -> go-back-N of f2, f3, f4
 //! f11     ACK 13
 //! f12     SEND ONLY psn 14
-//! f13     RNR NAK 14 (timer 1: 10 us)
-//! f14     psn 14 again, 1 us later     -> go-back-N (timeout), RC-REQ-003
+//! f13     RNR NAK 14 (timer 3: 30 us)
+//! f14     psn 14 again, 16 us later    -> go-back-N (timeout), RC-REQ-003
+//!                                          (after a reaction time, before the timer)
 //! f15     ACK 14
 //! f16     psn 14 again                 -> duplicate (already acknowledged)
 //! f17     READ request psn 15, 1024 bytes (4 responses at 256-byte PMTU)
 //! f18-f21 READ response first, middle, middle, last psn 15..18 -> complete
 //! f22     SEND ONLY psn 21             -> PSN gap 2 (expected 19)
-//! f23     CNP to QP 0x30               -> 16 us after f7's, RC-CNP-001
+//! f23     CNP to QP 0x30               -> 31 us after f7's, RC-CNP-001
 //! f24     SEND ONLY psn 22 with a bad ICRC
 //! ```
 
@@ -93,6 +95,13 @@ pub fn cnp() -> rocev2::Repr {
 }
 
 /// The frames of the script above.
+/// When frame `i` (from 0) of [`script`] is captured, after the first: 1 us
+/// apart, with 15 us more before f14 (the retry after the RNR NAK must
+/// come later than the requester's reaction time, `--reaction-min`).
+pub fn offset_ns(i: usize) -> u64 {
+    i as u64 * 1_000 + if i >= 13 { 15_000 } else { 0 }
+}
+
 pub fn script() -> Vec<Vec<u8>> {
     use Opcode::*;
     let send = |psn| frame(&request(RcSendOnly, psn, 64), true, false);
@@ -121,7 +130,7 @@ pub fn script() -> Vec<Vec<u8>> {
         send(13),
         reply(ack(13, 0x1f)),
         send(14),
-        reply(ack(14, 0x21)),
+        reply(ack(14, 0x23)),
         send(14),
         reply(ack(14, 0x1f)),
         send(14),

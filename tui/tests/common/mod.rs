@@ -145,8 +145,8 @@ pub fn saved_json(dir: &Path) -> serde_json::Value {
 /// t0-3   SEND ONLY psn 10, 11, 12 (CE), 13     t10 ACK 10
 /// t11    NAK PSN sequence error 11             t12 CNP to QP 0x30 (BECN)
 /// t13-15 psn 11, 12, 13 again (fast)           t20 ACK 13
-/// t30    psn 14                                t31 RNR NAK 14
-/// t40    psn 14 again (timeout)                t41 ACK 14
+/// t30    psn 14                                t31 RNR NAK 14 (retry after 30 us)
+/// t45    psn 14 again (timeout)                t46 ACK 14
 /// t50    SEND ONLY to QP 0x21 psn 500 (FECN)
 /// ```
 ///
@@ -180,9 +180,9 @@ pub fn rocev2_script(base_ns: u64) -> Vec<(u64, Vec<u8>)> {
         (15, true, Send, 0x20, 13, None, false, false, false),
         (20, false, Ack, 0x30, 13, Some(0x1f), false, false, false),
         (30, true, Send, 0x20, 14, None, false, false, false),
-        (31, false, Ack, 0x30, 14, Some(0x21), false, false, false),
-        (40, true, Send, 0x20, 14, None, false, false, false),
-        (41, false, Ack, 0x30, 14, Some(0x1f), false, false, false),
+        (31, false, Ack, 0x30, 14, Some(0x23), false, false, false),
+        (45, true, Send, 0x20, 14, None, false, false, false),
+        (46, false, Ack, 0x30, 14, Some(0x1f), false, false, false),
         (50, true, Send, 0x21, 500, None, false, true, false),
     ];
     script
