@@ -1,4 +1,4 @@
-//! Writes the captures `scripts/bench-plugin.sh` times tshark on, all with
+//! Writes the captures `cargo xtask bench plugin` times tshark on, all with
 //! the same number of frames and the same frame sizes, frame by frame:
 //! - `metaroce.pcap`: MetaRoCE DATA WRITEs with CRC32C and ACKs with SACK,
 //!   four DATA to one ACK, over 8 paths;

@@ -1,8 +1,10 @@
 //! The table of current figures in `docs/performance.md`, written by the
-//! benchmarks themselves: each bench replaces its own rows (those whose
-//! first column names it) between the table's markers and leaves the
-//! others, so the doc holds one figure per claim, each with the command that
-//! measured it, and cannot disagree with itself.
+//! benchmarks themselves: a bench run replaces the rows of the sections it
+//! measured (those whose first column names them: a bench's name, or a
+//! part of a bench that can run alone, like `tui --metrics`) between the
+//! table's markers and leaves the others, so the doc holds one figure per
+//! claim, each with the command that measured it, and cannot disagree with
+//! itself.
 
 use std::path::Path;
 
@@ -13,13 +15,15 @@ pub const BEGIN: &str =
 pub const END: &str = "<!-- figures:end -->";
 const HEADER: &str = "| bench | figure | value | command |\n|---|---|---|---|";
 
-/// The benches in the order their rows appear.
-pub const ORDER: [&str; 7] = [
+/// The sections in the order their rows appear.
+pub const ORDER: [&str; 9] = [
     "analyzer",
     "lint",
+    "mirror",
     "connections",
     "plugin",
     "tui",
+    "tui --metrics",
     "html",
     "stack",
 ];
@@ -27,6 +31,7 @@ pub const ORDER: [&str; 7] = [
 /// One row of the table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
+    /// The section: the bench, or the part of it that measured the figure.
     pub bench: &'static str,
     pub what: String,
     pub value: String,
@@ -59,9 +64,24 @@ fn row(f: &Figure) -> String {
     )
 }
 
-/// `doc` with the rows of `bench` replaced by `figures` (in their order),
-/// the other benches' rows kept, all in the order of [`ORDER`].
-pub fn replace_rows(doc: &str, bench: &str, figures: &[Figure]) -> anyhow::Result<String> {
+/// The sections a run measured: those of its figures, else (no figures)
+/// the bench's own.
+pub fn sections<'a>(bench: &'a str, figures: &[Figure]) -> Vec<&'a str> {
+    let mut s: Vec<&str> = Vec::new();
+    for f in figures {
+        if !s.contains(&f.bench) {
+            s.push(f.bench);
+        }
+    }
+    if s.is_empty() {
+        s.push(bench);
+    }
+    s
+}
+
+/// `doc` with the rows of `sections` replaced by `figures` (in their
+/// order), the other sections' rows kept, all in the order of [`ORDER`].
+pub fn replace_rows(doc: &str, sections: &[&str], figures: &[Figure]) -> anyhow::Result<String> {
     let (Some(begin), Some(end)) = (doc.find(BEGIN), doc.find(END)) else {
         bail!("the figures table's markers are missing ({BEGIN} ... {END})");
     };
@@ -77,17 +97,16 @@ pub fn replace_rows(doc: &str, bench: &str, figures: &[Figure]) -> anyhow::Resul
     let mut kept: Vec<(usize, String)> = Vec::new();
     for line in inside.lines().map(str::trim).filter(|l| l.starts_with('|')) {
         let Some(name) = bench_of(line) else { continue };
-        if name == bench || name == "bench" || name.starts_with("---") || line.starts_with("|---") {
+        if sections.contains(&name.as_str())
+            || name == "bench"
+            || name.starts_with("---")
+            || line.starts_with("|---")
+        {
             continue;
         }
-        let rank = ORDER.iter().position(|b| *b == name).unwrap_or(ORDER.len());
-        kept.push((rank, line.to_string()));
+        kept.push((rank(&name), line.to_string()));
     }
-    let rank = ORDER
-        .iter()
-        .position(|b| *b == bench)
-        .unwrap_or(ORDER.len());
-    kept.extend(figures.iter().map(|f| (rank, row(f))));
+    kept.extend(figures.iter().map(|f| (rank(f.bench), row(f))));
     // Stable: each bench's rows keep their order.
     kept.sort_by_key(|(rank, _)| *rank);
     let mut table = String::from(HEADER);
@@ -102,15 +121,26 @@ pub fn replace_rows(doc: &str, bench: &str, figures: &[Figure]) -> anyhow::Resul
     ))
 }
 
-/// Writes `figures` as `bench`'s rows of the table in the doc at `path`.
+fn rank(section: &str) -> usize {
+    ORDER
+        .iter()
+        .position(|b| *b == section)
+        .unwrap_or(ORDER.len())
+}
+
+/// Writes `figures` as the rows of `bench`'s sections (see [`sections`])
+/// of the table in the doc at `path`.
 pub fn write(path: &Path, bench: &str, figures: &[Figure]) -> anyhow::Result<()> {
     let doc =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let updated = replace_rows(&doc, bench, figures).with_context(|| path.display().to_string())?;
+    let sections = sections(bench, figures);
+    let updated =
+        replace_rows(&doc, &sections, figures).with_context(|| path.display().to_string())?;
     std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
     eprintln!(
-        "xtask: {} rows of `{bench}` written to {}",
+        "xtask: {} rows of `{}` written to {}",
         figures.len(),
+        sections.join("`, `"),
         path.display()
     );
     Ok(())
@@ -139,7 +169,7 @@ mod tests {
         );
         let out = replace_rows(
             &doc,
-            "analyzer",
+            &["analyzer"],
             &[fig("analyzer", "report, packets/s", "2")],
         )
         .unwrap();
@@ -151,7 +181,7 @@ mod tests {
         // Writing the same figures again changes nothing.
         let again = replace_rows(
             &out,
-            "analyzer",
+            &["analyzer"],
             &[fig("analyzer", "report, packets/s", "2")],
         )
         .unwrap();
@@ -163,7 +193,7 @@ mod tests {
         let doc = doc_with("| stack | goodput | 1 | `x` |\n");
         let out = replace_rows(
             &doc,
-            "lint",
+            &["lint"],
             &[fig("lint", "ratio", "1.1"), fig("lint", "b", "2")],
         )
         .unwrap();
@@ -175,15 +205,47 @@ mod tests {
     }
 
     #[test]
+    fn a_part_run_alone_replaces_only_its_section() {
+        let doc = doc_with(
+            "| tui | live kpps | 50 | `cargo xtask bench tui` |\n\
+             | tui --metrics | drain ratio | 1.22 | `cargo xtask bench tui` |\n\
+             | html | page bytes | 7 | `x` |\n",
+        );
+        // `bench tui --only-metrics` measures the --metrics section alone.
+        let only = [fig("tui --metrics", "drain ratio", "0.98")];
+        assert_eq!(sections("tui", &only), vec!["tui --metrics"]);
+        let out = replace_rows(&doc, &sections("tui", &only), &only).unwrap();
+        assert!(out.contains("| tui | live kpps | 50 |"));
+        assert!(out.contains("| tui --metrics | drain ratio | 0.98 |"));
+        assert!(!out.contains("1.22"));
+        // A whole run replaces both, in the order of the sections.
+        let all = [
+            fig("tui --metrics", "drain ratio", "1.01"),
+            fig("tui", "live kpps", "60"),
+        ];
+        assert_eq!(sections("tui", &all), vec!["tui --metrics", "tui"]);
+        let out = replace_rows(&out, &sections("tui", &all), &all).unwrap();
+        let (live, metrics, html) = (
+            out.find("| tui | live kpps | 60 |").unwrap(),
+            out.find("| tui --metrics | drain ratio | 1.01 |").unwrap(),
+            out.find("| html |").unwrap(),
+        );
+        assert!(live < metrics && metrics < html);
+        assert!(!out.contains("| 50 |") && !out.contains("0.98"));
+        // A bench without figures clears its own section.
+        assert_eq!(sections("lint", &[]), vec!["lint"]);
+    }
+
+    #[test]
     fn cells_keep_the_table_whole() {
-        let out = replace_rows(&doc_with(""), "html", &[fig("html", "a|b", "1")]).unwrap();
+        let out = replace_rows(&doc_with(""), &["html"], &[fig("html", "a|b", "1")]).unwrap();
         assert!(out.contains("| html | a\\|b | 1 |"));
     }
 
     #[test]
     fn missing_markers_are_an_error() {
-        assert!(replace_rows("# no table\n", "lint", &[]).is_err());
+        assert!(replace_rows("# no table\n", &["lint"], &[]).is_err());
         let reversed = format!("{END}\n{BEGIN}\n");
-        assert!(replace_rows(&reversed, "lint", &[]).is_err());
+        assert!(replace_rows(&reversed, &["lint"], &[]).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! `cargo xtask`: the project's benchmarks and build tasks as code.
 //!
-//! - `bench analyzer|lint|connections|plugin|tui|html|stack`: runs a
+//! - `bench analyzer|lint|mirror|connections|plugin|tui|html|stack`: runs a
 //!   benchmark, prints its table, and writes its figures, each with the
 //!   command that measured it, into the table of `docs/performance.md`
 //!   (`--no-doc`: print only).
@@ -67,6 +67,8 @@ enum Bench {
     Analyzer(bench::analyzer::AnalyzerArgs),
     /// metaroce-analyze lint against report (the lint's budget).
     Lint(bench::lint::LintArgs),
+    /// metaroce-analyze report on an ERSPAN III copy of the bench capture against the capture.
+    Mirror(bench::mirror::MirrorArgs),
     /// Memory against connections and frames: the analyzer and tshark with the plugin.
     Connections(bench::connections::ConnectionsArgs),
     /// tshark with the plugin against the built-in InfiniBand dissector.
@@ -84,6 +86,7 @@ impl Bench {
         match self {
             Bench::Analyzer(_) => "analyzer",
             Bench::Lint(_) => "lint",
+            Bench::Mirror(_) => "mirror",
             Bench::Connections(_) => "connections",
             Bench::Plugin(_) => "plugin",
             Bench::Tui(_) => "tui",
@@ -115,6 +118,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let figures = match &bench {
                 Bench::Analyzer(a) => bench::analyzer::run(&ws, a, &command)?,
                 Bench::Lint(a) => bench::lint::run(&ws, a, &command)?,
+                Bench::Mirror(a) => bench::mirror::run(&ws, a, &command)?,
                 Bench::Connections(a) => bench::connections::run(&ws, a, &command)?,
                 Bench::Plugin(a) => bench::plugin::run(&ws, a, &command)?,
                 Bench::Tui(a) => bench::tui::run(&ws, a, &command)?,

@@ -224,6 +224,19 @@ pub fn cpu_ms(program: &Path, args: &[&str]) -> anyhow::Result<f64> {
         .with_context(|| format!("no task-clock from {}: {stderr}", shown(&cmd)))
 }
 
+/// Drops the file's cached pages and reads it back, so readahead caches it
+/// in large folios as reading from disk leaves it (docs/performance.md);
+/// every program then reads the same cached file.
+pub fn warm_page_cache(f: &Path) -> anyhow::Result<()> {
+    run_quiet(Command::new("dd").arg(format!("if={}", f.display())).args([
+        "iflag=nocache",
+        "count=0",
+        "status=none",
+    ]))?;
+    std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+    Ok(())
+}
+
 /// The load average (1, 5, 15 minutes), to report the conditions.
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")

@@ -25,12 +25,15 @@ pub fn median_u64(values: &[u64]) -> u64 {
     median(&v).round() as u64
 }
 
+/// `a / b`, or 0 where `b` is not positive (a run that measured nothing
+/// gives no ratio rather than an infinite one).
+pub fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
 /// `a[i] / b[i]` for each round (0 where `b[i]` is not positive).
 pub fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
-    a.iter()
-        .zip(b)
-        .map(|(&a, &b)| if b > 0.0 { a / b } else { 0.0 })
-        .collect()
+    a.iter().zip(b).map(|(&a, &b)| ratio(a, b)).collect()
 }
 
 /// The median of the per-round ratios `a[i] / b[i]`.
@@ -56,6 +59,32 @@ pub fn spread(values: &[f64]) -> Option<Spread> {
     let min = values.iter().copied().min_by(f64::total_cmp)?;
     let max = values.iter().copied().max_by(f64::total_cmp)?;
     Some(Spread { min, max })
+}
+
+/// The ratio of the best of each side's rounds, the best being the
+/// lowest (times); 0 when either side has no rounds. Best, not median:
+/// load from other processes only ever slows a round, so the best is the
+/// closest to what the program itself can do.
+pub fn ratio_of_lowest(a: &[f64], b: &[f64]) -> f64 {
+    match (spread(a), spread(b)) {
+        (Some(a), Some(b)) => ratio(a.min, b.min),
+        _ => 0.0,
+    }
+}
+
+/// [`ratio_of_lowest`] for rates: the best is the highest.
+pub fn ratio_of_highest(a: &[f64], b: &[f64]) -> f64 {
+    match (spread(a), spread(b)) {
+        (Some(a), Some(b)) => ratio(a.max, b.max),
+        _ => 0.0,
+    }
+}
+
+/// The count per unit between two cumulative counts: `(hi - lo) / units`
+/// (instructions per packet from runs over two packet counts, so the
+/// fixed start-up cost cancels out); 0 if `hi < lo` or no units.
+pub fn per_unit_between(lo: u64, hi: u64, units: u64) -> u64 {
+    hi.saturating_sub(lo).checked_div(units).unwrap_or(0)
 }
 
 /// A rate: `count / seconds`, or infinity for no time.
@@ -150,6 +179,45 @@ mod tests {
         // The ratio of the medians would say otherwise: 4 / 2.
         assert_eq!(median(&a) / median(&b), 2.0);
         assert_eq!(median_ratio(&[1.0, 3.0], &[0.0, 1.0]), 1.5);
+    }
+
+    #[test]
+    fn plain_ratios_give_zero_for_nothing_measured() {
+        assert_eq!(ratio(3.0, 2.0), 1.5);
+        assert_eq!(ratio(3.0, 0.0), 0.0);
+        assert_eq!(ratio(3.0, -1.0), 0.0);
+    }
+
+    #[test]
+    fn ratios_of_the_lowest_compare_each_side_at_its_fastest() {
+        // Times of 3 rounds, the second slowed by the host for both.
+        let with = [0.42, 0.90, 0.44];
+        let without = [0.40, 0.85, 0.39];
+        assert!((ratio_of_lowest(&with, &without) - 0.42 / 0.39).abs() < 1e-12);
+        assert_eq!(ratio_of_lowest(&[], &[1.0]), 0.0);
+        assert_eq!(ratio_of_lowest(&[1.0], &[0.0]), 0.0);
+    }
+
+    #[test]
+    fn ratios_of_the_highest_compare_each_side_at_its_best() {
+        // With an option: 1195 at best; without: 976 at best (a slow
+        // round on either side does not move it).
+        let with = [1100.0, 1195.0, 700.0];
+        let without = [976.0, 500.0, 950.0];
+        assert!((ratio_of_highest(&with, &without) - 1195.0 / 976.0).abs() < 1e-12);
+        assert_eq!(ratio_of_highest(&[2.0], &[4.0]), 0.5);
+        assert_eq!(ratio_of_highest(&[], &[1.0]), 0.0);
+        assert_eq!(ratio_of_highest(&[1.0], &[]), 0.0);
+        assert_eq!(ratio_of_highest(&[1.0], &[0.0]), 0.0);
+    }
+
+    #[test]
+    fn counts_per_unit_cancel_the_fixed_cost() {
+        // 30 M instructions of start-up, 80,000 per packet.
+        let run = |packets: u64| 30_000_000 + 80_000 * packets;
+        assert_eq!(per_unit_between(run(2000), run(12000), 10_000), 80_000);
+        assert_eq!(per_unit_between(5, 3, 10), 0);
+        assert_eq!(per_unit_between(3, 5, 0), 0);
     }
 
     #[test]

@@ -140,7 +140,7 @@ pub fn run(ws: &Workspace, a: &AnalyzerArgs, command: &str) -> anyhow::Result<Ve
     let mut rss = Vec::new();
     for n in [a.small, a.large] {
         let f = ws.bulk_capture(&format!("bench-{n}.pcap"), n, &[])?;
-        warm_page_cache(&f)?;
+        proc::warm_page_cache(&f)?;
         let fs = f.to_string_lossy().into_owned();
         let report_args = ["report", "--json", "--no-progress", fs.as_str()];
         let json = proc::stdout_of(Command::new(&bin).args(report_args))?;
@@ -375,19 +375,6 @@ fn threads_line(lines: &[String]) -> String {
         parser.join(" "),
         engine.join(" ")
     )
-}
-
-/// Drops the file's cached pages and reads it back, so readahead caches it
-/// in large folios as reading from disk leaves it (docs/performance.md);
-/// every program then reads the same cached file.
-fn warm_page_cache(f: &Path) -> anyhow::Result<()> {
-    proc::run_quiet(Command::new("dd").arg(format!("if={}", f.display())).args([
-        "iflag=nocache",
-        "count=0",
-        "status=none",
-    ]))?;
-    std::fs::read(f)?;
-    Ok(())
 }
 
 /// The tshark command line without the file: the MetaRoCE plugin when it

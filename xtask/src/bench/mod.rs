@@ -5,6 +5,7 @@ pub mod analyzer;
 pub mod connections;
 pub mod html;
 pub mod lint;
+pub mod mirror;
 pub mod plugin;
 pub mod stack;
 pub mod tui;

@@ -6,7 +6,11 @@
 //! packet: RDMA WRITE Only with a RETH); the BTH-only twin (Write/Send
 //! Middle) is the InfiniBand dissector's cheapest case. Also timed: the
 //! MetaRoCE capture with the lint off (the default run) and on, with the
-//! sequence analysis off, and as plain data (the floor).
+//! sequence analysis off, and as plain data (the floor). The InfiniBand
+//! rows run with `--disable-protocol rocev2` (the InfiniBand dissector
+//! alone); the RoCEv2 row `ib_an` times the same WRITE Only twin with the
+//! plugin's RoCEv2 analysis at its defaults (analysis and RC-* lint on), and
+//! its ratio to the InfiniBand dissector alone is printed per line.
 //!
 //! `--wireshark LINE` is `host` (the installed Wireshark) or 4.4 / 4.6: the
 //! plugin is then built against that line's Debian root
@@ -146,11 +150,12 @@ fn major_minor(version_line: &str) -> String {
 }
 
 /// The runs, in the order of a round.
-const RUNS: [(&str, &str); 6] = [
+const RUNS: [(&str, &str); 7] = [
     ("mr", "MetaRoCE plugin (decode + analysis)"),
     ("mr_lint", "MetaRoCE plugin (decode + analysis + lint)"),
     ("mr_noan", "MetaRoCE plugin (decode only)"),
     ("ib", "InfiniBand built-in, twin (WRITE Only+RETH)"),
+    ("ib_an", "InfiniBand + plugin's RoCEv2 analysis, twin"),
     ("ib_bth", "InfiniBand built-in, BTH-only twin"),
     ("data", "MetaRoCE capture as plain data (floor)"),
 ];
@@ -194,8 +199,19 @@ fn run_args(run: &str, inner: &Path) -> Vec<String> {
             "-o".into(),
             "metaroce.analyze:FALSE".into(),
         ]),
-        "ib" => a.push(f("rocev2.pcap")),
-        "ib_bth" => a.push(f("rocev2-bth-only.pcap")),
+        // The InfiniBand dissector alone: the plugin's RoCEv2 analysis
+        // (a post-dissector, on by default) disabled.
+        "ib" => a.extend([
+            f("rocev2.pcap"),
+            "--disable-protocol".into(),
+            "rocev2".into(),
+        ]),
+        "ib_an" => a.push(f("rocev2.pcap")),
+        "ib_bth" => a.extend([
+            f("rocev2-bth-only.pcap"),
+            "--disable-protocol".into(),
+            "rocev2".into(),
+        ]),
         _ => a.extend([
             f("metaroce.pcap"),
             "--disable-protocol".into(),
@@ -204,7 +220,7 @@ fn run_args(run: &str, inner: &Path) -> Vec<String> {
     }
     a.extend(["-T".into(), "fields".into()]);
     match run {
-        "ib" | "ib_bth" => a.extend(ib_fields.map(String::from)),
+        "ib" | "ib_an" | "ib_bth" => a.extend(ib_fields.map(String::from)),
         "data" => a.extend(
             ["-e", "frame.number", "-e", "udp.srcport", "-e", "data.len"].map(String::from),
         ),
@@ -284,6 +300,12 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
     };
     let mut figures = Vec::new();
     let mut summary = Vec::new();
+    let mut isummary = Vec::new();
+    if a.instructions && a.packets < u64::from(INSTRUCTIONS_TO) {
+        bail!(
+            "--instructions counts packets {INSTRUCTIONS_FROM}..{INSTRUCTIONS_TO}: it needs at least {INSTRUCTIONS_TO} packets"
+        );
+    }
     for line in &lines {
         if !["host", "4.4", "4.6"].contains(&line.as_str()) {
             bail!("--wireshark takes host, 4.4 or 4.6");
@@ -310,7 +332,7 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
         if !d.plugin_loads()? {
             bail!("the plugin does not load");
         }
-        // Both captures are what they claim to be.
+        // The captures are what they claim to be.
         let count = |file: &str, filter: &str| -> anyhow::Result<usize> {
             let out = stdout_of(d.tshark().args(["-n", "-r"]).arg(d.inner.join(file)).args([
                 "-c",
@@ -331,8 +353,10 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
                 "infiniband.reth || infiniband.bth.opcode == 1",
             )?,
         );
-        if n_mr != 1000 || n_ib != 1000 {
-            bail!("captures not decoded as expected ({n_mr}, {n_ib})");
+        // The RoCEv2 row really runs the plugin's RoCEv2 analysis.
+        let n_an = count("rocev2.pcap", "rocev2")?;
+        if n_mr != 1000 || n_ib != 1000 || n_an != 1000 {
+            bail!("captures not decoded as expected ({n_mr}, {n_ib}, {n_an})");
         }
         let mut wall: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         let mut cpu: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
@@ -365,7 +389,8 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
                 us(c)
             );
         }
-        let ratio = |m: &BTreeMap<&str, Vec<f64>>, x: &str, y: &str| best(m, x) / best(m, y);
+        let ratio =
+            |m: &BTreeMap<&str, Vec<f64>>, x: &str, y: &str| stats::ratio_of_lowest(&m[x], &m[y]);
         println!(
             "ratio MetaRoCE / RoCEv2 twin per packet: {:.2} (decode only: {:.2})",
             ratio(&wall, "mr", "ib"),
@@ -381,13 +406,23 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
             ratio(&wall, "mr", "ib_bth"),
             ratio(&cpu, "mr", "ib_bth")
         );
-        println!("load average: {}", proc::load_average());
+        println!(
+            "RoCEv2: InfiniBand + analysis / InfiniBand alone per packet: wall {:.2}, CPU {:.2}",
+            ratio(&wall, "ib_an", "ib"),
+            ratio(&cpu, "ib_an", "ib")
+        );
+        println!(
+            "load average: {} on {} CPUs",
+            proc::load_average(),
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        );
+        let mm = major_minor(&version);
         summary.push(format!(
-            "{line:<8} {:<8} {:>10.2} {:>10.2} {:>18.2}",
-            major_minor(&version),
+            "{line:<8} {mm:<8} {:>10.2} {:>10.2} {:>18.2} {:>16.2}",
             ratio(&wall, "mr", "ib"),
             ratio(&cpu, "mr", "ib"),
-            ratio(&wall, "mr_noan", "ib")
+            ratio(&wall, "mr_noan", "ib"),
+            ratio(&cpu, "ib_an", "ib")
         ));
         let fig = |what: String, value: String| Figure {
             command: command.to_string(),
@@ -396,6 +431,10 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
         figures.push(fig(
             format!("Wireshark {line}: MetaRoCE plugin / InfiniBand twin, time per packet (wall; CPU), best of {}", a.repeat),
             format!("{:.2}; {:.2}", ratio(&wall, "mr", "ib"), ratio(&cpu, "mr", "ib")),
+        ));
+        figures.push(fig(
+            format!("Wireshark {line}: RoCEv2, InfiniBand + plugin's analysis / InfiniBand alone, time per packet (wall; CPU), best of {}", a.repeat),
+            format!("{:.2}; {:.2}", ratio(&wall, "ib_an", "ib"), ratio(&cpu, "ib_an", "ib")),
         ));
         figures.push(fig(
             format!(
@@ -417,15 +456,21 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
             }
             let mut ipp = BTreeMap::new();
             for (run, _) in RUNS {
-                let lo = tshark_instructions(&d, 2000, run)?;
-                let hi = tshark_instructions(&d, 12000, run)?;
-                ipp.insert(run, hi.saturating_sub(lo) / 10_000);
+                let lo = tshark_instructions(&d, INSTRUCTIONS_FROM, run)?;
+                let hi = tshark_instructions(&d, INSTRUCTIONS_TO, run)?;
+                ipp.insert(
+                    run,
+                    stats::per_unit_between(lo, hi, u64::from(INSTRUCTIONS_TO - INSTRUCTIONS_FROM)),
+                );
             }
-            println!("instructions per packet (cachegrind, packets 2001..12000):");
+            println!(
+                "instructions per packet (cachegrind, packets {}..{INSTRUCTIONS_TO}):",
+                INSTRUCTIONS_FROM + 1
+            );
             for (run, _) in RUNS {
                 println!("  {run:<10} {:>8}", ipp[run]);
             }
-            let r = |x: &str, y: &str| ipp[x] as f64 / ipp[y] as f64;
+            let r = |x: &str, y: &str| stats::ratio(ipp[x] as f64, ipp[y] as f64);
             println!(
                 "ratio MetaRoCE / RoCEv2 twin in instructions: {:.2} (decode only: {:.2}); BTH-only twin: {:.2}",
                 r("mr", "ib"),
@@ -436,9 +481,24 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
                 "lint: analysis + lint / analysis alone in instructions: {:.2}",
                 r("mr_lint", "mr")
             );
+            println!(
+                "RoCEv2: InfiniBand + analysis / InfiniBand alone in instructions: {:.2}",
+                r("ib_an", "ib")
+            );
+            isummary.push(format!(
+                "{line:<8} {mm:<8} {:>10.2} {:>12.2} {:>18.2} {:>16.2}",
+                r("mr", "ib"),
+                r("mr_noan", "ib"),
+                r("mr", "ib_bth"),
+                r("ib_an", "ib")
+            ));
             figures.push(fig(
                 format!("Wireshark {line}: instructions per packet, plugin; InfiniBand twin; plugin with lint"),
                 format!("{}; {}; {}", ipp["mr"], ipp["ib"], ipp["mr_lint"]),
+            ));
+            figures.push(fig(
+                format!("Wireshark {line}: RoCEv2 instructions per packet, InfiniBand alone; with the plugin's analysis; ratio"),
+                format!("{}; {}; {:.2}", ipp["ib"], ipp["ib_an"], r("ib_an", "ib")),
             ));
         }
     }
@@ -447,15 +507,30 @@ pub fn run(ws: &Workspace, a: &PluginArgs, command: &str) -> anyhow::Result<Vec<
             "\nMetaRoCE / RoCEv2 twin per packet, each line against its own InfiniBand dissector:"
         );
         println!(
-            "{:<8} {:<8} {:>10} {:>10} {:>18}",
-            "line", "version", "wall", "CPU", "wall, no analysis"
+            "{:<8} {:<8} {:>10} {:>10} {:>18} {:>16}",
+            "line", "version", "wall", "CPU", "wall, no analysis", "RoCEv2 an. CPU"
         );
         for s in summary {
             println!("{s}");
         }
+        if !isummary.is_empty() {
+            println!("in instructions (cachegrind):");
+            println!(
+                "{:<8} {:<8} {:>10} {:>12} {:>18} {:>16}",
+                "line", "version", "analysis", "decode only", "vs BTH-only twin", "RoCEv2 an./IB"
+            );
+            for s in isummary {
+                println!("{s}");
+            }
+        }
     }
     Ok(figures)
 }
+
+/// Instructions per packet are counted between these packet counts, so
+/// tshark's start-up cancels out.
+const INSTRUCTIONS_FROM: u32 = 2000;
+const INSTRUCTIONS_TO: u32 = 12000;
 
 /// Instructions of one tshark run over the first `packets` packets.
 fn tshark_instructions(d: &PluginDirs, packets: u32, run: &str) -> anyhow::Result<u64> {
