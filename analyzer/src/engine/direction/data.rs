@@ -59,6 +59,9 @@ impl Direction {
 
         if is_retx {
             self.on_retransmission(pkt, psn, tx, mr, d.payload_len, below_cum);
+            if !below_cum && self.highest.is_none_or(|h| lt(h, psn)) {
+                self.highest = Some(psn);
+            }
         } else {
             if let Some(slot) = slot {
                 slot.seen = true;
@@ -73,17 +76,18 @@ impl Direction {
             if !d.trimmed {
                 self.c.goodput_bytes += u64::from(d.payload_len);
             }
-            if let Some(h) = self.highest
-                && lt(psn, h)
-            {
-                let dist = diff(psn, h) as u32;
-                self.c.out_of_order += 1;
-                self.max_reorder = self.max_reorder.max(dist);
-                pkt.v.out_of_order = Some(dist);
+            // One look at the highest PSN for both questions (serial
+            // order: `lt` is false both ways at a distance of 2^31).
+            match self.highest {
+                Some(h) if lt(psn, h) => {
+                    let dist = diff(psn, h) as u32;
+                    self.c.out_of_order += 1;
+                    self.max_reorder = self.max_reorder.max(dist);
+                    pkt.v.out_of_order = Some(dist);
+                }
+                Some(h) if !lt(h, psn) => {}
+                _ => self.highest = Some(psn),
             }
-        }
-        if self.highest.is_none_or(|h| lt(h, psn)) && !below_cum {
-            self.highest = Some(psn);
         }
         if !was_outstanding && self.outstanding() {
             self.stall_ref = ts;

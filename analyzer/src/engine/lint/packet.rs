@@ -206,18 +206,34 @@ const PIECES: usize = 8;
 /// Per-direction state of the packet rules: the latest DATA packets'
 /// bytes in their messages (MR-PKT-016); every other rule here judges one
 /// packet alone or against what CTRL announced.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct DirState {
+    /// The latest DATA packet of each PSN modulo [`PIECES`], at index
+    /// `psn % PIECES`.
     pieces: [Piece; PIECES],
+}
+
+impl Default for DirState {
+    /// No packet kept: each slot holds the key of a PSN that the slot
+    /// never holds (`i + 1` at index `i`), so no lookup matches it without
+    /// a flag to test.
+    fn default() -> Self {
+        DirState {
+            pieces: std::array::from_fn(|i| Piece {
+                key: Piece::key(i as u32 + 1, 0),
+                ..Piece::default()
+            }),
+        }
+    }
 }
 
 /// Where a DATA packet's payload lies in its message.
 #[derive(Debug, Default, Clone, Copy)]
 struct Piece {
-    /// 0: none yet (frames count from 1).
+    /// The packet's PSN and msg_id ([`Piece::key`]): one compare finds
+    /// the piece of a PSN's message.
+    key: u64,
     frame: u64,
-    psn: u32,
-    msg_id: u32,
     start: u32,
     end: u32,
     /// A READ_RESP (its msg_id is the peer's READ_REQ's: spec 11.4).
@@ -225,24 +241,32 @@ struct Piece {
 }
 
 impl Piece {
+    #[inline(always)]
     fn of(frame: u64, psn: u32, d: &DataObs) -> Piece {
         Piece {
+            key: Piece::key(psn, d.msg_id),
             frame,
-            psn,
-            msg_id: d.msg_id,
             start: d.msg_offset,
             end: d.msg_offset.wrapping_add(u32::from(d.payload_len)),
             response: d.op == DataOp::ReadResp,
         }
     }
 
-    /// The piece of `psn`'s message, if it is kept.
     #[inline(always)]
-    fn of_message(&self, psn: u32, new: &Piece) -> bool {
-        self.frame != 0
-            && self.psn == psn
-            && self.msg_id == new.msg_id
-            && self.response == new.response
+    const fn key(psn: u32, msg_id: u32) -> u64 {
+        ((psn as u64) << 32) | msg_id as u64
+    }
+
+    /// The key of the piece `by` PSNs from this one, in its message.
+    #[inline(always)]
+    const fn key_by(&self, by: i32) -> u64 {
+        self.key.wrapping_add_signed((by as i64) << 32)
+    }
+
+    /// This is the piece of `new`'s message `by` PSNs from it.
+    #[inline(always)]
+    fn of_message(&self, by: i32, new: &Piece) -> bool {
+        self.key == new.key_by(by) && self.response == new.response
     }
 }
 
@@ -251,23 +275,23 @@ impl DirState {
     /// its message, whose bytes do not join `new`'s: (later start,
     /// earlier end, the kept packet's frame).
     #[inline(always)]
-    fn gap(&self, new: &Piece) -> Option<(u32, u32, u64)> {
-        let before_psn = new.psn.wrapping_sub(1);
-        let after_psn = new.psn.wrapping_add(1);
+    fn gap(&self, psn: u32, new: &Piece) -> Option<(u32, u32, u64)> {
+        let before_psn = psn.wrapping_sub(1);
+        let after_psn = psn.wrapping_add(1);
         let before = &self.pieces[before_psn as usize % PIECES];
         let after = &self.pieces[after_psn as usize % PIECES];
-        if before.of_message(before_psn, new) && before.end != new.start {
+        if before.of_message(-1, new) && before.end != new.start {
             return Some((new.start, before.end, before.frame));
         }
-        if after.of_message(after_psn, new) && new.end != after.start {
+        if after.of_message(1, new) && new.end != after.start {
             return Some((after.start, new.end, after.frame));
         }
         None
     }
 
     #[inline(always)]
-    fn record(&mut self, new: Piece) {
-        self.pieces[new.psn as usize % PIECES] = new;
+    fn record(&mut self, psn: u32, new: Piece) {
+        self.pieces[psn as usize % PIECES] = new;
     }
 }
 
@@ -284,16 +308,17 @@ pub(super) fn joins_message(
     d: &DataObs,
     v: &Verdict,
 ) -> bool {
-    let new = Piece::of(frame, mr.psn, d);
+    let psn = mr.psn;
+    let new = Piece::of(frame, psn, d);
     let joins = if v.out_of_order.is_none() && v.retransmission.is_none() {
-        let before_psn = new.psn.wrapping_sub(1);
+        let before_psn = psn.wrapping_sub(1);
         let before = &state.pieces[before_psn as usize % PIECES];
-        !(before.of_message(before_psn, &new) && before.end != new.start)
+        !(before.of_message(-1, &new) && before.end != new.start)
     } else {
-        state.gap(&new).is_none()
+        state.gap(psn, &new).is_none()
     };
     // Its own slot, which neither comparison reads.
-    state.record(new);
+    state.record(psn, new);
     joins
 }
 
@@ -321,13 +346,13 @@ pub(super) fn check_metaroce(
     }
     if let MrBody::Data(d) = &mr.body {
         let new = Piece::of(ctx.obs.frame, mr.psn, d);
-        if let Some((later, earlier, frame)) = state.gap(&new) {
+        if let Some((later, earlier, frame)) = state.gap(mr.psn, &new) {
             ctx.report(
                 CONTIGUOUS_BYTES,
                 Evidence::new(later, earlier).related(Some(frame)),
             );
         }
-        state.record(new);
+        state.record(mr.psn, new);
     }
 }
 
