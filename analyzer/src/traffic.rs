@@ -12,7 +12,7 @@ use proto_parse::mirror::MirrorKind;
 use proto_parse::{Error, ErrorKind, Layer, LenSource};
 use rustc_hash::FxHashMap;
 
-use crate::engine::MirrorTag;
+use crate::observation::MirrorTag;
 
 /// What a frame that was no packet of ours was (its innermost layers,
 /// when it was mirrored).

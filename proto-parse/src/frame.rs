@@ -1234,6 +1234,21 @@ mod test {
         assert_eq!((err.layer, err.offset), (Layer::Ipv4, 0));
     }
 
+    /// The frame_decode fuzz target's crash: an ERF IPv4 record whose
+    /// extension header runs past the record; a clean stop, no panic.
+    #[test]
+    fn erf_extension_header_cut_short_is_a_truncation() {
+        let bytes = [
+            0x00, 0x00, 0x00, 0x96, 0x96, 0x96, 0x8c, 0x96, 0x96, 0x96, 0xff, 0x00, 0x00, 0x00,
+            0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        ];
+        let f = decode(LinkType::Erf, &bytes, &cfg());
+        let err = f.error.expect("a cut record stops");
+        assert!(err.is_capture_truncation(), "{err}");
+        assert_eq!(err.layer, Layer::Capture);
+        assert!(f.ip.is_none());
+    }
+
     #[test]
     fn unsupported_link_type() {
         let f = decode(LinkType::from(147), &ACK_FRAME, &cfg());
