@@ -431,14 +431,13 @@ impl Observation {
 
     /// Decodes one captured frame into its observation: the same result as
     /// [`Observation::from_frame`] on `proto_parse::frame::decode`, with the
-    /// common case (Ethernet, IPv4, UDP, a complete and valid MetaRoCE
-    /// packet) read without building a `Frame`, which costs more than the
-    /// rest of the per-packet analysis. `None` when the frame is neither
-    /// MetaRoCE nor RoCEv2.
+    /// common frame, plain or mirrored, read without building a `Frame`,
+    /// which costs more than the rest of the per-packet analysis. `None`
+    /// when the frame is neither MetaRoCE nor RoCEv2.
     ///
     /// A mirrored frame (GRE, ERSPAN, VXLAN) gives the observation of the
-    /// frame it carries; [`Observation::decode_mirrored`] also says where
-    /// it was mirrored.
+    /// frame it carries; [`Observation::decode_common_mirrored`] and
+    /// [`Observation::decode_full`] also say where it was mirrored.
     #[inline(always)]
     pub fn decode(
         frame_no: u64,
@@ -447,17 +446,23 @@ impl Observation {
         data: &[u8],
         cfg: &DecodeConfig,
     ) -> Option<Observation> {
-        match Observation::decode_common(frame_no, ts_ns, link, data, cfg) {
-            Some(decided) => decided,
-            None => Observation::decode_mirrored(frame_no, ts_ns, link, data, cfg).0,
+        if let Some(decided) = Observation::decode_common(frame_no, ts_ns, link, data, cfg) {
+            return decided;
         }
+        if let Some((obs, _)) =
+            Observation::decode_common_mirrored(frame_no, ts_ns, link, data, cfg)
+        {
+            return Some(obs);
+        }
+        Observation::decode_full(frame_no, ts_ns, link, data, cfg).0
     }
 
     /// The common frame's route of [`Observation::decode`]: `Some` with its
-    /// result when the frame is Ethernet / IPv4 / UDP and either a
-    /// complete, valid MetaRoCE packet or UDP of no protocol of ours (with
-    /// the heuristic off); `None` when the frame needs
-    /// [`Observation::decode_mirrored`] (which takes every frame).
+    /// result when the frame is Ethernet / IPv4 / UDP (`frame::ipv4_udp`)
+    /// and either a complete, valid MetaRoCE packet or UDP of no protocol
+    /// of ours (with the heuristic off); `None` when the frame needs
+    /// [`Observation::decode_common_mirrored`] or
+    /// [`Observation::decode_full`].
     #[inline(always)]
     pub fn decode_common(
         frame_no: u64,
@@ -466,57 +471,81 @@ impl Observation {
         data: &[u8],
         cfg: &DecodeConfig,
     ) -> Option<Option<Observation>> {
-        if let Some(udp) = frame::ipv4_udp(link, data) {
-            let choice = cfg.port_choice(udp.src_port, udp.dst_port);
-            if choice == PortChoice::MetaRoce {
-                // Complete and valid: what `parse_lax` returns without a stop.
-                let packet = Packet::new_unchecked(udp.payload);
-                let layout = (udp.payload.len() == udp.payload_wire_len)
-                    .then(|| packet.layout(udp.payload_wire_len).ok())
-                    .flatten();
-                if let Some(layout) = layout {
-                    let mr = MrObs::from_packet_checked(&packet, &layout, cfg.verify_crc);
-                    return Some(Some(Observation {
-                        frame: frame_no,
-                        ts_ns,
-                        src: IpAddr::V4(udp.src),
-                        dst: IpAddr::V4(udp.dst),
-                        src_port: udp.src_port,
-                        dst_port: udp.dst_port,
-                        ecn: udp.ecn.bits(),
-                        malformed: matches!(mr.body, MrBody::Malformed),
-                        kind: ObsKind::MetaRoce(mr),
-                    }));
-                }
-            } else if choice == PortChoice::Unknown
-                && !cfg.heuristic
-                && udp.dst_port != vxlan::UDP_PORT
-            {
-                return Some(None); // other UDP
+        let udp = frame::ipv4_udp(link, data)?;
+        Observation::of_common_udp(frame_no, ts_ns, &udp, cfg)
+    }
+
+    /// The common mirror's route of [`Observation::decode`]: a complete,
+    /// valid MetaRoCE packet in a common frame (as
+    /// [`Observation::decode_common`] takes it) mirrored in Ethernet /
+    /// IPv4 / GRE or ERSPAN (`frame::ipv4_mirror`): its observation (with
+    /// the collector's time) and where it was mirrored. `None` for any
+    /// other frame, which [`Observation::decode_full`] takes (a mirrored
+    /// frame of no protocol of ours too: the full decode counts it). The
+    /// packet is read by the same code as the plain one's, inlined here.
+    #[inline(always)]
+    pub fn decode_common_mirrored(
+        frame_no: u64,
+        ts_ns: u64,
+        link: LinkType,
+        data: &[u8],
+        cfg: &DecodeConfig,
+    ) -> Option<(Observation, MirrorTag)> {
+        let m = frame::ipv4_mirror(link, data)?;
+        let udp = frame::ipv4_udp(LinkType::Ethernet, m.inner)?;
+        let obs = Observation::of_common_udp(frame_no, ts_ns, &udp, cfg)??;
+        Some((obs, MirrorTag::of(&m.mirror)))
+    }
+
+    /// A common frame's UDP datagram: `Some(Some(..))` for a complete,
+    /// valid MetaRoCE packet, `Some(None)` for UDP of no protocol of ours
+    /// (with the heuristic off), `None` for anything else.
+    #[inline(always)]
+    fn of_common_udp(
+        frame_no: u64,
+        ts_ns: u64,
+        udp: &frame::Ipv4Udp<'_>,
+        cfg: &DecodeConfig,
+    ) -> Option<Option<Observation>> {
+        let choice = cfg.port_choice(udp.src_port, udp.dst_port);
+        if choice == PortChoice::MetaRoce {
+            // Complete and valid: what `parse_lax` returns without a stop.
+            let packet = Packet::new_unchecked(udp.payload);
+            let layout = (udp.payload.len() == udp.payload_wire_len)
+                .then(|| packet.layout(udp.payload_wire_len).ok())
+                .flatten();
+            if let Some(layout) = layout {
+                let mr = MrObs::from_packet_checked(&packet, &layout, cfg.verify_crc);
+                return Some(Some(Observation {
+                    frame: frame_no,
+                    ts_ns,
+                    src: IpAddr::V4(udp.src),
+                    dst: IpAddr::V4(udp.dst),
+                    src_port: udp.src_port,
+                    dst_port: udp.dst_port,
+                    ecn: udp.ecn.bits(),
+                    malformed: matches!(mr.body, MrBody::Malformed),
+                    kind: ObsKind::MetaRoce(mr),
+                }));
             }
+        } else if choice == PortChoice::Unknown && !cfg.heuristic && udp.dst_port != vxlan::UDP_PORT
+        {
+            return Some(None); // other UDP
         }
         None
     }
 
-    /// Any frame, mirrored or not: its observation (of the frame it
-    /// carries, when mirrored) and, when mirrored, where. The common
-    /// mirror (Ethernet / IPv4 / GRE or ERSPAN / a common frame) is read
-    /// without building a `Frame`, like the common frame; every other
-    /// frame goes through `proto_parse::frame::decode`.
+    /// Any frame, through `proto_parse::frame::decode`: its observation (of
+    /// the frame it carries, when mirrored) and, when mirrored, where. The
+    /// route of the frames the common routes leave.
     #[inline(never)]
-    pub fn decode_mirrored(
+    pub fn decode_full(
         frame_no: u64,
         ts_ns: u64,
         link: LinkType,
         data: &[u8],
         cfg: &DecodeConfig,
     ) -> (Option<Observation>, Option<MirrorTag>) {
-        if let Some(m) = frame::ipv4_mirror(link, data)
-            && let Some(decided) =
-                Observation::decode_common(frame_no, ts_ns, LinkType::Ethernet, m.inner, cfg)
-        {
-            return (decided, Some(MirrorTag::of(&m.mirror)));
-        }
         frame::decode_with(link, data, cfg, |frame| {
             (
                 Observation::from_frame_checked(frame_no, ts_ns, frame, cfg),
@@ -652,6 +681,11 @@ mod test {
             slow,
             "{data:02x?}"
         );
+        // The common mirror's route also says where, as the full decode does.
+        if let Some((obs, tag)) = Observation::decode_common_mirrored(7, 9, link, data, cfg) {
+            let full = Observation::decode_full(7, 9, link, data, cfg);
+            assert_eq!((Some(obs), Some(tag)), full, "{data:02x?}");
+        }
     }
 
     #[test]

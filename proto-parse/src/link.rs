@@ -200,10 +200,11 @@ pub(crate) fn erf(data: &[u8]) -> Result<(usize, Option<Next>), Error> {
     let mut off = ERF_HEADER_LEN;
     let mut more = ty & 0x80 != 0;
     while more {
-        let Some(&ext) = data.get(off) else {
+        // An extension header is 8 bytes, all of them captured.
+        let Some(ext) = data.get(off..off + 8) else {
             return Err(truncated(Layer::Capture, off + 8, data.len()));
         };
-        more = ext & 0x80 != 0;
+        more = ext[0] & 0x80 != 0;
         off += 8;
     }
     ty &= 0x7F;
@@ -306,6 +307,15 @@ mod test {
         let mut ip = [0u8; 16];
         ip[8] = 22;
         assert_eq!(erf(&ip), Ok((16, Some(Next::EtherType(0x0800)))));
+        // An extension header cut short (found by the frame_decode fuzz
+        // target: an IPv4 record whose extension header ended past the
+        // record, then sliced past its end).
+        let mut cut = [0u8; 23];
+        cut[8] = 0x80 | 22;
+        assert_eq!(
+            erf(&cut).map_err(|e| (e.layer, e.offset)),
+            Err((Layer::Capture, 23))
+        );
         ip[8] = 21;
         let err = erf(&ip).unwrap_err();
         assert_eq!(

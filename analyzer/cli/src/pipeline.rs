@@ -42,6 +42,7 @@ use analyzer::engine::{
     Config, Engine, MergeConfig, MsgDone, MultiEngine, ObsKind, Observation, Report, Verdict,
 };
 use analyzer::lint::Finding;
+use analyzer::observation::MirrorTag;
 use analyzer::traffic::{Census, TrafficReport};
 use proto_parse::mirror::MirrorSource;
 
@@ -131,6 +132,14 @@ impl Side {
         at as u16
     }
 
+    /// The index of `source` in `sources`, if the batch has copies of it.
+    fn index_of(&self, source: MirrorSource) -> Option<u16> {
+        self.sources
+            .iter()
+            .position(|s| *s == source)
+            .map(|at| at as u16)
+    }
+
     fn clear(&mut self) {
         self.fragment_bytes.clear();
         self.sources.clear();
@@ -213,8 +222,25 @@ impl Item {
         }
     }
 
-    /// A frame the common route did not take: mirrored, or anything else
-    /// through the full decode. Out of line, like `not_observed`.
+    /// A packet mirrored where `tag` says, counted in the census; its time
+    /// is the switch's when the copy carries a whole one.
+    #[inline(always)]
+    fn mirrored(mut obs: Observation, tag: &MirrorTag, side: &mut Side) -> Item {
+        side.census.mirrored(tag);
+        if let Some(switch_ts) = tag.switch_ts_ns {
+            obs.ts_ns = switch_ts;
+        }
+        Item::Mirrored {
+            obs,
+            source: side.source(tag.source),
+        }
+    }
+
+    /// A frame the common route did not take: the common mirror, read
+    /// here as the common frame is in `decode` (its observation built in
+    /// the returned item, not moved into it), or anything else through
+    /// the full decode. Out of line, so that the common frame's route
+    /// stays as it is.
     #[inline(never)]
     fn uncommon(
         index: u64,
@@ -225,18 +251,14 @@ impl Item {
         side: &mut Side,
     ) -> Item {
         let link = LinkType::from(u32::from(linktype));
-        match Observation::decode_mirrored(index, ts_ns, link, data, decode) {
+        if let Some((obs, tag)) =
+            Observation::decode_common_mirrored(index, ts_ns, link, data, decode)
+        {
+            return Item::mirrored(obs, &tag, side);
+        }
+        match Observation::decode_full(index, ts_ns, link, data, decode) {
             (Some(obs), None) => Item::Packet(obs),
-            (Some(mut obs), Some(tag)) => {
-                side.census.mirrored(&tag);
-                if let Some(switch_ts) = tag.switch_ts_ns {
-                    obs.ts_ns = switch_ts;
-                }
-                Item::Mirrored {
-                    obs,
-                    source: side.source(tag.source),
-                }
-            }
+            (Some(obs), Some(tag)) => Item::mirrored(obs, &tag, side),
             (None, _) => Item::not_observed(index, ts_ns, linktype, data, decode, side),
         }
     }
@@ -706,28 +728,36 @@ fn analyze_one<S: Sink + ?Sized>(
     let stems = [stem];
     let mut points = Points::new(&stems);
     let mut multi: Option<Multi<'_>> = None;
-    let mut recent: std::collections::VecDeque<Observation> = std::collections::VecDeque::new();
+    let mut recent = Recent::default();
+    // The mirror session that is the capture's one point, once known.
+    let mut own_session: Option<MirrorSource> = None;
     let read = std::thread::scope(|scope| {
         let mut parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
         let mut v = Verdict::default();
         // One engine while the capture has one point.
         while let Some(batch) = parser.next_batch() {
             let mut second_point = None;
+            // The index of the point's session among the batch's sources:
+            // a copy of it is known by its index alone.
+            let mut own_index = own_session.and_then(|own| batch.side.index_of(own));
             for (at, item) in batch.items.iter().enumerate() {
                 let reassembled;
                 let obs = match item {
                     Item::Packet(obs) if points.plain_is_own(0) => obs,
+                    Item::Mirrored { obs, source } if own_index == Some(*source) => {
+                        recent.push(obs);
+                        obs
+                    }
                     Item::Mirrored { obs, source }
                         if points.is_own_session(0, batch.side.sources[usize::from(*source)]) =>
                     {
-                        let source = batch.side.sources[usize::from(*source)];
-                        if let Assigned::Renamed(_) = points.session(0, source, &stems) {
+                        let session = batch.side.sources[usize::from(*source)];
+                        if let Assigned::Renamed(_) = points.session(0, session, &stems) {
                             sink.begin_capture(0, path, &points.point(0).name);
                         }
-                        if recent.len() == RECENT {
-                            recent.pop_front();
-                        }
-                        recent.push_back(*obs);
+                        own_session = Some(session);
+                        own_index = Some(*source);
+                        recent.push(obs);
                         obs
                     }
                     Item::Packet(_) | Item::Mirrored { .. } => {
@@ -760,8 +790,8 @@ fn analyze_one<S: Sink + ?Sized>(
                     paths: &paths,
                     stems: &stems,
                 });
-                for obs in recent.drain(..) {
-                    m.multi.remember(0, &obs);
+                for obs in recent.oldest_first() {
+                    m.multi.remember(0, obs);
                 }
                 for item in &batch.items[at..] {
                     m.item(0, item, &batch, &mut defrag, sink);
@@ -804,6 +834,37 @@ fn analyze_one<S: Sink + ?Sized>(
 /// matcher is not fed while there is one point, as it would hold every
 /// packet of its window waiting for a copy (a million entries at 1 Mpps).
 const RECENT: usize = 1 << 15;
+
+/// The latest `RECENT` mirrored packets of a capture's one point: a ring,
+/// overwritten in place once full (a copy of the observation per packet,
+/// no more).
+#[derive(Default)]
+struct Recent {
+    ring: Vec<Observation>,
+    /// Where the next packet goes once the ring is full: the oldest.
+    next: usize,
+}
+
+impl Recent {
+    #[inline]
+    fn push(&mut self, obs: &Observation) {
+        if self.ring.capacity() == 0 {
+            // At once, not grown by copying as it fills.
+            self.ring.reserve_exact(RECENT);
+        }
+        if self.ring.len() < RECENT {
+            self.ring.push(*obs);
+        } else {
+            self.ring[self.next] = *obs;
+            self.next = (self.next + 1) % RECENT;
+        }
+    }
+
+    fn oldest_first(&self) -> impl Iterator<Item = &Observation> {
+        let (newer, older) = self.ring.split_at(self.next);
+        older.iter().chain(newer)
+    }
+}
 
 /// The engine side of an analysis with several capture points (several
 /// files, or mirror sessions in one): one engine per point and the

@@ -121,7 +121,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buf()[field::VER_TYPE] >> 4
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn packet_type(&self) -> PacketType {
         PacketType::from(self.buf()[field::VER_TYPE] & 0x0F)
     }
@@ -181,7 +181,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The DATA header, if this is a DATA packet whose header is present.
-    #[inline]
+    #[inline(always)]
     pub fn data(&self) -> Option<Data<'_>> {
         let buf = self.buf();
         if self.packet_type() != PacketType::Data || buf.len() <= field::DATA_OP {
@@ -192,7 +192,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The feedback block of ACK, NACK, CNP and PROBE_REPLY.
-    #[inline]
+    #[inline(always)]
     pub fn feedback(&self) -> Option<Feedback<'_>> {
         let buf = self.buf();
         (self.packet_type().has_feedback() && buf.len() >= field::FEEDBACK_LEN)
@@ -649,7 +649,7 @@ const DATA_HEADER_LEN: [u8; 256] = {
 
 /// The fixed size of the base plus type header (section 2 to 5), reading
 /// op / sack_words where the size depends on them.
-#[inline]
+#[inline(always)]
 fn fixed_len(buf: &[u8], wire_len: usize) -> Result<usize, Error> {
     let ty = PacketType::from(buf[field::VER_TYPE] & 0x0F);
     let need = |layer, at: usize| -> Result<(), Error> {

@@ -128,6 +128,8 @@ pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+#[cold]
+#[inline(never)]
 fn truncated(required: usize, available: usize) -> Error {
     Error::truncated(
         Layer::Erspan,
@@ -146,6 +148,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks that the version is 1 (type II) or 2 (type III) and that the
     /// header, subheader included, was captured. Offsets of the error are
     /// from the first byte of the ERSPAN header.
+    #[inline(always)]
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
         let packet = Packet::new_unchecked(buffer);
         let len = packet.buffer.as_ref().len();
@@ -174,10 +177,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     #[inline(always)]
     fn word(&self, at: usize) -> u32 {
         let b = self.buffer.as_ref();
-        u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+        u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn version(&self) -> Version {
         if self.buffer.as_ref()[0] >> 4 == 2 {
             Version::III
@@ -186,32 +189,32 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
     /// The mirrored frame's VLAN (12 bits).
-    #[inline]
+    #[inline(always)]
     pub fn vlan(&self) -> u16 {
         ((self.word(0) >> 16) & 0x0FFF) as u16
     }
-    #[inline]
+    #[inline(always)]
     pub fn cos(&self) -> u8 {
         ((self.word(0) >> 13) & 7) as u8
     }
     /// Type II: the original frame's encapsulation (En); type III: bad or
     /// short frame status (BSO).
-    #[inline]
+    #[inline(always)]
     pub fn encap_or_bso(&self) -> u8 {
         ((self.word(0) >> 11) & 3) as u8
     }
     /// T: the switch cut the copy (it is shorter than the frame was).
-    #[inline]
+    #[inline(always)]
     pub fn truncated(&self) -> bool {
         self.word(0) & 0x0400 != 0
     }
     /// The mirror session (10 bits).
-    #[inline]
+    #[inline(always)]
     pub fn session_id(&self) -> u16 {
         (self.word(0) & 0x03FF) as u16
     }
     /// Type II: the port index (20 bits).
-    #[inline]
+    #[inline(always)]
     pub fn index(&self) -> u32 {
         self.word(field::INDEX.start) & 0x000F_FFFF
     }
@@ -224,36 +227,36 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
     /// Type III: the security group tag.
-    #[inline]
+    #[inline(always)]
     pub fn sgt(&self) -> u16 {
         (self.word2() >> 16) as u16
     }
     /// Type III: the frame type (`FT`: 0 Ethernet, 2 IP).
-    #[inline]
+    #[inline(always)]
     pub fn frame_type(&self) -> u8 {
         ((self.word2() >> 10) & 0x1F) as u8
     }
-    #[inline]
+    #[inline(always)]
     pub fn hw_id(&self) -> u8 {
         ((self.word2() >> 4) & 0x3F) as u8
     }
     /// Type III: D, true when the copy was taken at egress.
-    #[inline]
+    #[inline(always)]
     pub fn egress(&self) -> bool {
         self.word2() & 0x8 != 0
     }
-    #[inline]
+    #[inline(always)]
     pub fn granularity(&self) -> Granularity {
         Granularity::from_bits(((self.word2() >> 1) & 3) as u8)
     }
     /// Type III: O, the platform-specific subheader follows.
-    #[inline]
+    #[inline(always)]
     pub fn has_platform(&self) -> bool {
         self.word2() & 1 != 0
     }
     /// The platform-specific subheader: its id (6 bits) and the 58 bits
     /// after it.
-    #[inline]
+    #[inline(always)]
     pub fn platform(&self) -> Option<(u8, u64)> {
         if !self.has_platform() {
             return None;
@@ -263,7 +266,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Some(((raw >> 58) as u8, raw & ((1 << 58) - 1)))
     }
     /// Type III: the switch's timestamp.
-    #[inline]
+    #[inline(always)]
     pub fn switch_time(&self) -> Option<SwitchTime> {
         if self.version() != Version::III {
             return None;
@@ -279,7 +282,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn header_len(&self) -> usize {
         match self.version() {
             Version::II => field::II_LEN,
@@ -295,7 +298,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The mirrored frame (or IP packet, FT 2).
-    #[inline]
+    #[inline(always)]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }

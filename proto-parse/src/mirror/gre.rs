@@ -56,6 +56,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks the version, the routing bit and that the header (with its
     /// optional fields) was captured. Offsets of the error are from the
     /// first byte of the GRE header.
+    #[inline(always)]
     pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
         let packet = Packet::new_unchecked(buffer);
         let len = packet.buffer.as_ref().len();
@@ -94,30 +95,30 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u16::from_be_bytes([b[0], b[1]])
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn checksum_present(&self) -> bool {
         self.flags() & FLAG_C != 0
     }
-    #[inline]
+    #[inline(always)]
     pub fn key_present(&self) -> bool {
         self.flags() & FLAG_K != 0
     }
-    #[inline]
+    #[inline(always)]
     pub fn seq_present(&self) -> bool {
         self.flags() & FLAG_S != 0
     }
-    #[inline]
+    #[inline(always)]
     pub fn version(&self) -> u8 {
         (self.flags() & VERSION_MASK) as u8
     }
-    #[inline]
+    #[inline(always)]
     pub fn protocol(&self) -> u16 {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[field::PROTOCOL.start], b[field::PROTOCOL.start + 1]])
     }
 
     /// The header's length: 4, plus 4 per optional field present.
-    #[inline]
+    #[inline(always)]
     pub fn header_len(&self) -> usize {
         field::FIXED_LEN
             + 4 * (usize::from(self.checksum_present())
@@ -128,21 +129,21 @@ impl<T: AsRef<[u8]>> Packet<T> {
     #[inline(always)]
     fn word_at(&self, at: usize) -> u32 {
         let b = self.buffer.as_ref();
-        u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+        u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
     }
 
     /// The checksum field, when present.
-    #[inline]
+    #[inline(always)]
     pub fn checksum(&self) -> Option<u16> {
         self.checksum_present()
             .then(|| (self.word_at(field::FIXED_LEN) >> 16) as u16)
     }
-    #[inline]
+    #[inline(always)]
     pub fn key(&self) -> Option<u32> {
         let at = field::FIXED_LEN + 4 * usize::from(self.checksum_present());
         self.key_present().then(|| self.word_at(at))
     }
-    #[inline]
+    #[inline(always)]
     pub fn seq(&self) -> Option<u32> {
         let at = field::FIXED_LEN
             + 4 * (usize::from(self.checksum_present()) + usize::from(self.key_present()));
@@ -156,7 +157,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The bytes after the header.
-    #[inline]
+    #[inline(always)]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
@@ -192,6 +193,8 @@ fn internet_checksum(bytes: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+#[cold]
+#[inline(never)]
 fn truncated(required: usize, available: usize) -> Error {
     Error::truncated(
         Layer::Gre,
