@@ -17,15 +17,25 @@ ROOT = Path(__file__).resolve().parents[2]
 POSTMORTEM = ROOT / "cluster" / "postmortem.sh"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def wheel():
-    """The cache directory of the wheel and of the executors' packed
-    environment (``executor-env.tar.gz``); the wheel is installed in this
-    Python before any test imports ``metaroce``."""
+_WHEEL_CACHE = []
+
+
+def pytest_configure(config):
+    """Builds and installs the wheel before the tests are collected: a test
+    module imports ``metaroce`` when it is collected, and must find the
+    wheel of these sources (not an older one installed by an earlier run,
+    nor none on a fresh machine)."""
     done = run([ROOT / "scripts" / "build-wheel.sh"], cwd=ROOT)
     cache = Path(done.stdout.strip().splitlines()[-1])
     assert list(cache.glob("metaroce-*.whl")) and (cache / "executor-env.tar.gz").is_file(), cache
-    return cache
+    _WHEEL_CACHE.append(cache)
+
+
+@pytest.fixture(scope="session")
+def wheel():
+    """The cache directory of the wheel and of the executors' packed
+    environment (``executor-env.tar.gz``), made by ``pytest_configure``."""
+    return _WHEEL_CACHE[-1]
 
 
 def run(cmd, **kw):
