@@ -5,6 +5,7 @@ environment, with the executors' packed environment), the job-scale
 scenario written by the fixtures generator, and runs of
 cluster/postmortem.sh in Spark local mode (local[2])."""
 
+import importlib
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ def pytest_configure(config):
     cache = Path(done.stdout.strip().splitlines()[-1])
     assert list(cache.glob("metaroce-*.whl")) and (cache / "executor-env.tar.gz").is_file(), cache
     _WHEEL_CACHE.append(cache)
+    importlib.invalidate_caches()
 
 
 @pytest.fixture(scope="session")
