@@ -1,7 +1,7 @@
 //! A lint rule as data: what it says, where the spec says it, how bad a
 //! breach is and where it can be judged. The registry is the concatenation
-//! of every family's `RULES` (`super::FAMILIES`); a [`RuleId`] is a rule's
-//! place in it, checked at compile time by [`RuleId::of`].
+//! of every family's `RULES` (`FAMILIES`, in `registry.rs`); a [`RuleId`]
+//! is a rule's place in it, checked at compile time by [`RuleId::of`].
 
 use std::fmt;
 
@@ -248,5 +248,27 @@ impl RuleSet {
 impl serde::Serialize for RuleSet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.iter().map(|r| r.rule().id))
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::engine::lint::rules;
+
+    #[test]
+    fn a_rule_set_holds_each_rule_once() {
+        let mut set = RuleSet::default();
+        assert!(set.is_empty());
+        let ids: Vec<RuleId> = rules().map(|(id, _)| id).collect();
+        for &id in ids.iter().rev().step_by(2) {
+            set.insert(id);
+            set.insert(id);
+        }
+        let mut want: Vec<RuleId> = ids.iter().rev().step_by(2).copied().collect();
+        want.reverse();
+        assert_eq!(set.len(), want.len());
+        assert_eq!(set.iter().collect::<Vec<_>>(), want);
+        assert!(!set.contains(ids[ids.len() - 2]));
     }
 }

@@ -1,0 +1,168 @@
+//! What the lint reports: per-rule counts of a capture ([`LintReport`]) and
+//! of a direction ([`RuleCounts`]), and the consumer's severity overrides
+//! ([`LintConfig`]).
+
+use std::net::IpAddr;
+
+use super::finding::Finding;
+use super::rule::{RuleId, Severity};
+use super::vantage::Side;
+
+/// Per-run severity overrides (`--allow ID`, `--deny ID`), applied by the
+/// consumer to the engine's findings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LintConfig {
+    /// `None`: the rule is allowed (not reported); otherwise its severity.
+    overrides: Vec<(RuleId, Option<Severity>)>,
+}
+
+impl LintConfig {
+    /// Reports nothing of `rule`.
+    pub fn allow(&mut self, rule: RuleId) {
+        self.set(rule, None);
+    }
+
+    /// Makes `rule` an error.
+    pub fn deny(&mut self, rule: RuleId) {
+        self.set(rule, Some(Severity::Error));
+    }
+
+    fn set(&mut self, rule: RuleId, severity: Option<Severity>) {
+        self.overrides.retain(|(r, _)| *r != rule);
+        self.overrides.push((rule, severity));
+    }
+
+    /// The severity `rule` is reported with, `None` when it is allowed.
+    pub fn severity(&self, rule: RuleId) -> Option<Severity> {
+        match self.overrides.iter().find(|(r, _)| *r == rule) {
+            Some((_, s)) => *s,
+            None => Some(rule.rule().severity),
+        }
+    }
+}
+
+/// Per-rule finding counts of a capture (the report's `lint`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct LintReport {
+    /// The host the capture was taken on (given, or decided from the
+    /// traffic), `None` when unknown: then only rules of vantage `either`
+    /// were judged.
+    pub host: Option<IpAddr>,
+    /// Findings per rule, in registry order, only rules that fired (the
+    /// registry's severities: overrides are the consumer's).
+    pub counts: Vec<RuleCount>,
+    /// Findings not kept for the caller (more than `MAX_PENDING` waited).
+    pub findings_dropped: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct RuleCount {
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub count: u64,
+}
+
+impl LintReport {
+    /// Adds another capture's counts (a report over several captures):
+    /// per rule summed, in registry order; the host kept when both
+    /// captures were taken on the same one, else `None`.
+    pub fn merge(&mut self, other: &LintReport) {
+        if self.host != other.host {
+            self.host = None;
+        }
+        for c in &other.counts {
+            match self.counts.iter_mut().find(|m| m.rule == c.rule) {
+                Some(m) => m.count += c.count,
+                None => self.counts.push(c.clone()),
+            }
+        }
+        self.counts
+            .sort_by_key(|c| RuleId::find(c.rule).map(RuleId::index));
+        self.findings_dropped += other.findings_dropped;
+    }
+
+    /// Whether `finding`'s rule could be judged at this capture point.
+    pub fn keeps(&self, finding: &Finding) -> bool {
+        Side::of(finding.conn.src(), finding.conn.dst(), self.host).judges(finding.rule().vantage)
+    }
+}
+
+/// Counts per rule of one direction (a short list: few rules fire).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RuleCounts(pub(super) Vec<(RuleId, u64)>);
+
+impl RuleCounts {
+    /// The counts of the rules judged from `side`, by rule id in registry
+    /// order.
+    pub(super) fn judged(&self, side: Side) -> Vec<(&'static str, u64)> {
+        let mut out: Vec<(RuleId, u64)> = self
+            .0
+            .iter()
+            .filter(|(r, _)| side.judges(r.rule().vantage))
+            .copied()
+            .collect();
+        out.sort_unstable();
+        out.into_iter().map(|(r, n)| (r.rule().id, n)).collect()
+    }
+
+    pub(super) fn add(&mut self, rule: RuleId) {
+        match self.0.iter_mut().find(|(r, _)| *r == rule) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((rule, 1)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn merged_reports_sum_their_counts_per_rule_in_registry_order() {
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let count = |rule: &'static str, count| RuleCount {
+            rule,
+            severity: RuleId::of(rule).rule().severity,
+            count,
+        };
+        let mut merged = LintReport {
+            host: Some(a),
+            counts: vec![count("MR-PKT-002", 3), count("MR-SND-004", 1)],
+            findings_dropped: 1,
+        };
+        merged.merge(&LintReport {
+            host: Some(a),
+            counts: vec![count("MR-PKT-001", 2), count("MR-SND-004", 5)],
+            findings_dropped: 2,
+        });
+        assert_eq!(merged.host, Some(a));
+        assert_eq!(
+            merged.counts,
+            [
+                count("MR-PKT-001", 2),
+                count("MR-PKT-002", 3),
+                count("MR-SND-004", 6)
+            ]
+        );
+        assert_eq!(merged.findings_dropped, 3);
+        merged.merge(&LintReport {
+            host: "10.0.0.2".parse().ok(),
+            ..LintReport::default()
+        });
+        assert_eq!(merged.host, None, "captures taken on different hosts");
+        assert_eq!(merged.counts.len(), 3);
+    }
+
+    #[test]
+    fn overrides_change_severity() {
+        let rule = RuleId::of("MR-PKT-001");
+        let mut cfg = LintConfig::default();
+        assert_eq!(cfg.severity(rule), Some(Severity::Error));
+        cfg.allow(rule);
+        assert_eq!(cfg.severity(rule), None);
+        cfg.deny(rule);
+        assert_eq!(cfg.severity(rule), Some(Severity::Error));
+    }
+}
