@@ -18,29 +18,10 @@ use std::sync::Arc;
 use analyzer::engine::{MsgDone, MsgView, ObsKind};
 use analyzer::{Observation, Verdict};
 
-/// Bucket bounds (`le`), ns: 1-2-5 from 1 us (a sub-microsecond RTT lands
-/// in the first bucket) to 1 s; `+Inf` above.
-pub const BOUNDS_NS: [u64; 19] = [
-    1_000,
-    2_000,
-    5_000,
-    10_000,
-    20_000,
-    50_000,
-    100_000,
-    200_000,
-    500_000,
-    1_000_000,
-    2_000_000,
-    5_000_000,
-    10_000_000,
-    20_000_000,
-    50_000_000,
-    100_000_000,
-    200_000_000,
-    500_000_000,
-    1_000_000_000,
-];
+/// Bucket bounds (`le`, inclusive), ns: the 1-2-5 steps of the latency
+/// pane, from 1 us (a sub-microsecond RTT lands in the first bucket) to
+/// 1 s; `+Inf` above.
+pub const BOUNDS_NS: [u64; 19] = crate::latency::BUCKET_BOUNDS_NS;
 
 /// One histogram: samples per bucket (not cumulative; the last is `+Inf`),
 /// their count and their sum.
