@@ -18,7 +18,7 @@ use proto_parse::metaroce::{CnpReason, NackCode};
 
 use super::MetricsConfig;
 use super::exposition::{Format, Kind, Writer, labels};
-use super::latency::{Hist, Latencies, SeriesKey};
+use super::latency::{Hist, Latencies, SeriesKey, SeriesTable};
 use crate::model::{RunState, Snapshot, severity};
 
 /// What a scrape reads of the process itself (`/proc/self`).
@@ -725,7 +725,7 @@ pub fn render(
 }
 
 /// Histogram rows in a stable order (`other` last).
-fn sorted(table: Option<&HashMap<SeriesKey, Latencies>>) -> Vec<(&SeriesKey, &Latencies)> {
+fn sorted(table: Option<&SeriesTable>) -> Vec<(&SeriesKey, &Latencies)> {
     let mut rows: Vec<_> = table.into_iter().flatten().collect();
     rows.sort_by(|a, b| a.0.cmp(b.0));
     rows

@@ -11,12 +11,12 @@
 //! them into cumulative `le` buckets. Counts are exact by construction, and
 //! `_count` equals the report summary's `count` (tests check it).
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use analyzer::engine::{MsgDone, MsgView, ObsKind};
 use analyzer::{Observation, Verdict};
+use rustc_hash::FxHashMap;
 
 /// Bucket bounds (`le`, inclusive), ns: the 1-2-5 steps of the latency
 /// pane, from 1 us (a sub-microsecond RTT lands in the first bucket) to
@@ -83,11 +83,16 @@ pub enum SeriesKey {
     Other,
 }
 
+/// One protocol's histograms by series. Fx: the capture thread looks a
+/// key up for every feedback packet, and SipHash over two addresses was
+/// the exporter's largest cost there.
+pub type SeriesTable = FxHashMap<SeriesKey, Latencies>;
+
 /// The histograms published with a snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct Histograms {
-    pub metaroce: HashMap<SeriesKey, Latencies>,
-    pub rocev2: HashMap<SeriesKey, Latencies>,
+    pub metaroce: SeriesTable,
+    pub rocev2: SeriesTable,
 }
 
 /// Records the verdicts' samples on the capture thread; publishes a copy
@@ -201,10 +206,11 @@ impl Recorder {
     }
 }
 
-fn entry(table: &mut HashMap<SeriesKey, Latencies>, key: SeriesKey, max: usize) -> &mut Latencies {
-    // Keys beyond the limit fold into `Other` (which does not count).
-    let full =
-        table.len() >= max.saturating_add(usize::from(table.contains_key(&SeriesKey::Other)));
+fn entry(table: &mut SeriesTable, key: SeriesKey, max: usize) -> &mut Latencies {
+    // Keys beyond the limit fold into `Other` (which does not count). The
+    // lookups for the limit are made only near it: this runs per feedback.
+    let full = table.len() >= max
+        && table.len() >= max.saturating_add(usize::from(table.contains_key(&SeriesKey::Other)));
     let key = if full && !table.contains_key(&key) {
         SeriesKey::Other
     } else {
@@ -236,7 +242,7 @@ mod test {
 
     #[test]
     fn keys_beyond_the_limit_fold_into_other() {
-        let mut t = HashMap::new();
+        let mut t = SeriesTable::default();
         let key = |i: u8| SeriesKey::Flow {
             src: IpAddr::from([10, 0, 0, i]),
             dst: IpAddr::from([10, 0, 1, i]),
