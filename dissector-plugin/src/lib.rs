@@ -21,4 +21,5 @@ pub mod fields;
 pub mod rocev2;
 mod rocev2_tap;
 pub mod state;
+mod tap;
 mod taps;

@@ -15,10 +15,13 @@ use epan_sys as ws;
 use proto_parse::rocev2::{IcrcStatus, Syndrome};
 use ws::compat::c_bool;
 
+use crate::tap::Tap;
+
 use crate::analysis::RoceAnalysed;
 use crate::rocev2::RocePacket;
 
-static TAP: AtomicI32 = AtomicI32::new(-1);
+/// The `rocev2` tap.
+pub(crate) static TAP: Tap<Record> = Tap::new();
 
 /// What one RoCEv2 packet tells the stats tree. Plain data (no
 /// destructor): it lives in the packet's pool.
@@ -72,7 +75,7 @@ pub(crate) unsafe fn register() {
     // SAFETY: literals are 'static; the callbacks have the C signatures
     // stats_tree expects.
     unsafe {
-        TAP.store(ws::register_tap(c"rocev2".as_ptr()), Ordering::Relaxed);
+        TAP.register(c"rocev2");
         ws::stats_tree_register_plugin(
             c"rocev2".as_ptr(),
             c"rocev2".as_ptr(),
@@ -82,31 +85,6 @@ pub(crate) unsafe fn register() {
             Some(tree_init),
             None,
         );
-    }
-}
-
-/// Whether a listener wants the records.
-pub(crate) fn wanted() -> bool {
-    let tap = TAP.load(Ordering::Relaxed);
-    // SAFETY: a plain query of the tap registry.
-    tap >= 0 && unsafe { ws::compat::Truth::truth(ws::have_tap_listener(tap)) }
-}
-
-/// Queues `record` for the listeners, copied into the packet's pool.
-///
-/// # Safety
-/// Valid `pinfo`, during the dissection of its packet.
-pub(crate) unsafe fn queue(pinfo: *mut ws::packet_info, record: Record) {
-    // SAFETY: the pool lives until the packet is done, after the listeners
-    // ran; wmem aligns to 8 bytes, enough for a Record; Record has no
-    // destructor.
-    unsafe {
-        let slot = ws::wmem_alloc((*pinfo).pool, std::mem::size_of::<Record>()).cast::<Record>();
-        if slot.is_null() {
-            return;
-        }
-        slot.write(record);
-        ws::tap_queue_packet(TAP.load(Ordering::Relaxed), pinfo, slot.cast::<c_void>());
     }
 }
 

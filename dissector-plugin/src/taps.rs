@@ -20,7 +20,10 @@ use epan_sys as ws;
 use proto_parse::metaroce::PacketType;
 use ws::compat::c_bool;
 
-static TAP: AtomicI32 = AtomicI32::new(-1);
+use crate::tap::Tap;
+
+/// The `metaroce` tap.
+pub(crate) static TAP: Tap<Record> = Tap::new();
 
 /// What one packet tells the statistics. Lives in the packet's pool: the
 /// listeners run before the packet is done.
@@ -48,7 +51,7 @@ pub(crate) unsafe fn register(proto: c_int) {
     // SAFETY: literals are 'static; the callbacks have the C signatures the
     // tables expect.
     unsafe {
-        TAP.store(ws::register_tap(c"metaroce".as_ptr()), Ordering::Relaxed);
+        TAP.register(c"metaroce");
         ws::register_conversation_table(
             proto,
             c_bool(false),
@@ -64,31 +67,6 @@ pub(crate) unsafe fn register(proto: c_int) {
             Some(tree_init),
             None,
         );
-    }
-}
-
-/// Whether a listener wants this packet's [`Record`].
-pub(crate) fn wanted() -> bool {
-    let tap = TAP.load(Ordering::Relaxed);
-    // SAFETY: a plain query of the tap registry.
-    tap >= 0 && unsafe { ws::compat::Truth::truth(ws::have_tap_listener(tap)) }
-}
-
-/// Queues `record` for the listeners, copied into the packet's pool.
-///
-/// # Safety
-/// Valid `pinfo`, during the dissection of its packet.
-pub(crate) unsafe fn queue(pinfo: *mut ws::packet_info, record: Record) {
-    // SAFETY: the pool lives until the packet is done, after the listeners
-    // ran; the allocation is sized and aligned for a Record (wmem aligns to
-    // 8 bytes, Record's alignment).
-    unsafe {
-        let slot = ws::wmem_alloc((*pinfo).pool, std::mem::size_of::<Record>()).cast::<Record>();
-        if slot.is_null() {
-            return;
-        }
-        slot.write(record);
-        ws::tap_queue_packet(TAP.load(Ordering::Relaxed), pinfo, slot.cast::<c_void>());
     }
 }
 

@@ -221,9 +221,9 @@ unsafe fn dissect_packet(
         analysis::add_items(&a.verdict, &mut d, opts.info || opts.labels);
         analysis::add_lint(&a.lint, a.host, &mut d);
     }
-    if taps::wanted() {
+    if taps::TAP.wanted() {
         // SAFETY: valid pointers (see above).
-        unsafe { taps::queue(pinfo, tap_record(pinfo, bytes, &d, verdict.as_ref())) };
+        unsafe { taps::TAP.queue(pinfo, tap_record(pinfo, bytes, &d, verdict.as_ref())) };
     }
     if opts.info {
         let info = cstring(&d.info);

@@ -152,10 +152,10 @@ unsafe fn analyse_frame(
         // the ICRC still shows.
         None => rocev2::add_icrc(&seen, &mut d, tags),
     }
-    if rocev2_tap::wanted() {
+    if rocev2_tap::TAP.wanted() {
         let record = rocev2_tap::Record::of(analysed.as_ref().map(|(r, _, _)| r), &seen);
         // SAFETY: valid pinfo during the dissection of its packet.
-        unsafe { rocev2_tap::queue(pinfo, record) };
+        unsafe { rocev2_tap::TAP.queue(pinfo, record) };
     }
     if tags && !d.info.is_empty() {
         let (n, text) = text_arg(&d.info);
