@@ -24,28 +24,6 @@ use netns::{Capture, CaptureCounts, Veth, require_netns, sh, workspace_bin};
 
 const BIN: &str = env!("CARGO_BIN_EXE_metaroce-stack");
 
-fn nft(ns: &str, script: &str) {
-    use std::io::Write;
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("nft (scripts/setup.sh installs nftables)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "nft: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn dropped_by_nft(ns: &str) -> u64 {
     let out = sh(&[
         "ip", "netns", "exec", ns, "nft", "list", "table", "inet", "mrs",
@@ -60,9 +38,9 @@ fn dropped_by_nft(ns: &str) -> u64 {
 #[test]
 fn transfer_across_veth_with_nftables_loss() {
     let v = Veth::new("mrsn", "10.213.7");
-    for ns in &v.ns {
-        nft(
-            ns,
+    for i in 0..2 {
+        v.nft(
+            i,
             "table inet mrs {\n chain input {\n  type filter hook input priority 0; policy accept;\n  \
              udp dport 4794 numgen random mod 100 < 3 counter drop\n }\n}\n",
         );

@@ -95,29 +95,6 @@ fn require(tool: &str, arg: &str) {
     );
 }
 
-fn nft(v: &Veth, i: usize, script: &str) {
-    use std::io::Write;
-    let mut child = v
-        .exec(i)
-        .args(["nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("nft (scripts/setup.sh installs nftables)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "nft: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Prometheus' HTTP API, from inside the namespace it listens in.
 struct Api<'a> {
     v: &'a Veth,
@@ -220,8 +197,7 @@ fn prometheus_scrapes_two_exporters_and_the_lossy_path_stands_out() {
     // sees what it drops, as with loss in the fabric (and the stack's UDP
     // socket sees no error). Only the stack's datagrams: a packet socket
     // (the injected captures) would see ENOBUFS.
-    nft(
-        &v,
+    v.nft(
         1,
         &format!(
             "table netdev mrpm {{\n chain egress {{\n  type filter hook egress device {} priority 0; policy accept;\n  \

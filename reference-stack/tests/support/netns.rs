@@ -118,6 +118,32 @@ impl Veth {
         c.args(["netns", "exec", &self.ns[i]]);
         c
     }
+
+    /// Loads the nftables `script` in the namespace of end `i` (the tests'
+    /// loss and counters); fails the test with nft's message.
+    #[allow(dead_code)] // not every test file that includes this injects loss
+    pub fn nft(&self, i: usize, script: &str) {
+        use std::io::Write;
+        let mut child = self
+            .exec(i)
+            .args(["nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nft (scripts/setup.sh installs nftables)");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "nft: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 impl Drop for Veth {
