@@ -9,7 +9,8 @@
 //! (8 DATA over 4 evs with a path_seq gap on one, ACKs with RTT samples,
 //! completed messages), so the snapshot holds what a live run holds; the
 //! time is `families::render` on it, as a scrape runs it (after cloning
-//! the snapshot's `Arc`).
+//! the snapshot's `Arc`), then the gzip a scrape that asks for it (as
+//! Prometheus does) adds, and the gzipped body's size.
 //!
 //! `cargo run --release -p metaroce-tui --example metrics_scrape [CONNECTIONS]`
 
@@ -20,6 +21,7 @@ use metaroce_tui::events::EventConfig;
 use metaroce_tui::metrics::MetricsConfig;
 use metaroce_tui::metrics::exposition::Format;
 use metaroce_tui::metrics::families::{ProcessHealth, render};
+use metaroce_tui::metrics::server::gzipped;
 use metaroce_tui::model::{CaptureStats, RunState, SourceInfo};
 use metaroce_tui::pipeline::{Pipeline, decode_config};
 use proto_parse::build::UdpFrameBuilder;
@@ -136,8 +138,8 @@ fn main() {
         frames.len()
     );
     println!(
-        "{:<30} {:>8} {:>12} {:>10}",
-        "labels", "series", "body_bytes", "render_ms"
+        "{:<30} {:>8} {:>12} {:>10} {:>11} {:>8}",
+        "labels", "series", "body_bytes", "render_ms", "gzip_bytes", "gzip_ms"
     );
     let limit = MetricsConfig::default().max_series;
     let modes = [
@@ -181,13 +183,23 @@ fn main() {
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
         times.sort_by(f64::total_cmp);
+        let mut gzip_times = Vec::new();
+        let mut gz = Vec::new();
+        for _ in 0..7 {
+            let t = Instant::now();
+            gz = gzipped(body.as_bytes()).expect("gzip into memory");
+            gzip_times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        gzip_times.sort_by(f64::total_cmp);
         let series = body.lines().filter(|l| !l.starts_with('#')).count();
         println!(
-            "{:<30} {:>8} {:>12} {:>10.1}",
+            "{:<30} {:>8} {:>12} {:>10.1} {:>11} {:>8.1}",
             name,
             series,
             body.len(),
-            times[times.len() / 2]
+            times[times.len() / 2],
+            gz.len(),
+            gzip_times[gzip_times.len() / 2]
         );
     }
 }

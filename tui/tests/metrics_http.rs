@@ -122,6 +122,57 @@ fn finished_scrape(addr: SocketAddr) -> String {
 }
 
 #[test]
+fn a_scrape_that_takes_gzip_gets_the_same_figures_gzipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("final.json");
+    let e = start(
+        &fixture("multipath_loss_receiver.pcap"),
+        &json,
+        &["--duration", "60"],
+    );
+    let plain = finished_scrape(e.addr);
+    let mut s = TcpStream::connect_timeout(&e.addr, Duration::from_secs(2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..split]);
+    assert!(head.contains("Content-Encoding: gzip"), "{head}");
+    let body = &raw[split + 4..];
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(length, body.len());
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_string(&mut text)
+        .unwrap();
+    // The analysis' figures are final: only the process' own change.
+    let analysis = |b: &str| -> Vec<String> {
+        b.lines()
+            .filter(|l| !l.contains("process_") && !l.starts_with("metaroce_exporter_"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(plain.len() > 1000);
+    assert_eq!(analysis(&text), analysis(&plain));
+    assert!(
+        body.len() * 3 < plain.len(),
+        "{} -> {}",
+        plain.len(),
+        body.len()
+    );
+}
+
+#[test]
 fn a_finished_replay_serves_its_final_figures_until_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("final.json");
