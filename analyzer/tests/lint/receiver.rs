@@ -90,6 +90,55 @@ pub fn cases() -> Vec<Case> {
                 whole(vec![d0, a], &[4])
             },
         ),
+        at(
+            A,
+            "MR-RCV-004",
+            "an ACK echoing PSN 999, below the first PSN sent",
+            || {
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 - 1);
+                whole(vec![d0, a], &[4])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "an ACK echoing a PSN 2^31 + 5 beyond the first sent (behind it, serially)",
+            || {
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0.wrapping_add(0x8000_0005));
+                whole(vec![d0, a], &[4])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "an ACK echoing PSN 1000 before any DATA was sent",
+            || {
+                let [d0] = message();
+                whole(vec![ack(&d0, P0)], &[3])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "a CNP echoing PSN 1000, sent three times, with the CONNECT's tx_ts",
+            || {
+                let [d0] = message();
+                let (r1, r2) = (again(&d0, 1, 1), again(&d0, 2, 2));
+                let c = cnp(&d0, 0, P0);
+                whole(vec![d0, r1, r2.clone(), c, ack(&r2, P0 + 1)], &[6])
+            },
+        ),
+        case(
+            "MR-RCV-004",
+            "at the receiver: an ACK echoing PSN 999, below the first PSN arrived",
+            || {
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 - 1);
+                whole(vec![d0, a], &[4])
+            },
+        ),
         case(
             "MR-RCV-004",
             "at the receiver: an ACK echoing ev 5, where the DATA arrived on ev 0",

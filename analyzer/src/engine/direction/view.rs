@@ -32,11 +32,6 @@ impl Direction {
         self.cum.is_some_and(|c| lt(psn, c)) || self.window.get(psn).is_some_and(|s| s.sacked)
     }
 
-    /// Path `ev`'s latest path_seq in order and its packets, if tracked.
-    pub(crate) fn path_seq(&self, ev: u16) -> Option<(u16, u64)> {
-        self.paths.get(ev).map(|p| (p.last_seq, p.packets))
-    }
-
     /// Whether the window holds a slot for `psn` (captured or not).
     pub(crate) fn tracks(&self, psn: u32) -> bool {
         self.window.get(psn).is_some()

@@ -312,7 +312,8 @@ impl LintState {
         let plain = connection
             && !packet::breaks_alone(obs, mr)
             && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v)
-            && (!sender || sender::plain_data(&lint.sender, obs, mr, v, own_dir))
+            && sender::path_in_order(v)
+            && (!sender || sender::plain_data(&lint.sender, obs, mr, v))
             && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));
         if !plain {
             return false;
@@ -400,7 +401,7 @@ impl LintState {
                 receiver::check_data(&mut ctx, mr, d, receiver);
             }
             MrBody::Ctrl(_) => {}
-            _ => sender::check_packet(&mut ctx, mr, sender),
+            _ => sender::check_packet(&mut ctx, mr),
         }
         if let (Some(fb), Some((p, lint))) = (fb, acknowledged) {
             let DirLint {

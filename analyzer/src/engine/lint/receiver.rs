@@ -245,6 +245,9 @@ struct Received {
     words: [u64; (RECEIVED_BITS / 64) as usize],
     base: Option<u32>,
     highest: Option<u32>,
+    /// The ring moved past its first base: PSNs below it are forgotten,
+    /// not unseen.
+    slid: bool,
 }
 
 impl Received {
@@ -293,6 +296,7 @@ impl Received {
                 }
             }
             self.base = Some(new_base);
+            self.slid = true;
         }
         let (w, m) = Self::bit(psn);
         self.words[w] |= m;
@@ -338,6 +342,17 @@ impl Received {
         }
         let next = (w + 1) % self.words.len();
         lo | (self.words[next] << (64 - shift))
+    }
+
+    /// Whether `psn` was never inserted, as far as the ring knows: not
+    /// among its bits, or below its first base (half the ring below the
+    /// first PSN: room for reordering), or anywhere else in the 32-bit
+    /// space outside the ring while it never slid.
+    fn never(&self, psn: u32) -> bool {
+        match self.contains(psn) {
+            Some(got) => !got,
+            None => self.base.is_some() && !self.slid,
+        }
     }
 
     /// Whether `psn` arrived; `None` when it lies below what is kept.
@@ -488,7 +503,7 @@ pub(super) fn check_feedback(
     let Some(dir) = ctx.own else { return };
     let complete = dir.start_seen;
     if !matches!(fb.kind, FbKind::ProbeReply) {
-        check_echo(ctx, fb);
+        check_echo(ctx, fb, &state.received);
     }
 
     // MR-RCV-003: SACK bits for PSNs that arrived (at the sender: that
@@ -648,8 +663,9 @@ fn check_order(ctx: &mut Ctx<'_>, mr: &MrObs, fb: &FeedbackObs, state: &mut DirS
     }
 }
 
-/// MR-RCV-004, at either end: the echoed transmission was captured.
-fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs) {
+/// MR-RCV-004, at either end: the echoed transmission was captured (at
+/// the sender sent, at the receiver arrived).
+fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs, received: &Received) {
     if matches!(
         fb.kind,
         FbKind::Nack {
@@ -667,19 +683,35 @@ fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs) {
         Some(t) if t.count <= 2 => [t.first, t.last]
             .into_iter()
             .any(|(tx_ts, ev)| tx_ts == fb.echo_tx_ts && ev == fb.echo_ev),
-        Some(_) => true,
-        // Never sent: beyond the highest PSN, or a hole the window holds
-        // with every transmission captured.
-        None => {
-            let beyond = dir.highest_psn().is_some_and(|h| psn_lt(h, psn));
-            !(beyond || dir.start_seen && dir.tracks(psn))
+        // One of them or one between (serial arithmetic, spec 2).
+        Some(t) => {
+            let from_first = fb.echo_tx_ts.wrapping_sub(t.first.0) as i32;
+            from_first >= 0 && t.last.0.wrapping_sub(fb.echo_tx_ts) as i32 >= 0
         }
+        None => !never_captured(dir, psn, received),
     };
     if !real {
         ctx.report(ECHO_REAL, Evidence::new(psn, fb.echo_tx_ts).ev(fb.echo_ev));
     }
 }
 
+/// Whether no DATA of `psn` was captured on the direction, for a PSN the
+/// engine's window holds no transmission of: beyond the highest PSN; or,
+/// with the connection's start captured (every transmission, or arrival,
+/// in the capture), a hole of the window, nothing captured at all, or no
+/// intact packet of it among what the lint keeps ([`Received`]: at the
+/// sender what was sent, at the receiver what arrived intact, so only
+/// while none arrived trimmed). Unknown (`false`) for a PSN pruned from
+/// both.
+fn never_captured(dir: &Direction, psn: u32, received: &Received) -> bool {
+    let Some(highest) = dir.highest_psn() else {
+        return dir.start_seen;
+    };
+    if psn_lt(highest, psn) {
+        return true;
+    }
+    dir.start_seen && (dir.tracks(psn) || dir.c.trimmed == 0 && received.never(psn))
+}
 /// The PSNs of a SACK bitmap's set bits, lowest first.
 fn sacked(base: u32, words: u8, sack: &[u64; 4]) -> impl Iterator<Item = u32> + '_ {
     sack.iter()
