@@ -22,7 +22,7 @@ use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
 use crate::engine::direction::next_seq;
 use crate::engine::verdict::{RetxKind, Verdict};
-use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs, Observation};
+use crate::observation::{CrcCheck, DataObs, FbKind, FeedbackObs, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -548,6 +548,10 @@ fn path_seq(ctx: &mut Ctx<'_>, mr: &MrObs) {
 /// on a path that numbers its packets.
 #[inline(never)]
 fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs) {
+    if mr.checks.crc == CrcCheck::Bad {
+        // Its header is not what was sent (MR-PKT-014 reports it).
+        return;
+    }
     let v = ctx.verdict;
     let seq = mr.path_seq;
     let expected = if ctx.at_sender() || seq == 0 {
