@@ -421,3 +421,26 @@ fn the_ack_delay_is_an_option() {
     assert_eq!(found(1_500_000), [(capture.expect[0], 1_500)]);
     assert!(found(3_000_000).is_empty());
 }
+
+/// At the receiver the way may reorder a PSN's transmissions: PSN 1000
+/// sent three times, the third captured before the second, and an ACK
+/// echoing the third (the latest sent, not the latest captured) is no
+/// MR-RCV-004 finding.
+#[test]
+fn an_echo_of_a_transmission_reordered_on_its_way_is_real() {
+    let [d0] = message();
+    let (r1, r2) = (again(&d0, 1, 1), again(&d0, 2, 2));
+    let mut frames = render(&with_handshake(vec![d0, r1, r2.clone(), ack(&r2, P0 + 1)]));
+    // Frames 4 and 5 (0-based 3, 4) swap their packets, not their times.
+    let (second, third) = (frames[3].bytes.clone(), frames[4].bytes.clone());
+    frames[3].bytes = third;
+    frames[4].bytes = second;
+    let out = run(&frames, CapturePoint::Host(ip(B)));
+    let found: Vec<_> = out
+        .findings
+        .iter()
+        .filter(|f| f.rule().id == "MR-RCV-004")
+        .map(|f| f.frame)
+        .collect();
+    assert!(found.is_empty(), "{found:?}");
+}
