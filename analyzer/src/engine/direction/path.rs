@@ -58,6 +58,14 @@ impl Path {
             }
             return;
         }
+        // The common packet first: the next of a path in order (a wrap,
+        // 65535 to 1, and a path's first packet take the longer way).
+        if seq == self.last_seq.wrapping_add(1) && self.prev_seq == self.last_seq {
+            self.last_seq = seq;
+            self.prev_seq = seq;
+            self.last_tx_ts = mr.tx_ts;
+            return;
+        }
         if self.last_seq == 0 {
             // With the connection start captured, every path starts at
             // path_seq 1: values below the first one seen were lost.
@@ -67,12 +75,6 @@ impl Path {
                 c.path_loss += d;
                 v.path_loss = Some(d as u32);
             }
-            self.last_seq = seq;
-            self.prev_seq = seq;
-            self.last_tx_ts = mr.tx_ts;
-            return;
-        }
-        if seq == next_seq(self.last_seq) && self.prev_seq == self.last_seq {
             self.last_seq = seq;
             self.prev_seq = seq;
             self.last_tx_ts = mr.tx_ts;
