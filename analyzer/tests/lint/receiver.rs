@@ -139,6 +139,25 @@ pub fn cases() -> Vec<Case> {
                 whole(vec![d0, a], &[4])
             },
         ),
+        at(
+            A,
+            "MR-RCV-004",
+            "the second ACK echoing ev 5, where the DATA went on ev 1",
+            || {
+                let [d0, d1] = message();
+                let a = ack(&d1, P0 + 2).with_fb(|f| f.echo_ev = 5);
+                whole(vec![d0.clone(), ack(&d0, P0 + 1), d1, a], &[6])
+            },
+        ),
+        case(
+            "MR-RCV-004",
+            "at the receiver: the second ACK echoing ev 5, where the DATA arrived on ev 1",
+            || {
+                let [d0, d1] = message();
+                let a = ack(&d1, P0 + 2).with_fb(|f| f.echo_ev = 5);
+                whole(vec![d0.clone(), ack(&d0, P0 + 1), d1, a], &[6])
+            },
+        ),
         case(
             "MR-RCV-004",
             "at the receiver: an ACK echoing ev 5, where the DATA arrived on ev 0",

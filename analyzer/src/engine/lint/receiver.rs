@@ -23,7 +23,7 @@ use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
 use crate::engine::direction::Direction;
 use crate::engine::verdict::Verdict;
-use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs};
+use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -459,6 +459,70 @@ fn check_ar_deadline(ctx: &mut Ctx<'_>, state: &mut DirState) {
             );
         }
     }
+}
+
+/// Whether a feedback about the direction is the common ACK, with no
+/// receiver rule broken and nothing pending: no SACK bit and no DUP, sent
+/// (its tx_ts) after the latest feedback so far with neither counter gone
+/// back, at an end host echoing a transmission the engine's window holds
+/// (exactly: the PSN's first or latest), at the receiver no AR, duplicate
+/// or NACK GAP awaiting feedback. Such an ACK only becomes the latest sent
+/// ([`record_plain_ack`]). Read without a check context by the lint's fast
+/// path (`LintState::metaroce`); the full check finds the rest.
+#[inline(always)]
+pub(super) fn plain_ack(
+    state: &DirState,
+    obs: &Observation,
+    mr: &MrObs,
+    fb: &FeedbackObs,
+    dir: Option<&Direction>,
+    endpoint: bool,
+    receiver: bool,
+) -> bool {
+    let FbKind::Ack {
+        sack_words, sack, ..
+    } = fb.kind
+    else {
+        return false;
+    };
+    let Some(last) = state.last_sent else {
+        return false;
+    };
+    let later = obs.ts_ns.saturating_sub(last.ts) >= ORDER_BY_TX_TS_NS
+        || mr.tx_ts.wrapping_sub(last.tx_ts) as i32 > 0;
+    let plain = later
+        && !psn_lt(mr.psn, last.cum)
+        && fb.ce_count.wrapping_sub(last.ce_count) as i16 >= 0
+        && !fb.flags.contains(FbFlags::DUP)
+        && sack.iter().take(usize::from(sack_words)).all(|&w| w == 0)
+        && !(receiver && (state.ar.is_some() || state.duplicates_pending || state.gaps_pending));
+    plain
+        && (!endpoint
+            || dir
+                .and_then(|dir| dir.transmissions(fb.echo_psn))
+                .is_some_and(|t| {
+                    t.count <= 2
+                        && [t.first, t.last]
+                            .into_iter()
+                            .any(|(tx_ts, ev)| tx_ts == fb.echo_tx_ts && ev == fb.echo_ev)
+                }))
+}
+
+/// What a [`plain_ack`] changes: it is the latest feedback sent.
+#[inline(always)]
+pub(super) fn record_plain_ack(
+    state: &mut DirState,
+    obs: &Observation,
+    mr: &MrObs,
+    fb: &FeedbackObs,
+) {
+    state.last_sent = Some(SentFeedback {
+        tx_ts: mr.tx_ts,
+        ts: obs.ts_ns,
+        frame: obs.frame,
+        cum: mr.psn,
+        ce_count: fb.ce_count,
+    });
 }
 
 /// A feedback about the direction (the context is the direction's).

@@ -564,6 +564,53 @@ fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs) {
     }
 }
 
+/// Whether a feedback about the direction is the common ACK, with nothing
+/// for the sender rules but to remember it: an ACK with no congestion
+/// signal (ECE) and no credit limit, to a sender never credit-limited.
+/// Read without a check context by the lint's fast path
+/// (`LintState::metaroce`); [`record_ack`] is what it changes.
+#[inline(always)]
+pub(super) fn plain_ack(state: &DirState, fb: &FeedbackObs) -> bool {
+    matches!(fb.kind, FbKind::Ack { .. })
+        && !fb.flags.contains(FbFlags::ECE)
+        && fb.credit == u32::MAX
+        && state.credit.is_none()
+}
+
+/// What every feedback about the direction changes: the largest RTT, the
+/// latest feedback packets (MR-SND-004) and the one that last moved the
+/// cumulative ack.
+#[inline(always)]
+pub(super) fn record_ack(
+    state: &mut DirState,
+    obs: &Observation,
+    mr: &MrObs,
+    fb: &FeedbackObs,
+    v: &Verdict,
+) {
+    if let Some(rtt) = v.ack_rtt_ns {
+        state.max_rtt_ns = state.max_rtt_ns.max(rtt);
+    }
+    let (sack_base, sack) = match fb.kind {
+        // The observation's words past sack_words are 0.
+        FbKind::Ack {
+            sack_base, sack, ..
+        } => (sack_base, sack),
+        _ => (mr.psn, [0; 4]),
+    };
+    state.acks[state.acks_at] = Some(Ack {
+        frame: obs.frame,
+        ts: obs.ts_ns,
+        cum: mr.psn,
+        sack_base,
+        sack,
+    });
+    state.acks_at = (state.acks_at + 1) % ACKS;
+    if v.cum_ack_advance.is_some() {
+        state.cum_frame = Some(obs.frame);
+    }
+}
+
 /// A feedback about the direction (the context is the direction's).
 #[inline(never)]
 pub(super) fn check_feedback(
@@ -577,27 +624,7 @@ pub(super) fn check_feedback(
     }
     let v = ctx.verdict;
     let ts = ctx.obs.ts_ns;
-    if let Some(rtt) = v.ack_rtt_ns {
-        state.max_rtt_ns = state.max_rtt_ns.max(rtt);
-    }
-    let (sack_base, sack) = match fb.kind {
-        // The observation's words past sack_words are 0.
-        FbKind::Ack {
-            sack_base, sack, ..
-        } => (sack_base, sack),
-        _ => (mr.psn, [0; 4]),
-    };
-    state.acks[state.acks_at] = Some(Ack {
-        frame: ctx.obs.frame,
-        ts,
-        cum: mr.psn,
-        sack_base,
-        sack,
-    });
-    state.acks_at = (state.acks_at + 1) % ACKS;
-    if v.cum_ack_advance.is_some() {
-        state.cum_frame = Some(ctx.obs.frame);
-    }
+    record_ack(state, ctx.obs, mr, fb, v);
 
     // MR-SND-005: a NACK to answer.
     if let FbKind::Nack {
