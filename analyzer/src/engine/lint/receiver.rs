@@ -488,11 +488,12 @@ pub(super) fn plain_ack(
     let Some(last) = state.last_sent else {
         return false;
     };
-    let later = obs.ts_ns.saturating_sub(last.ts) >= ORDER_BY_TX_TS_NS
-        || mr.tx_ts.wrapping_sub(last.tx_ts) as i32 > 0;
-    let plain = later
-        && !psn_lt(mr.psn, last.cum)
-        && fb.ce_count.wrapping_sub(last.ce_count) as i16 >= 0
+    let now = SentFeedback::of(obs, mr, fb);
+    // Sent after the latest so far (it becomes the latest), nothing back.
+    let in_order = sent_order(last, now).is_some_and(|(earlier, later)| {
+        later.frame == now.frame && went_back(earlier, later) == (false, false)
+    });
+    let plain = in_order
         && !fb.flags.contains(FbFlags::DUP)
         && sack.iter().take(usize::from(sack_words)).all(|&w| w == 0)
         && !(receiver && (state.ar.is_some() || state.duplicates_pending || state.gaps_pending));
@@ -516,13 +517,7 @@ pub(super) fn record_plain_ack(
     mr: &MrObs,
     fb: &FeedbackObs,
 ) {
-    state.last_sent = Some(SentFeedback {
-        tx_ts: mr.tx_ts,
-        ts: obs.ts_ns,
-        frame: obs.frame,
-        cum: mr.psn,
-        ce_count: fb.ce_count,
-    });
+    state.last_sent = Some(SentFeedback::of(obs, mr, fb));
 }
 
 /// A feedback about the direction (the context is the direction's).
@@ -690,33 +685,22 @@ pub(super) fn check_feedback(
 /// one captured after it is compared with it, and a later one replaces
 /// it (one finding per step back).
 fn check_order(ctx: &mut Ctx<'_>, mr: &MrObs, fb: &FeedbackObs, state: &mut DirState) {
-    let now = SentFeedback {
-        tx_ts: mr.tx_ts,
-        ts: ctx.obs.ts_ns,
-        frame: ctx.obs.frame,
-        cum: mr.psn,
-        ce_count: fb.ce_count,
-    };
+    let now = SentFeedback::of(ctx.obs, mr, fb);
     let Some(last) = state.last_sent else {
         state.last_sent = Some(now);
         return;
     };
-    let (earlier, later) = if now.ts.saturating_sub(last.ts) >= ORDER_BY_TX_TS_NS {
-        (last, now)
-    } else {
-        match now.tx_ts.wrapping_sub(last.tx_ts) as i32 {
-            0 => return,
-            d if d > 0 => (last, now),
-            _ => (now, last),
-        }
+    let Some((earlier, later)) = sent_order(last, now) else {
+        return;
     };
-    if psn_lt(later.cum, earlier.cum) {
+    let (cum_back, ce_back) = went_back(earlier, later);
+    if cum_back {
         ctx.report(
             CUM_MONOTONIC,
             Evidence::new(later.cum, earlier.cum).related(Some(last.frame)),
         );
     }
-    if (later.ce_count.wrapping_sub(earlier.ce_count) as i16) < 0 {
+    if ce_back {
         ctx.report(
             CE_COUNT,
             Evidence::new(later.ce_count, earlier.ce_count).related(Some(last.frame)),
@@ -725,6 +709,44 @@ fn check_order(ctx: &mut Ctx<'_>, mr: &MrObs, fb: &FeedbackObs, state: &mut DirS
     if later.frame == now.frame {
         state.last_sent = Some(now);
     }
+}
+
+impl SentFeedback {
+    #[inline(always)]
+    fn of(obs: &Observation, mr: &MrObs, fb: &FeedbackObs) -> SentFeedback {
+        SentFeedback {
+            tx_ts: mr.tx_ts,
+            ts: obs.ts_ns,
+            frame: obs.frame,
+            cum: mr.psn,
+            ce_count: fb.ce_count,
+        }
+    }
+}
+
+/// The earlier and the later sent of the latest feedback so far and a new
+/// one: by tx_ts (serial), or in capture order when captured over
+/// [`ORDER_BY_TX_TS_NS`] apart; `None` for one tx_ts (not ordered).
+#[inline(always)]
+fn sent_order(last: SentFeedback, now: SentFeedback) -> Option<(SentFeedback, SentFeedback)> {
+    if now.ts.saturating_sub(last.ts) >= ORDER_BY_TX_TS_NS {
+        return Some((last, now));
+    }
+    match now.tx_ts.wrapping_sub(last.tx_ts) as i32 {
+        0 => None,
+        d if d > 0 => Some((last, now)),
+        _ => Some((now, last)),
+    }
+}
+
+/// Whether the cumulative ack (MR-RCV-001) and ce_count (MR-RCV-007, mod
+/// 2^16) went back from the earlier sent feedback to the later.
+#[inline(always)]
+fn went_back(earlier: SentFeedback, later: SentFeedback) -> (bool, bool) {
+    (
+        psn_lt(later.cum, earlier.cum),
+        (later.ce_count.wrapping_sub(earlier.ce_count) as i16) < 0,
+    )
 }
 
 /// MR-RCV-004, at either end: the echoed transmission was captured (at
