@@ -4,7 +4,7 @@
 //! captures.
 
 use analyzer::lint::{CapturePoint, LintTimings, Severity};
-use proto_parse::metaroce::{FbFlags, Flags, NackCode};
+use proto_parse::metaroce::{Body, FbFlags, FeedbackRepr, Flags, NackCode};
 
 use super::cases::*;
 
@@ -147,6 +147,22 @@ pub fn cases() -> Vec<Case> {
                 let [d0, d1] = message();
                 let a = ack(&d1, P0 + 2).with_fb(|f| f.echo_ev = 5);
                 whole(vec![d0.clone(), ack(&d0, P0 + 1), d1, a], &[6])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "a PROBE_REPLY echoing probe 8, where probe 7 was sent",
+            || {
+                let probe = Pkt::new(true, header(true, 2, 7, Body::Probe));
+                let mut reply = ack(&probe, P0);
+                reply.repr.body = Body::ProbeReply(FeedbackRepr {
+                    echo_psn: 8,
+                    // The probe's tx_ts: it is frame 3 of the render.
+                    echo_tx_ts: render_ts(2) as u32,
+                    ..*fb_mut(&mut reply)
+                });
+                whole(vec![probe, reply], &[4])
             },
         ),
         case(

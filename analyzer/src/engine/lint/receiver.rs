@@ -82,7 +82,8 @@ pub(super) const RULES: &[Rule] = &[
         Vantage::Endpoint,
         "4, 9",
         "A feedback's echo fields name a real transmission: echo_psn, echo_tx_ts and echo_ev \
-         of one DATA packet the sender sent (NACK GAP and PROBE_REPLY excepted).",
+         of one DATA packet the sender sent, or for a PROBE_REPLY of one PROBE (NACK GAP \
+         excepted).",
         "echo_psn {observed} with echo_tx_ts {expected:x} and echo_ev {ev}: no transmission \
          captured at the sender carries them.",
     )
@@ -561,9 +562,7 @@ pub(super) fn check_feedback(
     }
     let Some(dir) = ctx.own else { return };
     let complete = dir.start_seen;
-    if !matches!(fb.kind, FbKind::ProbeReply) {
-        check_echo(ctx, fb, &state.received);
-    }
+    check_echo(ctx, fb, &state.received);
 
     // MR-RCV-003: SACK bits for PSNs that arrived (at the sender: that
     // were sent). Without the connection's start, a PSN beyond the
@@ -764,6 +763,13 @@ fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs, received: &Received) {
     }
     let Some(dir) = ctx.own else { return };
     let psn = fb.echo_psn;
+    if matches!(fb.kind, FbKind::ProbeReply) {
+        // A probe, with every probe of the connection captured (and kept).
+        if dir.start_seen && dir.probe_sent(psn, fb.echo_tx_ts, fb.echo_ev) == Some(false) {
+            ctx.report(ECHO_REAL, Evidence::new(psn, fb.echo_tx_ts).ev(fb.echo_ev));
+        }
+        return;
+    }
     let real = match dir.transmissions(psn) {
         // The window keeps the first and the latest transmission.
         Some(t) if t.count <= 2 => [t.first, t.last]
