@@ -59,19 +59,6 @@ impl<V> EvTable<V> {
         self.entries.len()
     }
 
-    /// The value of `ev`, without remembering it in its slot (for readers
-    /// that hold the table shared: the lint).
-    pub fn get(&self, ev: u16) -> Option<&V> {
-        let i = usize::from(self.slots[slot_of(ev)]);
-        match self.entries.get(i) {
-            Some(e) if e.ev == ev => Some(&e.value),
-            _ => self
-                .index
-                .get(&ev)
-                .map(|&i| &self.entries[i as usize].value),
-        }
-    }
-
     #[inline]
     pub fn get_mut(&mut self, ev: u16) -> Option<&mut V> {
         let i = usize::from(self.slots[slot_of(ev)]);

@@ -137,6 +137,19 @@ pub struct Verdict {
     pub out_of_order: Option<u32>,
     /// path_seq values missing on this packet's path just before it.
     pub path_loss: Option<u32>,
+    /// MetaRoCE: the path_seq that follows the one of the previous packet
+    /// on this packet's path (capture order, 0 skipped), when this packet
+    /// carries another; also a 0 on a path that numbers its packets. None
+    /// on a path's first packet. At the sender a counting fault; elsewhere
+    /// also a loss or reordering on the way. For the lint (MR-SND-003).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub path_seq_expected: Option<u16>,
+    /// MetaRoCE: the highest path_seq of the packet's path so far, when
+    /// this packet's is at or below it yet was sent (its tx_ts, serial
+    /// arithmetic) after the packet that carried it: a step back that no
+    /// loss or reordering on the way explains. For the lint (MR-SND-003).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub path_seq_back: Option<u16>,
     pub trimmed: bool,
     pub ce_marked: bool,
     /// Feedback with the ECE flag.

@@ -4,7 +4,7 @@
 //! captures.
 
 use analyzer::lint::{CapturePoint, LintTimings, Severity};
-use proto_parse::metaroce::{FbFlags, Flags, NackCode};
+use proto_parse::metaroce::{Body, FbFlags, FeedbackRepr, Flags, NackCode};
 
 use super::cases::*;
 
@@ -88,6 +88,90 @@ pub fn cases() -> Vec<Case> {
                 let [d0] = message();
                 let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 + 7);
                 whole(vec![d0, a], &[4])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "an ACK echoing PSN 999, below the first PSN sent",
+            || {
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 - 1);
+                whole(vec![d0, a], &[4])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "an ACK echoing a PSN 2^31 + 5 beyond the first sent (behind it, serially)",
+            || {
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0.wrapping_add(0x8000_0005));
+                whole(vec![d0, a], &[4])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "an ACK echoing PSN 1000 before any DATA was sent",
+            || {
+                let [d0] = message();
+                whole(vec![ack(&d0, P0)], &[3])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "a CNP echoing PSN 1000, sent three times, with the CONNECT's tx_ts",
+            || {
+                let [d0] = message();
+                let (r1, r2) = (again(&d0, 1, 1), again(&d0, 2, 2));
+                let c = cnp(&d0, 0, P0);
+                whole(vec![d0, r1, r2.clone(), c, ack(&r2, P0 + 1)], &[6])
+            },
+        ),
+        case(
+            "MR-RCV-004",
+            "at the receiver: an ACK echoing PSN 999, below the first PSN arrived",
+            || {
+                let [d0] = message();
+                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 - 1);
+                whole(vec![d0, a], &[4])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "the second ACK echoing ev 5, where the DATA went on ev 1",
+            || {
+                let [d0, d1] = message();
+                let a = ack(&d1, P0 + 2).with_fb(|f| f.echo_ev = 5);
+                whole(vec![d0.clone(), ack(&d0, P0 + 1), d1, a], &[6])
+            },
+        ),
+        at(
+            A,
+            "MR-RCV-004",
+            "a PROBE_REPLY echoing probe 8, where probe 7 was sent",
+            || {
+                let probe = Pkt::new(true, header(true, 2, 7, Body::Probe));
+                let mut reply = ack(&probe, P0);
+                reply.repr.body = Body::ProbeReply(FeedbackRepr {
+                    echo_psn: 8,
+                    // The probe's tx_ts: it is frame 3 of the render.
+                    echo_tx_ts: render_ts(2) as u32,
+                    ..*fb_mut(&mut reply)
+                });
+                whole(vec![probe, reply], &[4])
+            },
+        ),
+        case(
+            "MR-RCV-004",
+            "at the receiver: the second ACK echoing ev 5, where the DATA arrived on ev 1",
+            || {
+                let [d0, d1] = message();
+                let a = ack(&d1, P0 + 2).with_fb(|f| f.echo_ev = 5);
+                whole(vec![d0.clone(), ack(&d0, P0 + 1), d1, a], &[6])
             },
         ),
         case(
@@ -371,4 +455,27 @@ fn the_ack_delay_is_an_option() {
     assert_eq!(found(1_000_000), [(capture.expect[0], 1_000)]);
     assert_eq!(found(1_500_000), [(capture.expect[0], 1_500)]);
     assert!(found(3_000_000).is_empty());
+}
+
+/// At the receiver the way may reorder a PSN's transmissions: PSN 1000
+/// sent three times, the third captured before the second, and an ACK
+/// echoing the third (the latest sent, not the latest captured) is no
+/// MR-RCV-004 finding.
+#[test]
+fn an_echo_of_a_transmission_reordered_on_its_way_is_real() {
+    let [d0] = message();
+    let (r1, r2) = (again(&d0, 1, 1), again(&d0, 2, 2));
+    let mut frames = render(&with_handshake(vec![d0, r1, r2.clone(), ack(&r2, P0 + 1)]));
+    // Frames 4 and 5 (0-based 3, 4) swap their packets, not their times.
+    let (second, third) = (frames[3].bytes.clone(), frames[4].bytes.clone());
+    frames[3].bytes = third;
+    frames[4].bytes = second;
+    let out = run(&frames, CapturePoint::Host(ip(B)));
+    let found: Vec<_> = out
+        .findings
+        .iter()
+        .filter(|f| f.rule().id == "MR-RCV-004")
+        .map(|f| f.frame)
+        .collect();
+    assert!(found.is_empty(), "{found:?}");
 }

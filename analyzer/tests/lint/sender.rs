@@ -59,6 +59,60 @@ pub fn cases() -> Vec<Case> {
             whole(vec![d0, d1.clone(), ack(&d1, P0 + 2)], &[4])
         }),
         case(
+            "MR-SND-003",
+            "path_seq 0 after 65535 on ev 0 (the wrap skips 0)",
+            || {
+                let [d0, d1, d2] = message();
+                let d0 = d0.with_path_seq(0, u16::MAX);
+                let d1 = d1.with_path_seq(0, 0);
+                let d2 = d2.with_path_seq(0, 1);
+                whole(vec![d0, d1, d2.clone(), ack(&d2, P0 + 3)], &[4])
+            },
+        ),
+        case(
+            "MR-SND-003",
+            "B's ACKs step back from path_seq 2 to 1 on ev 0 (seen at A, where they arrive)",
+            || {
+                let [d0, d1, d2] = message();
+                let a0 = ack(&d0, P0 + 1).with_path_seq(0, 1);
+                let a1 = ack(&d1, P0 + 2).with_path_seq(0, 2);
+                let a2 = ack(&d2, P0 + 3).with_path_seq(0, 1);
+                whole(vec![d0, a0, d1, a1, d2, a2], &[8])
+            },
+        ),
+        case(
+            "MR-SND-003",
+            "path_seq 1 after 3 on ev 0, then counting on from 1 (one finding)",
+            || {
+                let [d0, d1, d2, d3, d4] = message();
+                let seqs = [1, 2, 3, 1, 2];
+                let mut data: Vec<Pkt> = [d0, d1, d2, d3, d4]
+                    .into_iter()
+                    .zip(seqs)
+                    .map(|(d, seq)| d.with_path_seq(0, seq))
+                    .collect();
+                let last = data[4].clone();
+                data.push(ack(&last, P0 + 5));
+                whole(data, &[6])
+            },
+        ),
+        Case {
+            point: CapturePoint::Host(ip(B)),
+            ..case(
+                "MR-SND-003",
+                "at the receiver: path_seq 1 twice on ev 0, the second sent later",
+                step_back,
+            )
+        },
+        Case {
+            point: CapturePoint::Unknown,
+            ..case(
+                "MR-SND-003",
+                "capture point unknown: path_seq 1 twice on ev 0, the second sent later",
+                step_back,
+            )
+        },
+        case(
             "MR-SND-004",
             "PSN 1000 retransmitted after its cumulative ack",
             || {
@@ -96,6 +150,16 @@ pub fn cases() -> Vec<Case> {
             rate_after_cnp::<5_000>,
         ),
     ]
+}
+
+/// A's path_seq steps back on ev 0: 1, 2, then 1 again on a packet sent
+/// (tx_ts) after the 2, which no reordering on the way explains.
+fn step_back() -> Capture {
+    let [d0, d1, d2] = message();
+    let d0 = d0.with_path_seq(0, 1);
+    let d1 = d1.with_path_seq(0, 2);
+    let d2 = d2.with_path_seq(0, 1);
+    whole(vec![d0, d1, d2.clone(), ack(&d2, P0 + 3)], &[5])
 }
 
 /// A CNP in a stream of DATA every 10 us: after it, DATA every `GAP_NS`.
@@ -166,7 +230,9 @@ fn the_evidence_names_the_feedback() {
 }
 
 /// Sender rules are not judged at the receiver: the cases above, captured
-/// on B, give no sender finding.
+/// on B, give no sender finding but MR-SND-003's on what no loss or
+/// reordering explains (a step back in the order sent, a 0 on a numbered
+/// path).
 #[test]
 fn sender_rules_are_not_judged_at_the_receiver() {
     for case in cases() {
@@ -175,10 +241,75 @@ fn sender_rules_are_not_judged_at_the_receiver() {
         let found: Vec<_> = out
             .findings
             .iter()
-            .filter(|f| f.rule().id.starts_with("MR-SND"))
+            .filter(|f| f.rule().id.starts_with("MR-SND") && f.rule().id != "MR-SND-003")
             .map(|f| (f.rule().id, f.frame))
             .collect();
         assert!(found.is_empty(), "{}: {found:?}", case.what);
+    }
+}
+
+/// The path_seq frames MR-SND-003 finds in `frames` captured at `host`.
+fn path_seq_found(frames: &[Frame], point: CapturePoint) -> Vec<u64> {
+    run(frames, point)
+        .findings
+        .iter()
+        .filter(|f| f.rule().id == "MR-SND-003")
+        .map(|f| f.frame)
+        .collect()
+}
+
+/// A skipped path_seq is a loss anywhere but at the sender: at B (or at a
+/// point unknown) it is no finding, at A it is.
+#[test]
+fn a_path_seq_gap_is_judged_at_the_sender_only() {
+    let [d0, d1] = message();
+    let d1 = d1.with_path_seq(0, 3);
+    let capture = whole(vec![d0, d1.clone(), ack(&d1, P0 + 2)], &[4]);
+    assert_eq!(
+        path_seq_found(&capture.frames, CapturePoint::Host(ip(A))),
+        [4]
+    );
+    assert!(path_seq_found(&capture.frames, CapturePoint::Host(ip(B))).is_empty());
+    assert!(path_seq_found(&capture.frames, CapturePoint::Unknown).is_empty());
+}
+
+/// With the capture point guessed, a step back in the order sent is found
+/// and kept whatever host is decided; a gap is not judged (only a capture
+/// given as the sender's can tell it from a loss).
+#[test]
+fn with_the_capture_point_guessed_a_step_back_is_kept() {
+    let capture = step_back();
+    let out = run(&capture.frames, CapturePoint::Auto);
+    let kept: Vec<u64> = out
+        .findings
+        .iter()
+        .filter(|f| f.rule().id == "MR-SND-003" && out.report.keeps(f))
+        .map(|f| f.frame)
+        .collect();
+    assert_eq!(kept, capture.expect);
+
+    let [d0, d1] = message();
+    let d1 = d1.with_path_seq(0, 3);
+    let gap = whole(vec![d0, d1.clone(), ack(&d1, P0 + 2)], &[4]);
+    assert!(path_seq_found(&gap.frames, CapturePoint::Auto).is_empty());
+}
+
+/// Packets of one path reordered on their way (path_seq 2 captured before
+/// 1, each with the tx_ts it left with) are no MR-SND-003 at the receiver
+/// or in the middle: the earlier sent carries the lower value.
+#[test]
+fn a_path_reordered_on_its_way_is_no_step_back() {
+    let [d0, d1, d2] = message();
+    let d0 = d0.with_path_seq(0, 1);
+    let d1 = d1.with_path_seq(0, 2);
+    let d2 = d2.with_path_seq(0, 3);
+    let mut frames = render(&with_handshake(vec![d0, d1, d2.clone(), ack(&d2, P0 + 3)]));
+    // Frames 3 and 4 (0-based 2, 3) swap their packets, not their times.
+    let (first, second) = (frames[2].bytes.clone(), frames[3].bytes.clone());
+    frames[2].bytes = second;
+    frames[3].bytes = first;
+    for point in [CapturePoint::Host(ip(B)), CapturePoint::Unknown] {
+        assert!(path_seq_found(&frames, point).is_empty(), "{point:?}");
     }
 }
 

@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 pub(crate) use key::{DirKey, PackedKey, ip_bits};
+pub(crate) use path::next_seq;
 pub(crate) use table::DirectionTable;
 
 use super::Config;
@@ -115,9 +116,6 @@ pub(crate) struct Counters {
     pub ctrl: u64,
     pub feedback_sent: u64,
     pub path_loss: u64,
-    /// Packets whose path_seq was at or below their path's latest (every
-    /// path): the lint's MR-SND-003 looks up the path only when it moved.
-    pub path_reordered: u64,
     pub messages_completed: u64,
     pub messages_delivered: u64,
 }

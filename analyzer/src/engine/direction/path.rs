@@ -13,7 +13,12 @@ use crate::observation::{MrBody, MrObs};
 #[derive(Debug, Default, Clone)]
 #[repr(C)]
 pub(super) struct Path {
+    /// The highest path_seq in order (the engine's loss and reordering).
     pub(super) last_seq: u16,
+    /// The path_seq of the path's latest packet (capture order; 0: none).
+    pub(super) prev_seq: u16,
+    /// The tx_ts of the packet that carried `last_seq`.
+    pub(super) last_tx_ts: u32,
     pub(super) packets: u64,
     pub(super) data_packets: u64,
     pub(super) data_bytes: u64,
@@ -47,6 +52,18 @@ impl Path {
         }
         let seq = mr.path_seq;
         if seq == 0 {
+            if self.prev_seq != 0 {
+                // A path that numbers its packets: 0 is never the next.
+                v.path_seq_expected = Some(next_seq(self.prev_seq));
+            }
+            return;
+        }
+        // The common packet first: the next of a path in order (a wrap,
+        // 65535 to 1, and a path's first packet take the longer way).
+        if seq == self.last_seq.wrapping_add(1) && self.prev_seq == self.last_seq {
+            self.last_seq = seq;
+            self.prev_seq = seq;
+            self.last_tx_ts = mr.tx_ts;
             return;
         }
         if self.last_seq == 0 {
@@ -59,17 +76,29 @@ impl Path {
                 v.path_loss = Some(d as u32);
             }
             self.last_seq = seq;
+            self.prev_seq = seq;
+            self.last_tx_ts = mr.tx_ts;
             return;
         }
-        let expected = if self.last_seq == u16::MAX {
-            1
-        } else {
-            self.last_seq + 1
-        };
+        self.on_step(seq, mr.tx_ts, c, v);
+    }
+
+    /// A packet that is not the next of its path after a packet in order:
+    /// a gap (loss), a step back (reordering, or the sender's fault) or the
+    /// next after such a packet.
+    #[cold]
+    #[inline(never)]
+    fn on_step(&mut self, seq: u16, tx_ts: u32, c: &mut Counters, v: &mut Verdict) {
+        let after_prev = next_seq(self.prev_seq);
+        if seq != after_prev {
+            v.path_seq_expected = Some(after_prev);
+        }
+        self.prev_seq = seq;
+        let expected = next_seq(self.last_seq);
         let mut d = seq.wrapping_sub(expected) as i16;
-        if d > 0 {
+        if d >= 0 {
             // Crossing the wrap skips 0, which senders never use.
-            if seq < expected {
+            if d > 0 && seq < expected {
                 d -= 1;
             }
             if d > 0 {
@@ -78,13 +107,21 @@ impl Path {
                 v.path_loss = Some(d as u32);
             }
             self.last_seq = seq;
-        } else if d == 0 {
-            self.last_seq = seq;
+            self.last_tx_ts = tx_ts;
         } else {
             self.reordered += 1;
-            c.path_reordered += 1;
+            // Sent after the packet of the highest value (serial, spec 2):
+            // the sender's counter went back, whatever the way did.
+            if (tx_ts.wrapping_sub(self.last_tx_ts) as i32) > 0 {
+                v.path_seq_back = Some(self.last_seq);
+            }
         }
     }
+}
+
+/// The path_seq after `seq` (0 is skipped when it wraps).
+pub(crate) fn next_seq(seq: u16) -> u16 {
+    if seq == u16::MAX { 1 } else { seq + 1 }
 }
 
 impl Direction {

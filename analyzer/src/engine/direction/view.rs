@@ -32,9 +32,15 @@ impl Direction {
         self.cum.is_some_and(|c| lt(psn, c)) || self.window.get(psn).is_some_and(|s| s.sacked)
     }
 
-    /// Path `ev`'s latest path_seq in order and its packets, if tracked.
-    pub(crate) fn path_seq(&self, ev: u16) -> Option<(u16, u64)> {
-        self.paths.get(ev).map(|p| (p.last_seq, p.packets))
+    /// Whether a probe captured on the direction carries `seq`, `tx_ts`
+    /// and `ev` (what a PROBE_REPLY echoes): `None` when not and some were
+    /// dropped from the ring of the latest probes.
+    pub(crate) fn probe_sent(&self, seq: u32, tx_ts: u32, ev: u16) -> Option<bool> {
+        let sent = self
+            .probes
+            .iter()
+            .any(|p| p.frame != 0 && p.seq == seq && p.tx_ts == tx_ts && p.ev == ev);
+        (sent || self.c.probes <= self.probes.len() as u64).then_some(sent)
     }
 
     /// Whether the window holds a slot for `psn` (captured or not).

@@ -116,6 +116,16 @@ impl Ctx<'_> {
         self.side.is_none_or(|s| s.judges(vantage))
     }
 
+    /// Whether the capture was given (`LintOptions::point`) as taken on
+    /// the host that sends this packet's direction. For the parts of a
+    /// rule of vantage `Either` that only the sender's capture can judge
+    /// (MR-SND-003's every value): with `CapturePoint::Auto` they are not
+    /// judged, as the findings of such a rule are kept whatever host is
+    /// decided at the end.
+    pub fn at_sender(&self) -> bool {
+        self.side == Some(Side::Sender)
+    }
+
     /// Whether a rule of `vantage` is judged on the reverse direction
     /// (what a feedback acknowledges): the sides swap.
     #[allow(dead_code)] // for the sender and receiver families

@@ -75,11 +75,11 @@
 //!
 //! Per-packet cost matters: a check reads the observation and the state it
 //! keeps, and records a finding only when a rule is broken (a `Copy`
-//! struct, no `String`). Most packets are DATA that no family has anything
-//! to say about: each family defines its common packet once (a `steady`,
-//! `breaks_alone` or `plain_data` predicate, and what such a packet
-//! changes), and [`LintState::metaroce`] tests them all before it makes a
-//! check context; a family whose common case a new rule changes must keep
+//! struct, no `String`). Most packets are DATA, and most feedback plain
+//! ACKs, that no family has anything to say about: each family defines its
+//! common packet once (a `steady`, `breaks_alone`, `plain_data` or
+//! `plain_ack` predicate, and what such a packet changes), and
+//! [`LintState::metaroce`] tests them all before it makes a check context; a family whose common case a new rule changes must keep
 //! its predicate in step (its violating cases in the test table catch a
 //! predicate that lets a broken packet through). Memory is bounded by the
 //! flows: per-direction state lives in [`DirLint`] (made only when the
@@ -120,7 +120,7 @@ use crate::engine::cross_capture::CaptureCopy;
 use crate::engine::direction::Direction;
 use crate::engine::rocev2::RoceTable;
 use crate::engine::verdict::Verdict;
-use crate::observation::{DataObs, MrBody, MrObs, ObsKind, Observation, RoceObs};
+use crate::observation::{DataObs, FeedbackObs, MrBody, MrObs, ObsKind, Observation, RoceObs};
 
 /// The lint's state of one engine direction.
 #[derive(Debug, Default)]
@@ -265,12 +265,14 @@ impl LintState {
         own: u32,
         peer: Option<u32>,
     ) {
-        if let MrBody::Data(d) = &mr.body
-            && self.plain_data(obs, mr, d, v, dirs, own)
-        {
-            return;
+        let plain = match &mr.body {
+            MrBody::Data(d) => self.plain_data(obs, mr, d, v, dirs, own),
+            MrBody::Feedback(fb) => self.plain_ack(obs, mr, fb, v, dirs, own, peer),
+            _ => false,
+        };
+        if !plain {
+            self.check_metaroce(obs, mr, v, dirs, own, peer);
         }
-        self.check_metaroce(obs, mr, v, dirs, own, peer);
     }
 
     /// A DATA packet that is common for every family (the connection's
@@ -312,7 +314,8 @@ impl LintState {
         let plain = connection
             && !packet::breaks_alone(obs, mr)
             && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v)
-            && (!sender || sender::plain_data(&lint.sender, obs, mr, v, own_dir))
+            && sender::path_in_order(v)
+            && (!sender || sender::plain_data(&lint.sender, obs, mr, v))
             && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));
         if !plain {
             return false;
@@ -323,6 +326,64 @@ impl LintState {
         if receiver || endpoint && !d.trimmed {
             receiver::record_plain_data(&mut lint.receiver, mr, own_dir);
         }
+        if let Some(sources) = sources {
+            self.guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
+        }
+        true
+    }
+
+    /// A feedback that is common for every family: a packet of its own
+    /// direction that breaks no connection or packet rule and whose
+    /// path_seq is in order, and for the direction it acknowledges the
+    /// sender's and the receiver's `plain_ack`: recorded as those say, and
+    /// `true`. Otherwise `false`, and nothing changed. Both directions'
+    /// sides must be known (their first packets take the full check).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn plain_ack(
+        &mut self,
+        obs: &Observation,
+        mr: &MrObs,
+        fb: &FeedbackObs,
+        v: &Verdict,
+        dirs: &[Option<Direction>],
+        own: u32,
+        peer: Option<u32>,
+    ) -> bool {
+        let Some(p) = peer.filter(|&p| p != own) else {
+            return false;
+        };
+        let Ok([lint, acked]) = self.dirs.get_disjoint_mut([own as usize, p as usize]) else {
+            return false;
+        };
+        let (Some(_), Some(side)) = (lint.side, acked.side) else {
+            return false;
+        };
+        let sources = match (self.point, lint.sources) {
+            (CapturePoint::Auto, None) => return false,
+            (_, sources) => sources,
+        };
+        let connection = match self.connection.steady(mr, &lint.connection) {
+            Passes::FullCheck => return false,
+            Passes::Unannounced => true,
+            Passes::Announced(announced) => !packet::breaks_announced(mr, *announced),
+        };
+        let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
+        let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
+        let endpoint = side.is_none_or(|s| s.judges(Vantage::Endpoint));
+        let acked_dir = dirs.get(p as usize).and_then(Option::as_ref);
+        let plain = connection
+            && !packet::breaks_alone(obs, mr)
+            && sender::path_in_order(v)
+            && (!sender || sender::plain_ack(&acked.sender, fb))
+            && receiver::plain_ack(&acked.receiver, obs, mr, fb, acked_dir, endpoint, receiver);
+        if !plain {
+            return false;
+        }
+        if sender {
+            sender::record_ack(&mut acked.sender, obs, mr, fb, v);
+        }
+        receiver::record_plain_ack(&mut acked.receiver, obs, mr, fb);
         if let Some(sources) = sources {
             self.guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
         }
@@ -400,7 +461,7 @@ impl LintState {
                 receiver::check_data(&mut ctx, mr, d, receiver);
             }
             MrBody::Ctrl(_) => {}
-            _ => sender::check_packet(&mut ctx, mr, sender),
+            _ => sender::check_packet(&mut ctx, mr),
         }
         if let (Some(fb), Some((p, lint))) = (fb, acknowledged) {
             let DirLint {

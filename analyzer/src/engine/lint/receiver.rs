@@ -23,7 +23,7 @@ use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
 use crate::engine::direction::Direction;
 use crate::engine::verdict::Verdict;
-use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs};
+use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -82,7 +82,8 @@ pub(super) const RULES: &[Rule] = &[
         Vantage::Endpoint,
         "4, 9",
         "A feedback's echo fields name a real transmission: echo_psn, echo_tx_ts and echo_ev \
-         of one DATA packet the sender sent (NACK GAP and PROBE_REPLY excepted).",
+         of one DATA packet the sender sent, or for a PROBE_REPLY of one PROBE (NACK GAP \
+         excepted).",
         "echo_psn {observed} with echo_tx_ts {expected:x} and echo_ev {ev}: no transmission \
          captured at the sender carries them.",
     )
@@ -245,6 +246,9 @@ struct Received {
     words: [u64; (RECEIVED_BITS / 64) as usize],
     base: Option<u32>,
     highest: Option<u32>,
+    /// The ring moved past its first base: PSNs below it are forgotten,
+    /// not unseen.
+    slid: bool,
 }
 
 impl Received {
@@ -293,6 +297,7 @@ impl Received {
                 }
             }
             self.base = Some(new_base);
+            self.slid = true;
         }
         let (w, m) = Self::bit(psn);
         self.words[w] |= m;
@@ -338,6 +343,17 @@ impl Received {
         }
         let next = (w + 1) % self.words.len();
         lo | (self.words[next] << (64 - shift))
+    }
+
+    /// Whether `psn` was never inserted, as far as the ring knows: not
+    /// among its bits, or below its first base (half the ring below the
+    /// first PSN: room for reordering), or anywhere else in the 32-bit
+    /// space outside the ring while it never slid.
+    fn never(&self, psn: u32) -> bool {
+        match self.contains(psn) {
+            Some(got) => !got,
+            None => self.base.is_some() && !self.slid,
+        }
     }
 
     /// Whether `psn` arrived; `None` when it lies below what is kept.
@@ -446,6 +462,65 @@ fn check_ar_deadline(ctx: &mut Ctx<'_>, state: &mut DirState) {
     }
 }
 
+/// Whether a feedback about the direction is the common ACK, with no
+/// receiver rule broken and nothing pending: no SACK bit and no DUP, sent
+/// (its tx_ts) after the latest feedback so far with neither counter gone
+/// back, at an end host echoing a transmission the engine's window holds
+/// (exactly: the PSN's first or latest), at the receiver no AR, duplicate
+/// or NACK GAP awaiting feedback. Such an ACK only becomes the latest sent
+/// ([`record_plain_ack`]). Read without a check context by the lint's fast
+/// path (`LintState::metaroce`); the full check finds the rest.
+#[inline(always)]
+pub(super) fn plain_ack(
+    state: &DirState,
+    obs: &Observation,
+    mr: &MrObs,
+    fb: &FeedbackObs,
+    dir: Option<&Direction>,
+    endpoint: bool,
+    receiver: bool,
+) -> bool {
+    let FbKind::Ack {
+        sack_words, sack, ..
+    } = fb.kind
+    else {
+        return false;
+    };
+    let Some(last) = state.last_sent else {
+        return false;
+    };
+    let now = SentFeedback::of(obs, mr, fb);
+    // Sent after the latest so far (it becomes the latest), nothing back.
+    let in_order = sent_order(last, now).is_some_and(|(earlier, later)| {
+        later.frame == now.frame && went_back(earlier, later) == (false, false)
+    });
+    let plain = in_order
+        && !fb.flags.contains(FbFlags::DUP)
+        && sack.iter().take(usize::from(sack_words)).all(|&w| w == 0)
+        && !(receiver && (state.ar.is_some() || state.duplicates_pending || state.gaps_pending));
+    plain
+        && (!endpoint
+            || dir
+                .and_then(|dir| dir.transmissions(fb.echo_psn))
+                .is_some_and(|t| {
+                    t.count <= 2
+                        && [t.first, t.last]
+                            .into_iter()
+                            .any(|(tx_ts, ev)| tx_ts == fb.echo_tx_ts && ev == fb.echo_ev)
+                }))
+}
+
+/// What a [`plain_ack`] changes: it is the latest feedback sent.
+#[inline(always)]
+pub(super) fn record_plain_ack(
+    state: &mut DirState,
+    obs: &Observation,
+    mr: &MrObs,
+    fb: &FeedbackObs,
+) {
+    state.last_sent = Some(SentFeedback::of(obs, mr, fb));
+}
+
 /// A feedback about the direction (the context is the direction's).
 #[inline(never)]
 pub(super) fn check_feedback(
@@ -487,9 +562,7 @@ pub(super) fn check_feedback(
     }
     let Some(dir) = ctx.own else { return };
     let complete = dir.start_seen;
-    if !matches!(fb.kind, FbKind::ProbeReply) {
-        check_echo(ctx, fb);
-    }
+    check_echo(ctx, fb, &state.received);
 
     // MR-RCV-003: SACK bits for PSNs that arrived (at the sender: that
     // were sent). Without the connection's start, a PSN beyond the
@@ -611,33 +684,22 @@ pub(super) fn check_feedback(
 /// one captured after it is compared with it, and a later one replaces
 /// it (one finding per step back).
 fn check_order(ctx: &mut Ctx<'_>, mr: &MrObs, fb: &FeedbackObs, state: &mut DirState) {
-    let now = SentFeedback {
-        tx_ts: mr.tx_ts,
-        ts: ctx.obs.ts_ns,
-        frame: ctx.obs.frame,
-        cum: mr.psn,
-        ce_count: fb.ce_count,
-    };
+    let now = SentFeedback::of(ctx.obs, mr, fb);
     let Some(last) = state.last_sent else {
         state.last_sent = Some(now);
         return;
     };
-    let (earlier, later) = if now.ts.saturating_sub(last.ts) >= ORDER_BY_TX_TS_NS {
-        (last, now)
-    } else {
-        match now.tx_ts.wrapping_sub(last.tx_ts) as i32 {
-            0 => return,
-            d if d > 0 => (last, now),
-            _ => (now, last),
-        }
+    let Some((earlier, later)) = sent_order(last, now) else {
+        return;
     };
-    if psn_lt(later.cum, earlier.cum) {
+    let (cum_back, ce_back) = went_back(earlier, later);
+    if cum_back {
         ctx.report(
             CUM_MONOTONIC,
             Evidence::new(later.cum, earlier.cum).related(Some(last.frame)),
         );
     }
-    if (later.ce_count.wrapping_sub(earlier.ce_count) as i16) < 0 {
+    if ce_back {
         ctx.report(
             CE_COUNT,
             Evidence::new(later.ce_count, earlier.ce_count).related(Some(last.frame)),
@@ -648,8 +710,47 @@ fn check_order(ctx: &mut Ctx<'_>, mr: &MrObs, fb: &FeedbackObs, state: &mut DirS
     }
 }
 
-/// MR-RCV-004, at either end: the echoed transmission was captured.
-fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs) {
+impl SentFeedback {
+    #[inline(always)]
+    fn of(obs: &Observation, mr: &MrObs, fb: &FeedbackObs) -> SentFeedback {
+        SentFeedback {
+            tx_ts: mr.tx_ts,
+            ts: obs.ts_ns,
+            frame: obs.frame,
+            cum: mr.psn,
+            ce_count: fb.ce_count,
+        }
+    }
+}
+
+/// The earlier and the later sent of the latest feedback so far and a new
+/// one: by tx_ts (serial), or in capture order when captured over
+/// [`ORDER_BY_TX_TS_NS`] apart; `None` for one tx_ts (not ordered).
+#[inline(always)]
+fn sent_order(last: SentFeedback, now: SentFeedback) -> Option<(SentFeedback, SentFeedback)> {
+    if now.ts.saturating_sub(last.ts) >= ORDER_BY_TX_TS_NS {
+        return Some((last, now));
+    }
+    match now.tx_ts.wrapping_sub(last.tx_ts) as i32 {
+        0 => None,
+        d if d > 0 => Some((last, now)),
+        _ => Some((now, last)),
+    }
+}
+
+/// Whether the cumulative ack (MR-RCV-001) and ce_count (MR-RCV-007, mod
+/// 2^16) went back from the earlier sent feedback to the later.
+#[inline(always)]
+fn went_back(earlier: SentFeedback, later: SentFeedback) -> (bool, bool) {
+    (
+        psn_lt(later.cum, earlier.cum),
+        (later.ce_count.wrapping_sub(earlier.ce_count) as i16) < 0,
+    )
+}
+
+/// MR-RCV-004, at either end: the echoed transmission was captured (at
+/// the sender sent, at the receiver arrived).
+fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs, received: &Received) {
     if matches!(
         fb.kind,
         FbKind::Nack {
@@ -662,24 +763,50 @@ fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs) {
     }
     let Some(dir) = ctx.own else { return };
     let psn = fb.echo_psn;
+    if matches!(fb.kind, FbKind::ProbeReply) {
+        // A probe, with every probe of the connection captured (and kept).
+        if dir.start_seen && dir.probe_sent(psn, fb.echo_tx_ts, fb.echo_ev) == Some(false) {
+            ctx.report(ECHO_REAL, Evidence::new(psn, fb.echo_tx_ts).ev(fb.echo_ev));
+        }
+        return;
+    }
     let real = match dir.transmissions(psn) {
         // The window keeps the first and the latest transmission.
         Some(t) if t.count <= 2 => [t.first, t.last]
             .into_iter()
             .any(|(tx_ts, ev)| tx_ts == fb.echo_tx_ts && ev == fb.echo_ev),
-        Some(_) => true,
-        // Never sent: beyond the highest PSN, or a hole the window holds
-        // with every transmission captured.
-        None => {
-            let beyond = dir.highest_psn().is_some_and(|h| psn_lt(h, psn));
-            !(beyond || dir.start_seen && dir.tracks(psn))
+        // At the sender, where they are captured in the order sent: one
+        // of them or one between (serial arithmetic, spec 2). Elsewhere
+        // the way may reorder them: any.
+        Some(_) if !ctx.at_sender() => true,
+        Some(t) => {
+            let from_first = fb.echo_tx_ts.wrapping_sub(t.first.0) as i32;
+            from_first >= 0 && t.last.0.wrapping_sub(fb.echo_tx_ts) as i32 >= 0
         }
+        None => !never_captured(dir, psn, received),
     };
     if !real {
         ctx.report(ECHO_REAL, Evidence::new(psn, fb.echo_tx_ts).ev(fb.echo_ev));
     }
 }
 
+/// Whether no DATA of `psn` was captured on the direction, for a PSN the
+/// engine's window holds no transmission of: beyond the highest PSN; or,
+/// with the connection's start captured (every transmission, or arrival,
+/// in the capture), a hole of the window, nothing captured at all, or no
+/// intact packet of it among what the lint keeps ([`Received`]: at the
+/// sender what was sent, at the receiver what arrived intact, so only
+/// while none arrived trimmed). Unknown (`false`) for a PSN pruned from
+/// both.
+fn never_captured(dir: &Direction, psn: u32, received: &Received) -> bool {
+    let Some(highest) = dir.highest_psn() else {
+        return dir.start_seen;
+    };
+    if psn_lt(highest, psn) {
+        return true;
+    }
+    dir.start_seen && (dir.tracks(psn) || dir.c.trimmed == 0 && received.never(psn))
+}
 /// The PSNs of a SACK bitmap's set bits, lowest first.
 fn sacked(base: u32, words: u8, sack: &[u64; 4]) -> impl Iterator<Item = u32> + '_ {
     sack.iter()

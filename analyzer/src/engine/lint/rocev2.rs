@@ -165,8 +165,8 @@ pub(super) const RULES: &[Rule] = &[
         Severity::Warning,
         Vantage::Either,
         "DCQCN (CNP interval)",
-        "A notification point sends at most one CNP per flow per CNP interval (DCQCN's 50 us by \
-         default; Config::lint_cnp_interval_ns).",
+        "A notification point sends at most one CNP per flow per CNP interval (--cnp-interval, \
+         default DCQCN's 50 us; 0 turns the rule off).",
         "CNP {observed} ns after the flow's previous CNP (frame {related}); the interval is \
          {expected} ns.",
     )

@@ -6,6 +6,8 @@
 //! Every rule here is judged at a capture on the sender's host
 //! (`Vantage::Sender`): there, what was captured is what was sent, in the
 //! order it was sent, and feedback is captured when it reached the sender.
+//! MR-SND-003 also judges, anywhere, what the tx_ts order of one sender's
+//! packets proves (`Vantage::Either`).
 //! Checks on feedback get the [`Ctx`] of the direction the feedback
 //! acknowledges (the DATA direction), so the vantage and the finding's
 //! connection are that direction's.
@@ -18,9 +20,9 @@ use proto_parse::metaroce::{FbFlags, NackCode, psn_lt};
 
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
-use crate::engine::direction::Direction;
+use crate::engine::direction::next_seq;
 use crate::engine::verdict::{RetxKind, Verdict};
-use crate::observation::{DataObs, FbKind, FeedbackObs, MrObs, Observation};
+use crate::observation::{CrcCheck, DataObs, FbKind, FeedbackObs, MrObs, Observation};
 
 const fn rule(
     id: &'static str,
@@ -61,17 +63,21 @@ pub(super) const RULES: &[Rule] = &[
         "only the sender's capture holds every earlier transmission; elsewhere a lost one is \
          missing from the count",
     ),
-    rule(
+    Rule::new(
+        Protocol::MetaRoce,
         "MR-SND-003",
-        Severity::Error,
         "2, 11.5",
         "path_seq grows by one with every non-CTRL packet a direction sends on an ev \
          (skipping 0 when it wraps).",
         "path_seq {observed} on ev {ev} where the next value is {expected}.",
     )
+    .with_severity(Severity::Error)
+    .judged_from(Vantage::Either)
     .because(
-        "path_seq is counted as packets leave; elsewhere a lost packet is a gap, and one delayed \
-         on its path (a switch's queues, the reference stack's impairment) a step back",
+        "every value at the sender (`--vantage`), where path_seq is counted as packets leave \
+         (elsewhere a lost packet is a gap, a delayed one a step back); anywhere, a value at or \
+         below one of a packet sent before it (tx_ts) and a 0 on a numbered path, which no loss \
+         or delay explains",
     ),
     rule(
         "MR-SND-004",
@@ -165,9 +171,6 @@ pub(super) struct DirState {
     acks_at: usize,
     /// The feedback that last moved the cumulative ack (MR-SND-004).
     cum_frame: Option<u64>,
-    /// The engine's `path_reordered` of the direction at its last packet
-    /// (MR-SND-003).
-    path_reordered: u64,
 }
 
 /// What one feedback acknowledged: PSNs below `cum`, and those of its SACK
@@ -276,9 +279,10 @@ impl Credit {
 #[inline(never)]
 pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirState) {
     if !ctx.judges(Vantage::Sender) {
+        path_seq(ctx, mr);
         return;
     }
-    if plain_data(state, ctx.obs, mr, ctx.verdict, ctx.own) {
+    if plain_data(state, ctx.obs, mr, ctx.verdict) {
         record_plain_data(state, mr, d);
         return;
     }
@@ -292,14 +296,8 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
 /// without a check context by the lint's fast path
 /// (`LintState::metaroce`).
 #[inline(always)]
-pub(super) fn plain_data(
-    state: &DirState,
-    obs: &Observation,
-    mr: &MrObs,
-    v: &Verdict,
-    own: Option<&Direction>,
-) -> bool {
-    path_in_order(state, mr, v, own)
+pub(super) fn plain_data(state: &DirState, obs: &Observation, mr: &MrObs, v: &Verdict) -> bool {
+    path_in_order(v)
         && state.next_psn == Some(mr.psn)
         && mr.tx_attempt == 0
         && v.retransmission.is_none()
@@ -308,18 +306,11 @@ pub(super) fn plain_data(
         && obs.ts_ns < state.rate.due_ts
 }
 
-/// Whether a packet's path_seq is the next of its path (or unused): no
-/// MR-SND-003 to judge.
+/// Whether a packet's path_seq is the next of its path's previous packet,
+/// or unused, as the engine found: no MR-SND-003 to judge, at any vantage.
 #[inline(always)]
-pub(super) fn path_in_order(
-    state: &DirState,
-    mr: &MrObs,
-    v: &Verdict,
-    own: Option<&Direction>,
-) -> bool {
-    mr.path_seq == 0
-        || v.path_loss.is_none()
-            && own.is_some_and(|dir| dir.c.path_reordered == state.path_reordered)
+pub(super) fn path_in_order(v: &Verdict) -> bool {
+    v.path_seq_expected.is_none() && v.path_seq_back.is_none()
 }
 
 /// What a [`plain_data`] packet changes.
@@ -332,7 +323,7 @@ pub(super) fn record_plain_data(state: &mut DirState, mr: &MrObs, d: &DataObs) {
 /// [`check_data`] for any other packet.
 #[inline(never)]
 fn check_data_slow(ctx: &mut Ctx<'_>, mr: &MrObs, bytes: u64, state: &mut DirState) {
-    path_seq(ctx, mr, state);
+    path_seq(ctx, mr);
     let psn = mr.psn;
     let ts = ctx.obs.ts_ns;
     let retx = ctx.verdict.retransmission.is_some();
@@ -533,59 +524,91 @@ fn check_tx_attempt(ctx: &mut Ctx<'_>, mr: &MrObs) {
     }
 }
 
-/// MR-SND-003 on any packet of the direction (the context is the
-/// packet's own), from the engine's path state after it: a gap is the
-/// verdict's `path_loss` past the path's first packet, a value at or below
-/// the path's latest moves the direction's `path_reordered`.
-// Inline, unlike the other entries: its common path is two compares (no
-// gap, no reordering), cheaper than the call (the check itself stays out
-// of line in `check_path_seq`).
+/// MR-SND-003 on any packet of the direction but DATA (the context is the
+/// packet's own).
+// Inline, unlike the other entries: its common path is two compares (the
+// path in order), cheaper than the call (the check itself stays out of
+// line in `check_path_seq`).
 #[inline]
-pub(super) fn check_packet(ctx: &mut Ctx<'_>, mr: &MrObs, state: &mut DirState) {
-    if ctx.judges(Vantage::Sender) {
-        path_seq(ctx, mr, state);
-    }
+pub(super) fn check_packet(ctx: &mut Ctx<'_>, mr: &MrObs) {
+    path_seq(ctx, mr);
 }
 
 #[inline]
-fn path_seq(ctx: &mut Ctx<'_>, mr: &MrObs, state: &mut DirState) {
-    if mr.path_seq == 0 {
-        return;
-    }
-    let Some(dir) = ctx.own else { return };
-    let reordered = dir.c.path_reordered != state.path_reordered;
-    if reordered || ctx.verdict.path_loss.is_some() {
-        state.path_reordered = dir.c.path_reordered;
-        check_path_seq(ctx, mr, reordered);
+fn path_seq(ctx: &mut Ctx<'_>, mr: &MrObs) {
+    if !path_in_order(ctx.verdict) {
+        check_path_seq(ctx, mr);
     }
 }
 
+/// MR-SND-003 from the engine's path state: at the sender, every value
+/// that is not the next of the path's previous packet; elsewhere (and
+/// where the capture point is unknown) what no loss or reordering on the
+/// way explains: a value at or below one the sender sent earlier, and a 0
+/// on a path that numbers its packets.
 #[inline(never)]
-fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs, reordered: bool) {
-    let seq = mr.path_seq;
-    let Some(dir) = ctx.own else { return };
-    let Some((last, packets)) = dir.path_seq(mr.ev) else {
+fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs) {
+    if mr.checks.crc == CrcCheck::Bad {
+        // Its header is not what was sent (MR-PKT-014 reports it).
         return;
+    }
+    let v = ctx.verdict;
+    let seq = mr.path_seq;
+    let expected = if ctx.at_sender() || seq == 0 {
+        v.path_seq_expected
+    } else {
+        v.path_seq_back.map(next_seq)
     };
-    if reordered {
-        // The engine keeps the highest in order: this one is at or below.
-        ctx.report(PATH_SEQ, Evidence::new(seq, next_seq(last)).ev(mr.ev));
-    } else if packets > 1
-        && let Some(lost) = ctx.verdict.path_loss
-    {
-        let expected = seq.wrapping_sub(lost as u16);
-        // Across the wrap, 0 is skipped.
-        let expected = if expected == 0 || expected > seq {
-            expected.wrapping_sub(1)
-        } else {
-            expected
-        };
+    if let Some(expected) = expected {
         ctx.report(PATH_SEQ, Evidence::new(seq, expected).ev(mr.ev));
     }
 }
 
-fn next_seq(seq: u16) -> u16 {
-    if seq == u16::MAX { 1 } else { seq + 1 }
+/// Whether a feedback about the direction is the common ACK, with nothing
+/// for the sender rules but to remember it: an ACK with no congestion
+/// signal (ECE) and no credit limit, to a sender never credit-limited.
+/// Read without a check context by the lint's fast path
+/// (`LintState::metaroce`); [`record_ack`] is what it changes.
+#[inline(always)]
+pub(super) fn plain_ack(state: &DirState, fb: &FeedbackObs) -> bool {
+    matches!(fb.kind, FbKind::Ack { .. })
+        && !fb.flags.contains(FbFlags::ECE)
+        && fb.credit == u32::MAX
+        && state.credit.is_none()
+}
+
+/// What every feedback about the direction changes: the largest RTT, the
+/// latest feedback packets (MR-SND-004) and the one that last moved the
+/// cumulative ack.
+#[inline(always)]
+pub(super) fn record_ack(
+    state: &mut DirState,
+    obs: &Observation,
+    mr: &MrObs,
+    fb: &FeedbackObs,
+    v: &Verdict,
+) {
+    if let Some(rtt) = v.ack_rtt_ns {
+        state.max_rtt_ns = state.max_rtt_ns.max(rtt);
+    }
+    let (sack_base, sack) = match fb.kind {
+        // The observation's words past sack_words are 0.
+        FbKind::Ack {
+            sack_base, sack, ..
+        } => (sack_base, sack),
+        _ => (mr.psn, [0; 4]),
+    };
+    state.acks[state.acks_at] = Some(Ack {
+        frame: obs.frame,
+        ts: obs.ts_ns,
+        cum: mr.psn,
+        sack_base,
+        sack,
+    });
+    state.acks_at = (state.acks_at + 1) % ACKS;
+    if v.cum_ack_advance.is_some() {
+        state.cum_frame = Some(obs.frame);
+    }
 }
 
 /// A feedback about the direction (the context is the direction's).
@@ -601,27 +624,7 @@ pub(super) fn check_feedback(
     }
     let v = ctx.verdict;
     let ts = ctx.obs.ts_ns;
-    if let Some(rtt) = v.ack_rtt_ns {
-        state.max_rtt_ns = state.max_rtt_ns.max(rtt);
-    }
-    let (sack_base, sack) = match fb.kind {
-        // The observation's words past sack_words are 0.
-        FbKind::Ack {
-            sack_base, sack, ..
-        } => (sack_base, sack),
-        _ => (mr.psn, [0; 4]),
-    };
-    state.acks[state.acks_at] = Some(Ack {
-        frame: ctx.obs.frame,
-        ts,
-        cum: mr.psn,
-        sack_base,
-        sack,
-    });
-    state.acks_at = (state.acks_at + 1) % ACKS;
-    if v.cum_ack_advance.is_some() {
-        state.cum_frame = Some(ctx.obs.frame);
-    }
+    record_ack(state, ctx.obs, mr, fb, v);
 
     // MR-SND-005: a NACK to answer.
     if let FbKind::Nack {
