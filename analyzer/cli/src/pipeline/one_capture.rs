@@ -25,8 +25,8 @@ use crate::points::{Assigned, Points};
 /// engine; when a second capture point turns up (another session, or plain
 /// packets beside a session), the analysis goes on with a [`Multi`] whose
 /// first point is the engine so far, and the session's packets of its
-/// latest `RECENT_BATCHES` batches go to the matcher so that copies seen at both points match
-/// (plain packets before that are not kept).
+/// latest `RECENT_BATCHES` batches go to the matcher so that copies seen
+/// at both points match (plain packets before that are not kept).
 pub(super) fn analyze_one<S: Sink + ?Sized>(
     path: &Path,
     stem: String,
