@@ -491,17 +491,34 @@ impl Observation {
         data: &[u8],
         cfg: &DecodeConfig,
     ) -> Option<(Observation, MirrorTag)> {
-        let m = frame::ipv4_mirror(link, data)?;
-        let udp = frame::ipv4_udp(LinkType::Ethernet, m.inner)?;
+        let (udp, tag) = Observation::common_mirrored_udp(link, data)?;
         let obs = Observation::of_common_udp(frame_no, ts_ns, &udp, cfg)??;
-        Some((obs, MirrorTag::of(&m.mirror)))
+        Some((obs, tag))
     }
 
-    /// A common frame's UDP datagram: `Some(Some(..))` for a complete,
-    /// valid MetaRoCE packet, `Some(None)` for UDP of no protocol of ours
-    /// (with the heuristic off), `None` for anything else.
+    /// The outer layers of the common mirror (`frame::ipv4_mirror`) and
+    /// those of the common frame it carries (`frame::ipv4_udp`): the
+    /// mirrored UDP datagram and where it was mirrored. `None` for any
+    /// other frame. With [`Observation::of_common_udp`], the two halves of
+    /// [`Observation::decode_common_mirrored`], for a caller that builds
+    /// the plain and the mirrored packet's observation in one place.
     #[inline(always)]
-    fn of_common_udp(
+    pub fn common_mirrored_udp(
+        link: LinkType,
+        data: &[u8],
+    ) -> Option<(frame::Ipv4Udp<'_>, MirrorTag)> {
+        let m = frame::ipv4_mirror(link, data)?;
+        let udp = frame::ipv4_udp(LinkType::Ethernet, m.inner)?;
+        Some((udp, MirrorTag::of(&m.mirror)))
+    }
+
+    /// A common frame's UDP datagram (`frame::ipv4_udp`, plain or
+    /// mirrored): `Some(Some(..))` for a complete, valid MetaRoCE packet,
+    /// `Some(None)` for UDP of no protocol of ours (with the heuristic
+    /// off), `None` for anything else, which [`Observation::decode_full`]
+    /// takes.
+    #[inline(always)]
+    pub fn of_common_udp(
         frame_no: u64,
         ts_ns: u64,
         udp: &frame::Ipv4Udp<'_>,

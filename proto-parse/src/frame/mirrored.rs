@@ -1,8 +1,9 @@
 //! Mirror encapsulations met on the way: GRE (and ERSPAN I/II/III after
 //! it) in an IP packet, VXLAN in a UDP datagram. The outer layers become
 //! [`super::Frame::mirror`] and the frame they carry goes back through
-//! `network`. `gre_mirror` is shared with the hot loops' shortcut
-//! ([`super::ipv4_mirror`]), so both read a mirror alike.
+//! `network`. The hot loops' shortcut for the common mirror
+//! ([`super::ipv4_mirror`]) reads the same fields at fixed offsets and is
+//! tested against this.
 
 use std::net::IpAddr;
 
@@ -16,7 +17,7 @@ use crate::{Error, ErrorKind, Layer, LenSource};
 
 /// What a mirror encapsulation carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Inner {
+enum Inner {
     Ethernet,
     /// An IP packet (GRE 0x0800 / 0x86DD, ERSPAN III frame type 2).
     Ip(Next),
@@ -36,12 +37,8 @@ fn encap_err(err: Error, start: usize, cut_by_capture: bool) -> Error {
 }
 
 /// GRE at `off` (and ERSPAN after it): the mirror it describes and what
-/// it carries, at which frame offset. Shared by [`decode`] and
-/// [`ipv4_mirror`], so both read a mirror alike; always inlined, as the
-/// latter's errors are dropped (`None`) and most of the mirror's fields
-/// unused by the hot loops.
-#[inline(always)]
-pub(super) fn gre_mirror(
+/// it carries, at which frame offset.
+fn gre_mirror(
     data: &[u8],
     off: usize,
     cap_end: usize,

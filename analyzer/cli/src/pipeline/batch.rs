@@ -37,7 +37,8 @@ pub(super) struct Batch {
 pub(super) struct Side {
     /// The bytes of the batch's IP fragments (`Item::Fragment`).
     pub(super) fragment_bytes: Vec<u8>,
-    /// The mirror sessions of the batch's `Item::Mirrored`.
+    /// The mirror sessions of the batch's mirrored packets (`Item::Packet`'s
+    /// `session`).
     pub(super) sources: Vec<MirrorSource>,
     /// Mirrored frames and what the frames that made no packet were.
     pub(super) census: Census,
@@ -45,13 +46,18 @@ pub(super) struct Side {
 
 impl Side {
     /// The index of `source` in `sources` (added if new; a batch sees few).
+    #[inline(always)]
     pub(super) fn source(&mut self, source: MirrorSource) -> u16 {
-        let at = match self.sources.iter().rposition(|s| *s == source) {
-            Some(at) => at,
-            None => {
-                self.sources.push(source);
-                self.sources.len() - 1
-            }
+        let at = match self.sources.last() {
+            // Most often the previous copy's.
+            Some(last) if *last == source => self.sources.len() - 1,
+            _ => match self.sources.iter().rposition(|s| *s == source) {
+                Some(at) => at,
+                None => {
+                    self.sources.push(source);
+                    self.sources.len() - 1
+                }
+            },
         };
         at as u16
     }

@@ -1,14 +1,17 @@
 //! What the parsing thread makes of one frame: an [`Item`], the owned
 //! observation of a packet of ours (plain or mirrored) or what the engine
-//! thread still needs of any other frame. The common frame's route is
-//! inlined into the loops that build batches; the rest is out of line so
-//! that it stays small (instruction counts: docs/performance.md).
+//! thread still needs of any other frame.
+//!
+//! The common frame's route, and after it the common mirror's, are
+//! inlined into the loops that build batches: each builds its packet's
+//! observation in the item it returns, once. The rest is out of line so
+//! that they stay small (instruction counts: docs/performance.md,
+//! docs/mirrors.md).
 
 use proto_parse::defrag;
 use proto_parse::frame::{DecodeConfig, LinkType};
 
 use analyzer::engine::Observation;
-use analyzer::observation::MirrorTag;
 
 use super::batch::Side;
 
@@ -16,12 +19,13 @@ use super::batch::Side;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Item {
     /// A MetaRoCE or RoCEv2 frame (malformed ones included: the engine
-    /// counts them).
-    Packet(Observation),
-    /// A MetaRoCE or RoCEv2 frame mirrored by the session
-    /// `Batch::side.sources[source]` (its time: the switch's, when the
-    /// copy carries a whole IEEE 1588 one).
-    Mirrored { obs: Observation, source: u16 },
+    /// counts them). A mirrored one has `session`, the index of its mirror
+    /// session in `Batch::side.sources`, and the switch's time when the
+    /// copy carries a whole IEEE 1588 one.
+    Packet {
+        obs: Observation,
+        session: Option<u16>,
+    },
     /// Any other frame: its number and timestamp.
     Other { frame: u64, ts_ns: u64 },
     /// An IP fragment, for the engine thread's reassembler: its bytes are
@@ -38,7 +42,7 @@ pub enum Item {
 impl Item {
     pub(super) fn ts_ns(&self) -> u64 {
         match self {
-            Item::Packet(obs) | Item::Mirrored { obs, .. } => obs.ts_ns,
+            Item::Packet { obs, .. } => obs.ts_ns,
             Item::Other { ts_ns, .. } | Item::Fragment { ts_ns, .. } => *ts_ns,
         }
     }
@@ -47,7 +51,9 @@ impl Item {
 impl Item {
     /// Decodes one captured frame; an IP fragment's bytes, a mirror's
     /// session and what a frame of no protocol of ours was go to `side`.
-    /// Always inlined into the batch loops: as a call it costs
+    /// The common plain frame first, then the common mirror (counted in
+    /// the census here; its time the switch's when the copy carries a
+    /// whole one). Always inlined into the batch loops: as a call it costs
     /// instructions per packet (cachegrind), most of them moving the
     /// returned `Item`.
     #[inline(always)]
@@ -61,31 +67,30 @@ impl Item {
     ) -> Item {
         let link = LinkType::from(u32::from(linktype));
         match Observation::decode_common(index, ts_ns, link, data, decode) {
-            Some(Some(obs)) => Item::Packet(obs),
+            Some(Some(obs)) => Item::Packet { obs, session: None },
             Some(None) => Item::not_observed(index, ts_ns, linktype, data, decode, side),
-            None => Item::uncommon(index, ts_ns, linktype, data, decode, side),
+            None => match Observation::common_mirrored_udp(link, data) {
+                Some((udp, tag)) => {
+                    side.census.mirrored(&tag);
+                    let session = side.source(tag.source);
+                    let packet_ts = tag.switch_ts_ns.unwrap_or(ts_ns);
+                    match Observation::of_common_udp(index, packet_ts, &udp, decode) {
+                        Some(Some(obs)) => Item::Packet {
+                            obs,
+                            session: Some(session),
+                        },
+                        _ => Item::in_counted_mirror(
+                            index, ts_ns, packet_ts, session, linktype, data, decode, side,
+                        ),
+                    }
+                }
+                None => Item::uncommon(index, ts_ns, linktype, data, decode, side),
+            },
         }
     }
 
-    /// A packet mirrored where `tag` says, counted in the census; its time
-    /// is the switch's when the copy carries a whole one.
-    #[inline(always)]
-    fn mirrored(mut obs: Observation, tag: &MirrorTag, side: &mut Side) -> Item {
-        side.census.mirrored(tag);
-        if let Some(switch_ts) = tag.switch_ts_ns {
-            obs.ts_ns = switch_ts;
-        }
-        Item::Mirrored {
-            obs,
-            source: side.source(tag.source),
-        }
-    }
-
-    /// A frame the common route did not take: the common mirror, read
-    /// here as the common frame is in `decode` (its observation built in
-    /// the returned item, not moved into it), or anything else through
-    /// the full decode. Out of line, so that the common frame's route
-    /// stays as it is.
+    /// A frame the common routes did not take, through the full decode.
+    /// Out of line, so that the common routes stay small.
     #[inline(never)]
     fn uncommon(
         index: u64,
@@ -96,15 +101,53 @@ impl Item {
         side: &mut Side,
     ) -> Item {
         let link = LinkType::from(u32::from(linktype));
-        if let Some((obs, tag)) =
-            Observation::decode_common_mirrored(index, ts_ns, link, data, decode)
-        {
-            return Item::mirrored(obs, &tag, side);
-        }
         match Observation::decode_full(index, ts_ns, link, data, decode) {
-            (Some(obs), None) => Item::Packet(obs),
-            (Some(obs), Some(tag)) => Item::mirrored(obs, &tag, side),
+            (Some(obs), None) => Item::Packet { obs, session: None },
+            (Some(mut obs), Some(tag)) => {
+                side.census.mirrored(&tag);
+                if let Some(switch_ts) = tag.switch_ts_ns {
+                    obs.ts_ns = switch_ts;
+                }
+                Item::Packet {
+                    obs,
+                    session: Some(side.source(tag.source)),
+                }
+            }
             (None, _) => Item::not_observed(index, ts_ns, linktype, data, decode, side),
+        }
+    }
+
+    /// A common mirror (counted, its session known: `Item::decode`)
+    /// whose copy the common route did not take (a RoCEv2 packet, a cut
+    /// or malformed one, other UDP), through the full decode; at
+    /// `packet_ts` if it is a packet of ours, else at the capture's
+    /// `ts_ns`.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn in_counted_mirror(
+        index: u64,
+        ts_ns: u64,
+        packet_ts: u64,
+        session: u16,
+        linktype: u16,
+        data: &[u8],
+        decode: &DecodeConfig,
+        side: &mut Side,
+    ) -> Item {
+        let link = LinkType::from(u32::from(linktype));
+        match Observation::decode_full(index, packet_ts, link, data, decode).0 {
+            Some(obs) => Item::Packet {
+                obs,
+                session: Some(session),
+            },
+            None => {
+                side.census.other_in_counted_mirror(link, data, decode);
+                Item::Other {
+                    frame: index,
+                    ts_ns,
+                }
+            }
         }
     }
 

@@ -1,17 +1,20 @@
 //! One capture file. A capture of plain packets, or of one mirror
 //! session, is analysed by one engine, like any single capture; the
 //! cross-capture matcher is fed only once a second capture point turns
-//! up (`several_points`), with the session's latest packets kept for it
-//! meanwhile ([`Recent`]).
+//! up (`several_points`), with the items of the session's latest batches
+//! kept for it meanwhile ([`Recent`]).
 
+use std::collections::VecDeque;
 use std::io;
 use std::path::Path;
 
 use analyzer::engine::{Engine, MergeConfig, MultiEngine, Observation, Verdict};
 use proto_parse::mirror::MirrorSource;
 
+use super::BATCH;
+use super::batch::Batch;
 use super::item::Item;
-use super::reading::{open_with_len, spawn_parser};
+use super::reading::{Parser, open_with_len, spawn_parser};
 use super::reassembly::Defrag;
 use super::several_points::Multi;
 use super::{CaptureResult, Options, Progress, Sink, hand_over_findings};
@@ -21,9 +24,9 @@ use crate::points::{Assigned, Points};
 /// this one. A capture of plain packets, or of one mirror session, has one
 /// engine; when a second capture point turns up (another session, or plain
 /// packets beside a session), the analysis goes on with a [`Multi`] whose
-/// first point is the engine so far, and the session's latest `RECENT`
-/// packets go to the matcher so that copies seen at both points match
-/// (plain packets before that are not kept).
+/// first point is the engine so far, and the session's packets of its
+/// latest `RECENT_BATCHES` batches go to the matcher so that copies seen
+/// at both points match (plain packets before that are not kept).
 pub(super) fn analyze_one<S: Sink + ?Sized>(
     path: &Path,
     stem: String,
@@ -55,24 +58,24 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
             for (at, item) in batch.items.iter().enumerate() {
                 let reassembled;
                 let obs = match item {
-                    Item::Packet(obs) if points.plain_is_own(0) => obs,
-                    Item::Mirrored { obs, source } if own_index == Some(*source) => {
-                        recent.push(obs);
-                        obs
-                    }
-                    Item::Mirrored { obs, source }
-                        if points.is_own_session(0, batch.side.sources[usize::from(*source)]) =>
-                    {
-                        let session = batch.side.sources[usize::from(*source)];
+                    Item::Packet { obs, session: None } if points.plain_is_own(0) => obs,
+                    Item::Packet {
+                        obs,
+                        session: Some(index),
+                    } if own_index == Some(*index) => obs,
+                    Item::Packet {
+                        obs,
+                        session: Some(index),
+                    } if points.is_own_session(0, batch.side.sources[usize::from(*index)]) => {
+                        let session = batch.side.sources[usize::from(*index)];
                         if let Assigned::Renamed(_) = points.session(0, session, &stems) {
                             sink.begin_capture(0, path, &points.point(0).name);
                         }
                         own_session = Some(session);
-                        own_index = Some(*source);
-                        recent.push(obs);
+                        own_index = Some(*index);
                         obs
                     }
-                    Item::Packet(_) | Item::Mirrored { .. } => {
+                    Item::Packet { .. } => {
                         second_point = Some(at);
                         break;
                     }
@@ -102,7 +105,7 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
                     paths: &paths,
                     stems: &stems,
                 });
-                for obs in recent.oldest_first() {
+                for obs in recent.packets().chain(Recent::mirrored(&batch.items[..at])) {
                     m.multi.remember(0, obs);
                 }
                 for item in &batch.items[at..] {
@@ -111,7 +114,11 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
                 parser.recycle(batch);
                 break;
             }
-            parser.recycle(batch);
+            if own_session.is_some() {
+                recent.keep(batch, &parser);
+            } else {
+                parser.recycle(batch);
+            }
         }
         // Several points: the rest of the capture.
         if let Some(m) = &mut multi {
@@ -141,39 +148,51 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
     Ok(vec![result])
 }
 
-/// Mirrored packets kept while a capture has one capture point, for the
-/// cross-capture matcher when a second point turns up (about 5 MB). The
+/// Batches kept while a capture's one point is a mirror session, for the
+/// cross-capture matcher when a second point turns up: the latest
+/// `RECENT_BATCHES * BATCH` frames (32,768, about 5 MB of items). The
 /// matcher is not fed while there is one point, as it would hold every
 /// packet of its window waiting for a copy (a million entries at 1 Mpps).
-const RECENT: usize = 1 << 15;
+const RECENT_BATCHES: usize = (1 << 15) / BATCH;
 
-/// The latest `RECENT` mirrored packets of a capture's one point: a ring,
-/// overwritten in place once full (a copy of the observation per packet,
-/// no more).
+/// The items of the latest `RECENT_BATCHES` batches of a capture whose one
+/// point is a mirror session: nothing is copied per packet. A kept batch's
+/// items are swapped for the oldest kept ones (emptied) and the batch goes
+/// back to the parsing thread at once, its other buffers with it. Plain
+/// packets before a session are not kept.
 #[derive(Default)]
 struct Recent {
-    ring: Vec<Observation>,
-    /// Where the next packet goes once the ring is full: the oldest.
-    next: usize,
+    items: VecDeque<Vec<Item>>,
 }
 
 impl Recent {
-    #[inline]
-    fn push(&mut self, obs: &Observation) {
-        if self.ring.capacity() == 0 {
-            // At once, not grown by copying as it fills.
-            self.ring.reserve_exact(RECENT);
-        }
-        if self.ring.len() < RECENT {
-            self.ring.push(*obs);
+    fn keep(&mut self, mut batch: Batch, parser: &Parser<'_>) {
+        let mut spare = if self.items.len() == RECENT_BATCHES {
+            self.items.pop_front().unwrap_or_default()
         } else {
-            self.ring[self.next] = *obs;
-            self.next = (self.next + 1) % RECENT;
-        }
+            Vec::with_capacity(BATCH)
+        };
+        spare.clear();
+        std::mem::swap(&mut batch.items, &mut spare);
+        self.items.push_back(spare);
+        parser.recycle(batch);
     }
 
-    fn oldest_first(&self) -> impl Iterator<Item = &Observation> {
-        let (newer, older) = self.ring.split_at(self.next);
-        older.iter().chain(newer)
+    /// The mirrored packets of `items`: in a batch of the one-point loop,
+    /// the session's own (a copy of another session, or a plain packet,
+    /// ends that loop).
+    fn mirrored(items: &[Item]) -> impl Iterator<Item = &Observation> {
+        items.iter().filter_map(|item| match item {
+            Item::Packet {
+                obs,
+                session: Some(_),
+            } => Some(obs),
+            _ => None,
+        })
+    }
+
+    /// The session's packets of the kept batches, oldest first.
+    fn packets(&self) -> impl Iterator<Item = &Observation> {
+        self.items.iter().flat_map(|items| Recent::mirrored(items))
     }
 }

@@ -36,11 +36,16 @@ impl Multi<'_> {
         sink: &mut S,
     ) -> usize {
         let assigned = match item {
-            Item::Mirrored { source, .. } => {
-                let source = batch.side.sources[usize::from(*source)];
+            Item::Packet {
+                session: Some(index),
+                ..
+            } => {
+                let source = batch.side.sources[usize::from(*index)];
                 self.points.session(file, source, self.stems)
             }
-            Item::Packet(_) | Item::Fragment { .. } => self.points.plain(file, self.stems),
+            Item::Packet { session: None, .. } | Item::Fragment { .. } => {
+                self.points.plain(file, self.stems)
+            }
             Item::Other { .. } => Assigned::Known(file),
         };
         match assigned {
@@ -69,7 +74,7 @@ impl Multi<'_> {
     ) {
         let reassembled;
         let obs = match item {
-            Item::Packet(obs) | Item::Mirrored { obs, .. } => Some(obs),
+            Item::Packet { obs, .. } => Some(obs),
             _ => {
                 reassembled = defrag.datagram(item, batch);
                 reassembled.as_ref()
