@@ -78,7 +78,10 @@ if [ -n "$executor_env" ]; then
                   --conf spark.pyspark.python=./metaroce-env/bin/python
                   --conf "spark.pyspark.driver.python=$PYSPARK_PYTHON")
 fi
+# What the job needs of Spark and no more: no web UI, Python workers
+# reused between tasks, Arrow between the JVM and Python.
 "$spark_submit" --master "$master" \
-    --conf spark.ui.showConsoleProgress=false --conf spark.log.level=WARN \
+    --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false --conf spark.log.level=WARN \
+    --conf spark.python.worker.reuse=true --conf spark.sql.execution.arrow.pyspark.enabled=true \
     --py-files "$work/metaroce_cluster.zip" "${submit_args[@]}" \
     "$here/main.py" --analyzer "$analyzer" "${job_args[@]}"

@@ -32,23 +32,23 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
 
-type PyBatch = PyArrowType<RecordBatch>;
+pub(crate) type PyBatch = PyArrowType<RecordBatch>;
 
-fn value_error(e: impl std::fmt::Display) -> PyErr {
+pub(crate) fn value_error(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
 /// Typed access to a batch's columns, with errors that name the column.
-struct Cols<'a>(&'a RecordBatch);
+pub(crate) struct Cols<'a>(pub(crate) &'a RecordBatch);
 
 impl<'a> Cols<'a> {
-    fn get(&self, name: &str) -> PyResult<&'a ArrayRef> {
+    pub(crate) fn get(&self, name: &str) -> PyResult<&'a ArrayRef> {
         self.0
             .column_by_name(name)
             .ok_or_else(|| PyKeyError::new_err(format!("the batch has no column {name:?}")))
     }
 
-    fn i64(&self, name: &str) -> PyResult<&'a arrow_array::Int64Array> {
+    pub(crate) fn i64(&self, name: &str) -> PyResult<&'a arrow_array::Int64Array> {
         self.get(name)?
             .as_primitive_opt::<Int64Type>()
             .ok_or_else(|| {
@@ -64,13 +64,13 @@ impl<'a> Cols<'a> {
             })
     }
 
-    fn bool(&self, name: &str) -> PyResult<&'a arrow_array::BooleanArray> {
+    pub(crate) fn bool(&self, name: &str) -> PyResult<&'a arrow_array::BooleanArray> {
         self.get(name)?
             .as_boolean_opt()
             .ok_or_else(|| PyTypeError::new_err(format!("column {name:?} must be boolean")))
     }
 
-    fn str(&self, name: &str) -> PyResult<Strings<'a>> {
+    pub(crate) fn str(&self, name: &str) -> PyResult<Strings<'a>> {
         let a = self.get(name)?;
         match a.data_type() {
             DataType::Utf8 => Ok(Strings::Small(a.as_string::<i32>())),
@@ -84,14 +84,14 @@ impl<'a> Cols<'a> {
 }
 
 /// A string column, whichever offsets Arrow gave it.
-enum Strings<'a> {
+pub(crate) enum Strings<'a> {
     Small(&'a arrow_array::StringArray),
     Large(&'a arrow_array::LargeStringArray),
     View(&'a arrow_array::StringViewArray),
 }
 
 impl Strings<'_> {
-    fn value(&self, i: usize) -> &str {
+    pub(crate) fn value(&self, i: usize) -> &str {
         match self {
             Strings::Small(a) => a.value(i),
             Strings::Large(a) => a.value(i),
@@ -102,10 +102,10 @@ impl Strings<'_> {
 
 /// Addresses parsed once per distinct string of a batch.
 #[derive(Default)]
-struct Ips(FxHashMap<String, IpAddr>);
+pub(crate) struct Ips(FxHashMap<String, IpAddr>);
 
 impl Ips {
-    fn parse(&mut self, text: &str, column: &str) -> PyResult<IpAddr> {
+    pub(crate) fn parse(&mut self, text: &str, column: &str) -> PyResult<IpAddr> {
         if let Some(ip) = self.0.get(text) {
             return Ok(*ip);
         }
