@@ -169,15 +169,6 @@ def hop_rows(tx, packets):
     ).drop("h")
 
 
-PATH = ["up", "down", "rocev2", "src", "dst", "src_conn", "dst_conn", "ev"]
-
-
-def path_switches(hops):
-    """Switches each path crossed (as its delivered packets named them)."""
-    return hops.groupBy(*PATH).agg(F.array_sort(F.collect_set("switch_id")).alias("switches"))
-
-
-
 
 def _rows_table(spark, rows, path):
     """A list of dicts as one Parquet table (pyarrow on the driver for a

@@ -12,7 +12,7 @@ from conftest import POSTMORTEM, generate, run
 
 
 def test_an_executor_with_another_engine_stops_the_job(binaries, tmp_path):
-    captures = generate(binaries, tmp_path / "captures", "2", "--iterations", "2")
+    captures = generate(binaries, tmp_path / "captures", "4", "--iterations", "2")
     exports = tmp_path / "exports"
     run([binaries[0], "export", "--no-progress", "--parquet", exports, *captures])
     other = tmp_path / "other-engine" / "metaroce"
