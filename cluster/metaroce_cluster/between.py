@@ -9,15 +9,14 @@ handled here.
    (pyarrow) and ``metaroce.shard`` cuts its sightings into buckets by a
    64-bit hash of the transmission key: one compact blob per (host,
    bucket). The task also returns the host's row count, span, stalls and
-   ``captures`` row (small).
-2. :func:`bucketed`: Spark moves the blobs to one partition per bucket
-   (every sighting of a transmission, whatever its host, lands in the
-   same one) and keeps them.
-3. :func:`path_sums`: per bucket, ``metaroce.match_paths`` runs the
+   ``captures`` row (small). Spark moves the blobs to one partition per
+   bucket (every sighting of a transmission, whatever its host, lands in
+   the same one) and keeps them.
+2. :func:`path_sums`: per bucket, ``metaroce.match_paths`` runs the
    engine's matcher (sorting by capture time inside) and returns each
    path's sums of ``ts_b - ts_a``; summed (``metaroce.merge_paths``),
    they give the clock offsets (``metaroce.offsets``).
-4. :func:`partials`: per bucket again, ``metaroce.match_partials``
+3. :func:`partials`: per bucket again, ``metaroce.match_partials``
    matches the same blobs knowing the offsets, the reference clock and
    the incidents' windows, and returns mergeable partials (delay
    histogram counts, fate counts, per-path, per-switch and per-incident
@@ -111,9 +110,11 @@ def _packets(table):
 
 def read_hosts(spark, items, buckets, driver_version):
     """One task per host ``items[i] = (host, packets dir, captures dir)``
-    (either dir may be None). Returns a kept RDD of ``(info, [(bucket,
-    blob)])``, ``info``: ``{index, rows, first, last, stalls, captures,
-    problems}``."""
+    (either dir may be None) reads it and cuts its sightings into blobs;
+    Spark moves them to one partition per bucket and keeps them. Returns
+    ``(blobs, infos)``: the kept RDD of ``(bucket, blob)`` (partition
+    ``buckets`` holds the hosts' infos instead) and per host ``{index,
+    rows, first, last, stalls, captures, problems}``, in host order."""
     columns = STRING_COLUMNS + ["malformed"] + INT_COLUMNS + LIST_COLUMNS
 
     def read(item):
@@ -137,40 +138,49 @@ def read_hosts(spark, items, buckets, driver_version):
             info["first"], info["last"] = mm["min"], mm["max"]
             info["stalls"] = metaroce.stalls(batches)
             blobs = metaroce.shard(batches, index, buckets)
-        return info, blobs
+        return [(buckets, info)] + blobs
 
     sc = spark.sparkContext
-    return sc.parallelize(list(enumerate(items)), max(1, len(items))).map(read).persist(StorageLevel.MEMORY_AND_DISK)
+    blobs = (sc.parallelize(list(enumerate(items)), max(1, len(items))).flatMap(read)
+             .partitionBy(buckets + 1, lambda b: b).persist(StorageLevel.MEMORY_AND_DISK))
+    infos = blobs.mapPartitionsWithIndex(lambda i, it: (v for _, v in it) if i == buckets else iter(())).collect()
+    return blobs, sorted(infos, key=lambda i: i["index"])
 
 
-def bucketed(read, buckets):
-    """The blobs, one partition per bucket, kept for the two passes."""
-    return (read.flatMap(lambda r: r[1]).partitionBy(buckets, lambda b: b)
-            .persist(StorageLevel.MEMORY_AND_DISK))
+def _buckets_of(i, it, buckets):
+    """The blobs of partition ``i`` (none in the infos' partition)."""
+    return [b for _, b in it] if i < buckets else None
 
 
 def path_sums(blobs, spans, remap, driver_version, window_ns=WINDOW_NS):
     """Pass 1: the paths' sums of every bucket, summed (bytes, for
     ``metaroce.offsets`` and pass 2)."""
 
-    def run(it):
+    buckets = blobs.getNumPartitions() - 1
+
+    def run(i, it):
         metaroce = _engine(driver_version)
-        yield metaroce.match_paths([b for _, b in it], spans, remap, window_ns=window_ns)
+        mine = _buckets_of(i, it, buckets)
+        if mine is not None:
+            yield metaroce.match_paths(mine, spans, remap, window_ns=window_ns)
 
     import metaroce
 
-    return metaroce.merge_paths(blobs.mapPartitions(run).collect())
+    return metaroce.merge_paths(blobs.mapPartitionsWithIndex(run).collect())
 
 
 def partials(blobs, spans, remap, paths, to_ref, windows, driver_version, window_ns=WINDOW_NS):
     """Pass 2: every bucket's partials (bytes, for ``metaroce.assemble``)."""
     shared = blobs.context.broadcast(paths)
+    buckets = blobs.getNumPartitions() - 1
 
-    def run(it):
+    def run(i, it):
         metaroce = _engine(driver_version)
-        out = metaroce.match_partials([b for _, b in it], spans, remap, shared.value, to_ref, windows,
-                                      window_ns=window_ns)
+        mine = _buckets_of(i, it, buckets)
+        if mine is None:
+            return
+        out = metaroce.match_partials(mine, spans, remap, shared.value, to_ref, windows, window_ns=window_ns)
         _fail_first_attempt()
         yield out
 
-    return blobs.mapPartitions(run).collect()
+    return blobs.mapPartitionsWithIndex(run).collect()

@@ -151,8 +151,7 @@ def run(spark, args):
     items, roots, hosts_of_root = load(spark, args, messages)
     version = engine_version()
     buckets = args.buckets or max(1, 2 * spark.sparkContext.defaultParallelism)
-    read = between.read_hosts(spark, items, buckets, version)
-    infos = sorted(read.map(lambda r: r[0]).collect(), key=lambda i: i["index"])
+    blobs, infos = between.read_hosts(spark, items, buckets, version)
     hosts, remap = hosts_analysed(items, infos, messages)
     phases.done("map and load")
     overlap_messages(hosts, messages)
@@ -160,12 +159,10 @@ def run(spark, args):
               "incidents": [], "messages": messages}
     if not any(h["packets"] for h in hosts):
         messages.append("no host has packets to analyse")
-        read.unpersist()
+        blobs.unpersist()
         return report
     spans = [(h["first_ts_ns"] or 0, h["last_ts_ns"] or 0) for h in hosts]
-    blobs = between.bucketed(read, buckets)
     paths = between.path_sums(blobs, spans, remap, version, args.window_ns)
-    read.unpersist()
     offsets = {(a, b): o for a, b, o in metaroce_module().offsets(spans, paths)}
     phases.done("clock offsets")
 
