@@ -11,20 +11,26 @@
 #                   exports: the whole reduce, Spark start included
 #   fixed s         Spark start to the end of its first task (spark-submit
 #                   started; the session made; a one-task job run)
-#   match s         the engine's matching, offsets, delays and loss
-#                   (between captures) in Spark
+#   match s         the reduce's matching: hosts' packets read and cut into
+#                   bucket blobs, the blobs moved, both matching passes
+#                   (phases "map and load" + "clock offsets" + "between
+#                   captures")
 #   matched/s/core  matched transmissions / match s / 2 cores
-#   rest s          fabric views, incidents and tables
+#   rest s          the report assembled: fabric views, incidents, culprits
 #   x report        spark s / report s
+#   tables s        with --tables: a second run with --tables, its
+#                   "tables written" phase (the per-transmission tables)
 #   equal           between_captures of the job against report --json and
 #                   metaroce.report: "all" (percentiles included), or
 #                   "counts" (every count, offset and end margin; the
 #                   delay summaries differ: paths over 4,096 matches, the
 #                   single process's reservoir), or NO
 #
-#   cluster/bench.sh [HOSTSxITERATIONS...]     (default: 16x150 32x150)
+#   cluster/bench.sh [--tables] [HOSTSxITERATIONS...]     (default: 16x150 32x150)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tables=""
+if [ "${1:-}" = --tables ]; then tables=1; shift; fi
 sizes=("$@")
 ((${#sizes[@]})) || sizes=(16x150 32x150)
 cargo build -q -p metaroce-analyze -p fixtures-generator
@@ -35,9 +41,9 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 
-printf '%9s %10s %10s %9s %11s %10s %8s %8s %8s %15s %7s %9s %6s\n' \
+printf '%9s %10s %10s %9s %11s %10s %8s %8s %8s %15s %7s %9s %8s %6s\n' \
     size packets matched "report s" "py report s" "map s/host" "spark s" "fixed s" "match s" \
-    "matched/s/core" "rest s" "x report" equal
+    "matched/s/core" "rest s" "x report" "tables s" equal
 for size in "${sizes[@]}"; do
     hosts="${size%x*}" iterations="${size#*x}"
     d="$work/$size"
@@ -57,8 +63,12 @@ PY
     t3=$(now)
     cluster/postmortem.sh --master 'local[2]' --out "$d/out" "$d/exports" >"$d/log" 2>&1 || { tail -30 "$d/log"; exit 1; }
     t4=$(now)
+    if [ -n "$tables" ]; then
+        cluster/postmortem.sh --master 'local[2]' --out "$d/out-tables" --tables "$d/exports" >"$d/log-tables" 2>&1 ||
+            { tail -30 "$d/log-tables"; exit 1; }
+    fi
     "$venv/bin/python" - "$d" "$size" "$hosts" "$t0" "$t1" "$t2" "$t3" "$t4" <<'PY'
-import json, sys
+import json, os, sys
 d, size, hosts = sys.argv[1], sys.argv[2], int(sys.argv[3])
 t0, t1, t2, t3, t4 = map(float, sys.argv[4:9])
 r = json.load(open(f"{d}/out/report.json"))
@@ -78,12 +88,15 @@ else:
 packets = sum(h["packets"] for h in r["hosts"])
 matched = sum(b["matched_packets"] for b in r["between_captures"])
 ph = r["phases_s"]
-match_s = ph["between captures"]
-rest = ph["fabric views"] + ph["incidents"] + ph["tables written"]
+match_s = ph["map and load"] + ph["clock offsets"] + ph["between captures"]
+rest = ph["fabric views and incidents"]
+tables = "-"
+if os.path.exists(f"{d}/out-tables/report.json"):
+    tables = f'{json.load(open(f"{d}/out-tables/report.json"))["phases_s"]["tables written"]:.1f}'
 report_s, spark_s = t1 - t0, t4 - t3
 print(f"{size:>9} {packets:10,d} {matched:10,d} {report_s:9.2f} {t2 - t1:11.2f} {(t3 - t2) / hosts:10.2f} "
       f"{spark_s:8.1f} {ph['spark start to first task']:8.1f} {match_s:8.1f} {matched / match_s / 2:15,.0f} "
-      f"{rest:7.1f} {spark_s / report_s:9.1f} {equal:>6}")
+      f"{rest:7.1f} {spark_s / report_s:9.1f} {tables:>8} {equal:>6}")
 print("           phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ph.items()), file=sys.stderr)
 PY
 done

@@ -65,8 +65,13 @@ trap 'rm -rf "$work"' EXIT
 (cd "$here" && python3 -m zipfile -c "$work/metaroce_cluster.zip" metaroce_cluster >/dev/null)
 
 case "$master" in
-# A handful of shuffle partitions for one machine (200 by default).
-local*) submit_args+=(--conf spark.sql.shuffle.partitions=8) ;;
+# A handful of shuffle partitions for one machine (200 by default). In
+# local mode the driver's JVM is the executor too: its JIT's first tier
+# and the serial collector halve its start on a small machine, and its
+# work here (moving a few large blobs) needs no more (a user's own
+# --conf spark.driver.extraJavaOptions, given after, replaces this).
+local*) submit_args=(--conf "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+                     "${submit_args[@]}" --conf spark.sql.shuffle.partitions=8) ;;
 *) if [ -f "$analyzer" ]; then submit_args+=(--files "$analyzer"); analyzer="$(basename "$analyzer")"; fi ;;
 esac
 
@@ -78,7 +83,10 @@ if [ -n "$executor_env" ]; then
                   --conf spark.pyspark.python=./metaroce-env/bin/python
                   --conf "spark.pyspark.driver.python=$PYSPARK_PYTHON")
 fi
+# What the job needs of Spark and no more: no web UI, Python workers
+# reused between tasks, Arrow between the JVM and Python.
 "$spark_submit" --master "$master" \
-    --conf spark.ui.showConsoleProgress=false --conf spark.log.level=WARN \
+    --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false --conf spark.log.level=WARN \
+    --conf spark.python.worker.reuse=true --conf spark.sql.execution.arrow.pyspark.enabled=true \
     --py-files "$work/metaroce_cluster.zip" "${submit_args[@]}" \
     "$here/main.py" --analyzer "$analyzer" "${job_args[@]}"

@@ -1,51 +1,44 @@
-"""Transmissions matched across capture points, clock offsets, one-way
-delays and loss between capture points: ``between_captures`` of
-``metaroce-analyze report``, computed by the engine itself (the
-``metaroce`` package, python/) over Spark partitions. No matching rule is
-stated here: Spark partitions, orders and sums; the engine decides.
+"""The reduce: transmissions matched across capture points, clock offsets,
+one-way delays, loss between capture points (``between_captures`` of
+``metaroce-analyze report``), the fabric views and the culprits' sums,
+all computed by the engine (the ``metaroce`` package, python/). Spark
+moves a few large values; no matching rule and no per-packet row is
+handled here.
 
-1. :func:`match`: every host's sightings are partitioned by transmission
-   key and ordered by capture time in each partition; a ``metaroce.Matcher``
-   per partition (``mapInArrow``) runs the engine's matcher (the key,
-   duplicates, RoCEv2 retransmissions, the window) and returns one row per
-   transmission: ``matched`` (both copies), ``left`` (it left the window
-   unmatched and counts as lost) or ``waiting`` (unmatched at the end).
-2. :func:`path_sums`: Spark sums the matches per path (count, min, max and
-   sum of ``ts_b - ts_a``); from those a ``metaroce.Between`` on each
-   executor estimates the clock offsets as the engine does, gives every
-   matched row its one-way delay and histogram bucket
-   (:func:`one_way_delays`) and judges the transmissions still waiting at
-   the end (:func:`judge`).
-3. :func:`between_captures`: Spark counts rows per (path, delay bucket)
-   and per (path, fate); ``Between.report`` turns those counts into the
-   engine's ``between_captures``: percentiles from bucket counts are the
-   percentiles of all samples.
+1. :func:`read_hosts`: one task per host reads its ``packets`` table
+   (pyarrow) and ``metaroce.shard`` cuts its sightings into buckets by a
+   64-bit hash of the transmission key: one compact blob per (host,
+   bucket). The task also returns the host's row count, span, stalls and
+   ``captures`` row (small). Spark moves the blobs to one partition per
+   bucket (every sighting of a transmission, whatever its host, lands in
+   the same one) and keeps them.
+2. :func:`path_sums`: per bucket, ``metaroce.match_paths`` runs the
+   engine's matcher (sorting by capture time inside) and returns each
+   path's sums of ``ts_b - ts_a``; summed (``metaroce.merge_paths``),
+   they give the clock offsets (``metaroce.offsets``).
+3. :func:`partials`: per bucket again, ``metaroce.match_partials``
+   matches the same blobs knowing the offsets, the reference clock and
+   the incidents' windows, and returns mergeable partials (delay
+   histogram counts, fate counts, per-path, per-switch and per-incident
+   sums); ``metaroce.assemble`` on the driver turns them into the report.
 
-Only sums and counts per path reach the driver; a task that fails and is
-retried recomputes its partition from its input, and only its successful
-attempt's rows reach the sums.
+A task that fails is retried from its input (the shuffled blobs); only
+the result of its successful attempt reaches the driver.
 """
 
-import json
 import os
 import socket
 
-from pyspark import TaskContext
-from pyspark.sql import functions as F
+from pyspark import StorageLevel, TaskContext
 
 # The engine's MergeConfig default.
 WINDOW_NS = 1_000_000_000
 
-FLOW = ["rocev2", "src", "dst", "src_conn", "dst_conn"]
-PATH = ["ca", "cb"] + FLOW + ["ev"]
-
-MATCHED = (
-    "rocev2 boolean, src string, dst string, src_conn long, dst_conn long, ptype long, psn long, "
-    "tx_ts long, ev long, path_seq long, state string, ca int, cb int, ts_a long, ts_b long, "
-    "frame_a long, frame_b long"
-)
-DELAYS = MATCHED + ", up int, down int, delta long, owd long, owd_bucket long"
-JUDGED = MATCHED + ", fate string"
+# The packets table's columns the reduce reads, as the engine takes them.
+INT_COLUMNS = ["src_port", "src_conn", "dst_conn", "dest_qp", "type_code", "psn", "tx_ts", "ev", "path_seq",
+               "ts_ns", "frame", "ecn", "stall_elapsed_ns"]
+STRING_COLUMNS = ["proto", "src", "dst", "type"]
+LIST_COLUMNS = ["hop_switch_id", "hop_queue_depth", "hop_latency_ns"]
 
 
 def _engine(driver_version):
@@ -69,105 +62,125 @@ def _fail_first_attempt():
         raise RuntimeError("metaroce test: partition 0 fails on its first attempt (it is retried)")
 
 
-def sightings(packets):
-    """The columns the matcher reads of every MetaRoCE and RoCEv2 row (which
-    of them are transmissions is the engine's rule): ``packets`` has the
-    export's columns plus ``capture`` (the host's index)."""
-    rocev2 = F.col("proto") == "rocev2"
-    return packets.where(F.col("proto").isin("metaroce", "rocev2")).select(
-        rocev2.alias("rocev2"),
-        F.col("malformed"),
-        "src",
-        "dst",
-        F.when(rocev2, F.lit(0)).otherwise(F.col("src_conn")).cast("long").alias("src_conn"),
-        F.when(rocev2, F.col("dest_qp")).otherwise(F.col("dst_conn")).cast("long").alias("dst_conn"),
-        F.col("type_code").cast("long").alias("type_code"),
-        F.col("psn").cast("long").alias("psn"),
-        F.coalesce(F.col("tx_ts"), F.lit(0)).cast("long").alias("tx_ts"),
-        F.when(rocev2, F.col("src_port")).otherwise(F.col("ev")).cast("long").alias("ev"),
-        F.coalesce(F.col("path_seq"), F.lit(0)).cast("long").alias("path_seq"),
-        F.col("ts_ns").cast("long").alias("ts"),
-        F.col("capture").cast("int").alias("capture"),
-        F.col("frame").cast("long").alias("frame"),
-        F.col("ecn").cast("long").alias("ecn"),
-    )
+def _files(path):
+    """``(filesystem, [parquet files])`` under a local or remote directory."""
+    import pyarrow.fs as pafs
+
+    if "://" in path:
+        fs, root = pafs.FileSystem.from_uri(path)
+    else:
+        fs, root = pafs.LocalFileSystem(), path
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    return fs, sorted(i.path for i in infos if i.is_file and i.path.endswith(".parquet"))
 
 
-def match(sight, spans, driver_version, window_ns=WINDOW_NS, partitions=None):
-    """The engine's matcher over partitions of the sightings: one row per
-    transmission (``MATCHED`` schema: ``state`` matched/left/waiting; ``ca
-    < cb`` the captures of a match, ``ca`` the only one otherwise).
-    ``spans[c]``: capture c's ``(first_ts_ns, last_ts_ns)``."""
-    key = ["rocev2", "src", "dst", "src_conn", "dst_conn", "type_code", "psn", "tx_ts", "ev", "path_seq"]
-    parted = sight.repartition(partitions, *key) if partitions else sight.repartition(*key)
-    ordered = parted.sortWithinPartitions("ts", "capture", "frame")
+def _read(path, columns, problems):
+    """The rows of every readable Parquet file under ``path``: a file that
+    cannot be read is named in ``problems`` and skipped."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    def run(batches):
+    if path is None:
+        return None
+    fs, files = _files(path)
+    tables = []
+    for f in files:
+        try:
+            t = pq.read_table(f, filesystem=fs, columns=columns)
+            tables.append(t)
+        except Exception as e:  # noqa: BLE001 -- any unreadable file is reported, not fatal
+            problems.append(f"{f}: unreadable ({type(e).__name__}: {e}): skipped")
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _packets(table):
+    """The packets table with the columns and types the engine takes."""
+    import pyarrow as pa
+
+    fields = ([pa.field(c, pa.string()) for c in STRING_COLUMNS] + [pa.field("malformed", pa.bool_())]
+              + [pa.field(c, pa.int64()) for c in INT_COLUMNS]
+              + [pa.field(c, pa.list_(pa.int64())) for c in LIST_COLUMNS])
+    n = table.num_rows
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type)
+               for f in fields]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def read_hosts(spark, items, buckets, driver_version):
+    """One task per host ``items[i] = (host, packets dir, captures dir)``
+    (either dir may be None) reads it and cuts its sightings into blobs;
+    Spark moves them to one partition per bucket and keeps them. Returns
+    ``(blobs, infos)``: the kept RDD of ``(bucket, blob)`` (partition
+    ``buckets`` holds the hosts' infos instead) and per host ``{index,
+    rows, first, last, stalls, captures, problems}``, in host order."""
+    columns = STRING_COLUMNS + ["malformed"] + INT_COLUMNS + LIST_COLUMNS
+
+    def read(item):
+        import pyarrow.compute as pc
+
+        index, (host, packets_dir, captures_dir) = item
         metaroce = _engine(driver_version)
-        matcher = metaroce.Matcher(spans, window_ns=window_ns)
-        for batch in batches:
-            out = matcher.observe(batch)
-            if out.num_rows:
-                yield out
-        _fail_first_attempt()
-        yield matcher.finish()
+        problems = []
+        info = {"index": index, "rows": 0, "first": None, "last": None, "stalls": [], "captures": None,
+                "problems": problems}
+        caps = _read(captures_dir, None, problems)
+        if caps is not None and caps.num_rows:
+            info["captures"] = {k: v[0] for k, v in caps.slice(0, 1).to_pydict().items()}
+        table = _read(packets_dir, None, problems)
+        blobs = []
+        if table is not None and table.num_rows:
+            table = _packets(table.select([c for c in columns if c in table.column_names]))
+            batches = table.to_batches()
+            info["rows"] = table.num_rows
+            mm = pc.min_max(table.column("ts_ns")).as_py()
+            info["first"], info["last"] = mm["min"], mm["max"]
+            info["stalls"] = metaroce.stalls(batches)
+            blobs = metaroce.shard(batches, index, buckets)
+        return [(buckets, info)] + blobs
 
-    return ordered.mapInArrow(run, MATCHED)
-
-
-def path_sums(matched):
-    """Per path: ``n``, ``min``, ``max`` and ``sum`` (a decimal string) of
-    ``ts_b - ts_a``, as the rows ``metaroce.Between`` takes."""
-    delta = F.col("ts_b") - F.col("ts_a")
-    sums = matched.groupBy(*PATH).agg(
-        F.count("*").alias("n"),
-        F.min(delta).alias("min"),
-        F.max(delta).alias("max"),
-        F.sum(delta.cast("decimal(38,0)")).cast("string").alias("sum"),
-    )
-    return [tuple(r) for r in sums.collect()]
-
-
-def one_way_delays(matched, spans, paths, driver_version):
-    """Matched rows with ``up``, ``down`` (captures), ``delta``, ``owd`` (the
-    offset-corrected one-way delay) and ``owd_bucket``."""
-
-    def run(batches):
-        between = _engine(driver_version).Between(spans, paths)
-        for batch in batches:
-            yield between.one_way_delays(batch)
-
-    return matched.mapInArrow(run, DELAYS)
+    sc = spark.sparkContext
+    blobs = (sc.parallelize(list(enumerate(items)), max(1, len(items))).flatMap(read)
+             .partitionBy(buckets + 1, lambda b: b).persist(StorageLevel.MEMORY_AND_DISK))
+    infos = blobs.mapPartitionsWithIndex(lambda i, it: (v for _, v in it) if i == buckets else iter(())).collect()
+    return blobs, sorted(infos, key=lambda i: i["index"])
 
 
-def judge(unmatched, spans, paths, driver_version):
-    """Unmatched rows judged by the engine (``fate`` lost/unknown); those
-    that count in neither are left out. Columns renamed for the fabric
-    views: ``capture``, ``ts``, ``frame``."""
-
-    def run(batches):
-        between = _engine(driver_version).Between(spans, paths)
-        for batch in batches:
-            yield between.judge(batch)
-
-    return (
-        unmatched.mapInArrow(run, JUDGED)
-        .where(F.col("fate").isNotNull())
-        .withColumnRenamed("ca", "capture")
-        .withColumnRenamed("ts_a", "ts")
-        .withColumnRenamed("frame_a", "frame")
-        .drop("cb", "ts_b", "frame_b", "state")
-    )
+def _buckets_of(i, it, buckets):
+    """The blobs of partition ``i`` (none in the infos' partition)."""
+    return [b for _, b in it] if i < buckets else None
 
 
-def between_captures(owd, judged, spans, paths):
-    """The ``between_captures`` list of ``report --json``, from the counts
-    per (path, delay bucket) and per (path, fate)."""
+def path_sums(blobs, spans, remap, driver_version, window_ns=WINDOW_NS):
+    """Pass 1: the paths' sums of every bucket, summed (bytes, for
+    ``metaroce.offsets`` and pass 2)."""
+
+    buckets = blobs.getNumPartitions() - 1
+
+    def run(i, it):
+        metaroce = _engine(driver_version)
+        mine = _buckets_of(i, it, buckets)
+        if mine is not None:
+            yield metaroce.match_paths(mine, spans, remap, window_ns=window_ns)
+
     import metaroce
 
-    buckets = owd.groupBy(*PATH, "owd_bucket").agg(F.count("*").alias("n"))
-    fates = judged.groupBy("capture", *FLOW, "ev", "fate").agg(F.count("*").alias("n"))
-    report = metaroce.Between(spans, paths).report(
-        [tuple(r) for r in buckets.collect()], [tuple(r) for r in fates.collect()]
-    )
-    return json.loads(report)
+    return metaroce.merge_paths(blobs.mapPartitionsWithIndex(run).collect())
+
+
+def partials(blobs, spans, remap, paths, to_ref, windows, driver_version, window_ns=WINDOW_NS):
+    """Pass 2: every bucket's partials (bytes, for ``metaroce.assemble``)."""
+    shared = blobs.context.broadcast(paths)
+    buckets = blobs.getNumPartitions() - 1
+
+    def run(i, it):
+        metaroce = _engine(driver_version)
+        mine = _buckets_of(i, it, buckets)
+        if mine is None:
+            return
+        out = metaroce.match_partials(mine, spans, remap, shared.value, to_ref, windows, window_ns=window_ns)
+        _fail_first_attempt()
+        yield out
+
+    return blobs.mapPartitionsWithIndex(run).collect()

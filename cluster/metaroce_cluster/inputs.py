@@ -100,7 +100,8 @@ def run_map(spark, analyzer, named, out_dir, messages):
     tables into ``out_dir`` under its host name (``named``: ``[(unique host
     name, capture path)]``). ``analyzer`` must be runnable on every executor
     (a shared path, or shipped with ``--files``). Returns the hosts
-    exported."""
+    exported: their capture points (a capture of switch mirrors holds one
+    per mirror session)."""
     tasks = spark.sparkContext.parallelize(named, len(named))
 
     def export(item):
@@ -122,33 +123,40 @@ def run_map(spark, analyzer, named, out_dir, messages):
                 capture_output=True,
                 text=True,
             )
+            # The capture's points: the file itself (host=STEM) and, for a
+            # collector's capture of switch mirrors, one per mirror session
+            # (host=STEM-KIND-SWITCH-sSESSION, analyzer/cli/src/points.rs),
+            # each a host of the job named after the capture's host name.
             stem = capture_stem(capture)
-            moved = 0
+            points = set()
             for table in sorted(os.listdir(staging)):
-                src = os.path.join(staging, table, f"host={stem}")
-                if os.path.isdir(src):
-                    dst = os.path.join(out_dir, table, f"host={host}")
+                for child in sorted(os.listdir(os.path.join(staging, table))):
+                    point = child[len("host="):]
+                    if not child.startswith("host=") or not (point == stem or point.startswith(stem + "-")):
+                        continue
+                    name = host + point[len(stem):]
+                    dst = os.path.join(out_dir, table, f"host={name}")
                     shutil.rmtree(dst, ignore_errors=True)
                     os.makedirs(os.path.dirname(dst), exist_ok=True)
-                    shutil.move(src, dst)
-                    moved += 1
+                    shutil.move(os.path.join(staging, table, child), dst)
+                    points.add(name)
             err = run.stderr.strip().splitlines()
-            return host, capture, run.returncode, moved, err[-1] if err else ""
+            return host, capture, run.returncode, sorted(points), err[-1] if err else ""
         except OSError as e:
-            return host, capture, -1, 0, str(e)
+            return host, capture, -1, [], str(e)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
     done = []
-    for host, capture, code, moved, err in tasks.map(export).collect():
-        if moved == 0:
+    for host, capture, code, points, err in tasks.map(export).collect():
+        if not points:
             messages.append(f"{capture}: the map step wrote no tables (exit {code}: {err}): host {host} skipped")
             continue
         if code != 0:
             # Exit 2: malformed packets were found (and counted); the tables
             # are complete.
             messages.append(f"{capture}: metaroce-analyze exited {code} ({err}); its tables are used")
-        done.append(host)
+        done += points
     return done
 
 

@@ -15,9 +15,8 @@ import sys
 import time
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from . import between, fabric, inputs
+from . import between, fabric, inputs, tables
 
 
 def engine_version():
@@ -43,6 +42,11 @@ def parse_args(argv):
                    help="culprits are looked for from this long before an incident's first stall (the engine "
                         "declares a stall after its threshold, 1 ms by default, without progress)")
     p.add_argument("--top", type=int, default=5, help="culprits listed per incident")
+    p.add_argument("--buckets", type=int, default=0,
+                   help="buckets of the reduce (partitions of the sightings; default: twice the cores). A bucket's "
+                        "sightings are matched in one task's memory: about 100 bytes each")
+    p.add_argument("--tables", action="store_true",
+                   help="also write DIR/tables/* (per-transmission Parquet tables: a second, row-by-row pass)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="capture files or export directories")
     return p.parse_args(argv)
 
@@ -62,18 +66,10 @@ class Phases:
         self.t = now
 
 
-def rows(df, order=None):
-    """Small, aggregated results as JSON-ready dicts."""
-    if order is not None:
-        df = df.orderBy(*order)
-    return [r.asDict(recursive=True) for r in df.collect()]
-
-
 def load(spark, args, messages):
-    """Runs the map step and reads every host's tables. Returns
-    ``(packets, hosts)``: packets with ``capture`` (index of its host in
-    name order) and ``hosts``: ``[{capture, host, first_ts_ns, last_ts_ns,
-    ...}]`` of the hosts analysed."""
+    """Runs the map step and names every host. Returns ``(items, roots,
+    hosts_of_root)``: ``items[i] = (host, packets dir, captures dir)`` in
+    host-name order (either dir None when missing)."""
     fs = inputs.Fs(spark)
     captures, roots = inputs.classify(fs, args.inputs, messages)
     out_exports = posixpath.join(args.out, "exports")
@@ -93,53 +89,50 @@ def load(spark, args, messages):
         for h in inputs.run_map(spark, args.analyzer, to_map, out_exports, messages):
             hosts_of_root[len(roots)][h] = h
     roots = roots + [out_exports]
+    items = []
+    for root, names in zip(roots, hosts_of_root):
+        if not names:
+            continue
+        packets, spans = inputs.host_dirs(fs, root, "packets"), inputs.host_dirs(fs, root, "captures")
+        items += [(u, packets.get(h), spans.get(h)) for h, u in names.items()]
+    return sorted(items), roots, hosts_of_root
 
-    packets = inputs.read_table(spark, fs, roots, "packets", hosts_of_root)
-    spans = inputs.read_table(spark, fs, roots, "captures", hosts_of_root)
-    all_hosts = sorted(u for m in hosts_of_root for u in m.values())
-    counts = {}
-    if packets is not None:
-        counts = {r.host: (r.n, r.first, r.last) for r in packets.groupBy("host").agg(
-            F.count("*").alias("n"), F.min("ts_ns").alias("first"), F.max("ts_ns").alias("last")).collect()}
-    span = {}
-    if spans is not None:
-        span = {r.host: r for r in spans.collect()}
-        ours = engine_version()
-        for h, r in sorted(span.items()):
-            theirs = r.asDict().get("engine_version")
-            if theirs != ours:
-                messages.append(f"host {h}: exported by the engine {theirs or 'of an older build'}, this job runs "
-                                f"{ours}: its per-packet verdicts are that engine's")
-    hosts = []
-    for h in all_hosts:
-        n, first, last = counts.get(h, (0, None, None))
-        s = span.get(h)
+
+def hosts_analysed(items, infos, messages):
+    """The hosts analysed, in name order (``capture``: index), from what
+    each host's task read; ``remap[i]``: the capture of ``items[i]`` (-1:
+    left out)."""
+    ours = engine_version()
+    hosts, remap = [], []
+    for (h, _, _), info in zip(items, infos):
+        for p in info["problems"]:
+            messages.append(f"host {h}: {p}")
+        n, s = info["rows"], info["captures"]
+        remap.append(-1)
+        if s is not None and s.get("engine_version") != ours:
+            messages.append(f"host {h}: exported by the engine {s.get('engine_version') or 'of an older build'}, "
+                            f"this job runs {ours}: its per-packet verdicts are that engine's")
         if s is None and n == 0:
             messages.append(f"host {h}: its export has neither a readable packets table nor a captures table: skipped")
             continue
         if s is None:
             messages.append(f"host {h}: its export has no captures table (partial or older export): "
                             "its capture span is taken from its packets")
-            hosts.append({"host": h, "frames": None, "first_ts_ns": first, "last_ts_ns": last, "packets": n})
-            continue
-        if s.frames == 0:
-            messages.append(f"host {h}: its capture holds no frames (no traffic captured): skipped")
-            continue
-        if n != s.packets_exported:
-            messages.append(f"host {h}: its export is incomplete ({n} of {s.packets_exported} packet rows "
-                            "readable): analysed with what is there")
-        if n == 0:
-            messages.append(f"host {h}: no MetaRoCE or RoCEv2 packets in its capture: it cannot be matched")
-        hosts.append({"host": h, "frames": s.frames, "first_ts_ns": s.first_ts_ns, "last_ts_ns": s.last_ts_ns,
-                      "packets": n})
-    for i, h in enumerate(hosts):
-        h["capture"] = i
-    if packets is None or not hosts:
-        return None, hosts
-    index = spark.createDataFrame([(h["host"], h["capture"]) for h in hosts], "host string, capture int")
-    packets = packets.join(F.broadcast(index), "host").withColumn("ts_ns", F.col("ts_ns").cast("long")).withColumn(
-        "frame", F.col("frame").cast("long"))
-    return packets, hosts
+            host = {"host": h, "frames": None, "first_ts_ns": info["first"], "last_ts_ns": info["last"], "packets": n}
+        else:
+            if s["frames"] == 0:
+                messages.append(f"host {h}: its capture holds no frames (no traffic captured): skipped")
+                continue
+            if n != s["packets_exported"]:
+                messages.append(f"host {h}: its export is incomplete ({n} of {s['packets_exported']} packet rows "
+                                "readable): analysed with what is there")
+            if n == 0:
+                messages.append(f"host {h}: no MetaRoCE or RoCEv2 packets in its capture: it cannot be matched")
+            host = {"host": h, "frames": s["frames"], "first_ts_ns": s["first_ts_ns"], "last_ts_ns": s["last_ts_ns"],
+                    "packets": n}
+        remap[-1] = host["capture"] = len(hosts)
+        hosts.append(host)
+    return hosts, remap
 
 
 def overlap_messages(hosts, messages):
@@ -155,51 +148,28 @@ def overlap_messages(hosts, messages):
 def run(spark, args):
     messages = []
     phases = Phases()
-    packets, hosts = load(spark, args, messages)
+    items, roots, hosts_of_root = load(spark, args, messages)
+    version = engine_version()
+    buckets = args.buckets or max(1, 2 * spark.sparkContext.defaultParallelism)
+    blobs, infos = between.read_hosts(spark, items, buckets, version)
+    hosts, remap = hosts_analysed(items, infos, messages)
     phases.done("map and load")
     overlap_messages(hosts, messages)
     report = {"capture": {"files": len(hosts)}, "hosts": hosts, "between_captures": [], "fabric": {},
               "incidents": [], "messages": messages}
-    tables = posixpath.join(args.out, "tables")
-    if packets is None:
+    if not any(h["packets"] for h in hosts):
         messages.append("no host has packets to analyse")
+        blobs.unpersist()
         return report
-    # Not cached: each phase reads only the columns it needs from Parquet.
-    version = engine_version()
     spans = [(h["first_ts_ns"] or 0, h["last_ts_ns"] or 0) for h in hosts]
-    sight = between.sightings(packets)
-    tx = between.match(sight, spans, version, args.window_ns).cache()
-    matched = tx.where(F.col("state") == "matched")
-    paths = between.path_sums(matched)
-    owd = between.one_way_delays(matched, spans, paths, version).cache()
-    counted_lost = between.judge(tx.where(F.col("state") != "matched"), spans, paths, version).cache()
-    report["between_captures"] = between.between_captures(owd, counted_lost, spans, paths)
-    offsets = {(b["capture_a"], b["capture_b"]): b["clock_offset_ns"] for b in report["between_captures"]
-               if b["offset_estimated"]}
-    phases.done("between captures")
-    name = {h["capture"]: h["host"] for h in hosts}
-    for b in report["between_captures"]:
-        b["host_a"], b["host_b"] = name[b["capture_a"]], name[b["capture_b"]]
-        if b["offset_estimated"] and abs(b["clock_offset_ns"]) >= 100_000_000:
-            messages.append(f"clock of {b['host_b']} is {b['clock_offset_ns'] / 1e9:+.3f} s from {b['host_a']}'s "
-                            "(estimated from their traffic; the analysis corrects it)")
-    # Transmissions of each capture the matcher did not match (all of
-    # them for a capture that matched nothing).
-    unmatched_by = tx.where(F.col("state") != "matched").groupBy(F.col("ca").alias("c")).agg(F.count("*").alias("n"))
-    matched_by = {r.c: r.n for r in unmatched_by.collect()}
-    paired = set()
-    for b in report["between_captures"]:
-        paired |= {b["capture_a"], b["capture_b"]}
-    for h in hosts:
-        if matched_by.get(h["capture"], 0) and h["capture"] not in paired:
-            messages.append(
-                f"host {h['host']}: none of its {matched_by[h['capture']]} transmissions matched another capture within "
-                f"{args.window_ns / 1e9:g} s: its clock may be off by more than that, or its peers were not captured")
+    paths = between.path_sums(blobs, spans, remap, version, args.window_ns)
+    offsets = {(a, b): o for a, b, o in metaroce_module().offsets(spans, paths)}
+    phases.done("clock offsets")
 
     # One clock for the job.
+    name = {h["capture"]: h["host"] for h in hosts}
     to_ref, ref_of = fabric.reference_offsets(len(hosts), offsets)
-    refs = sorted(set(ref_of.values()))
-    if len(refs) > 1:
+    if len(set(ref_of.values())) > 1:
         for h in hosts:
             if ref_of[h["capture"]] != 0:
                 messages.append(f"host {h['host']}: its clock could not be related to {name[0]}'s "
@@ -207,51 +177,54 @@ def run(spark, args):
     for h in hosts:
         h["clock_to_reference_ns"] = to_ref.get(h["capture"], 0) if ref_of.get(h["capture"]) == 0 else None
     report["capture"]["reference_clock"] = name[0]
+    stalls = fabric.stalls([(remap[i["index"]], i["stalls"]) for i in infos], name, to_ref)
+    incidents = fabric.incidents(stalls)
+    windows = [(i["start_ns"] - args.lookback_ns, i["end_ns"]) for i in incidents]
 
-    paths_down = owd.select("up", "down", "rocev2", "src", "dst", "src_conn", "dst_conn").distinct()
-    tx = fabric.transmissions(spark, owd, counted_lost, paths_down, to_ref).cache()
-    hops = fabric.hop_rows(tx, packets).cache()
-    sw_of_path = fabric.path_switches(hops).cache()
-    host_names = spark.createDataFrame(sorted(name.items()), "capture int, host string")
-    host_view, ev_view, sw_view = (v.cache() for v in fabric.views(tx, hops, sw_of_path, host_names))
-    report["fabric"] = {
-        "hosts": rows(host_view.drop("up", "down"), ["src_host", "dst_host"]),
-        "evs": rows(ev_view, ["ev"]),
-        "switches": rows(sw_view, ["switch_id"]),
-    }
+    parts = between.partials(blobs, spans, remap, paths, [to_ref.get(c, 0) for c in range(len(hosts))], windows,
+                             version, args.window_ns)
+    blobs.unpersist()
+    done = json.loads(metaroce_module().assemble(spans, paths, parts, len(windows), top=args.top))
+    phases.done("between captures")
 
-    phases.done("fabric views")
-    stall_df = fabric.stalls(spark, packets, to_ref)
-    inc = fabric.incidents(stall_df).cache()
-    windows = inc.groupBy("incident").agg(F.min("start").alias("start"), F.max("end").alias("end")).cache()
-    sw_rank, path_rank = (r.cache() for r in fabric.rank_culprits(tx, hops, sw_of_path, windows, args.lookback_ns, args.top))
-    sw_by = {}
-    for r in rows(sw_rank, ["incident", "rank"]):
-        sw_by.setdefault(r.pop("incident"), []).append(r)
-    path_by = {}
-    for r in rows(path_rank, ["incident", "rank"]):
-        i = r.pop("incident")
-        r["src_host"], r["dst_host"] = name.get(r["up"]), name.get(r["down"])
-        path_by.setdefault(i, []).append(r)
-    summary = inc.groupBy("incident").agg(
-        F.min("start").alias("start_ns"), F.max("end").alias("end_ns"), F.count("*").alias("stalls"),
-        F.array_sort(F.collect_set("host")).alias("hosts"),
-        F.array_sort(F.collect_set(F.struct("host", "src", "dst", "src_conn", "dst_conn"))).alias("connections"),
-    )
-    for r in rows(summary, ["incident"]):
-        r["duration_ns"] = r["end_ns"] - r["start_ns"]
-        r["culprit_switches"] = sw_by.get(r["incident"], [])
-        r["culprit_paths"] = path_by.get(r["incident"], [])
-        report["incidents"].append(r)
+    report["between_captures"] = done["between_captures"]
+    for b in report["between_captures"]:
+        b["host_a"], b["host_b"] = name[b["capture_a"]], name[b["capture_b"]]
+        if b["offset_estimated"] and abs(b["clock_offset_ns"]) >= 100_000_000:
+            messages.append(f"clock of {b['host_b']} is {b['clock_offset_ns'] / 1e9:+.3f} s from {b['host_a']}'s "
+                            "(estimated from their traffic; the analysis corrects it)")
+    paired = set()
+    for b in report["between_captures"]:
+        paired |= {b["capture_a"], b["capture_b"]}
+    for c, n in done["unmatched"]:
+        if n and c not in paired:
+            messages.append(
+                f"host {name[c]}: none of its {n} transmissions matched another capture within "
+                f"{args.window_ns / 1e9:g} s: its clock may be off by more than that, or its peers were not captured")
 
-    phases.done("incidents")
-    for df, table in ((owd, "matched"), (counted_lost, "lost"), (tx, "transmissions"), (hops, "hops"),
-                      (host_view, "fabric_hosts"), (ev_view, "fabric_evs"), (sw_view, "fabric_switches"),
-                      (inc, "stalls"), (sw_rank, "incident_switches"), (path_rank, "incident_paths")):
-        df.write.mode("overwrite").parquet(posixpath.join(tables, table))
-    phases.done("tables written")
+    host_view = []
+    for r in done["fabric"]["hosts"]:
+        up, down = r.pop("up"), r.pop("down")
+        host_view.append({**r, "src_host": name.get(up), "dst_host": name.get(down)})
+    report["fabric"] = {"hosts": host_view, "evs": done["fabric"]["evs"], "switches": done["fabric"]["switches"]}
+    for incident, found in zip(incidents, done["culprits"]):
+        for p in found["paths"]:
+            p["src_host"], p["dst_host"] = name.get(p["up"]), name.get(p["down"])
+        incident["culprit_switches"] = found["switches"]
+        incident["culprit_paths"] = found["paths"]
+    report["incidents"] = incidents
+    phases.done("fabric views and incidents")
+    if args.tables:
+        tables.write(spark, args, roots, hosts_of_root, hosts, report, stalls, to_ref, version)
+        phases.done("tables written")
     report["phases_s"] = phases.times
     return report
+
+
+def metaroce_module():
+    import metaroce
+
+    return metaroce
 
 
 def main(argv=None):

@@ -64,8 +64,8 @@ def generate(binaries, out, hosts, *extra):
     return sorted(Path(out).glob("host-*.pcap"))
 
 
-def postmortem(binaries, out, inputs):
-    done = run([POSTMORTEM, "--master", "local[2]", "--analyzer", binaries[0], "--out", out, *inputs])
+def postmortem(binaries, out, inputs, *options):
+    done = run([POSTMORTEM, "--master", "local[2]", "--analyzer", binaries[0], "--out", out, *options, *inputs])
     report = json.loads((Path(out) / "report.json").read_text())
     return report, done.stdout + done.stderr
 
@@ -85,5 +85,5 @@ def captures8(binaries, tmp_path_factory):
 @pytest.fixture(scope="session")
 def job8(binaries, captures8):
     """The 8-host scenario and the Spark job's report in local mode."""
-    report, stderr = postmortem(binaries, captures8["dir"] / "out", captures8["captures"])
+    report, stderr = postmortem(binaries, captures8["dir"] / "out", captures8["captures"], "--tables")
     return {**captures8, "report": report, "stderr": stderr}

@@ -4,19 +4,26 @@
 //!   rows and columns of `metaroce-analyze export`) as a `pyarrow.Table`;
 //! - [`report`]: `report(paths, ...)`, what `metaroce-analyze report
 //!   --json` prints, as a dict;
-//! - [`matching`]: `Matcher` and `Between`, the engine's cross-capture
-//!   matcher over Arrow record batches, for the Spark reduce
-//!   (cluster/metaroce_cluster/between.py).
+//! - the Spark reduce (cluster/metaroce_cluster/between.py): [`shard`]
+//!   cuts a host's sightings into bucket blobs, [`buckets`] matches one
+//!   bucket of every host (two passes, mergeable partials), [`assemble`]
+//!   turns the summed partials into the report;
+//! - [`matching`]: `Matcher` and `Between`, the same matcher over Arrow
+//!   record batches row by row, for the per-transmission tables
+//!   (`--tables`).
 //!
 //! Arrow data crosses into and out of Python through the Arrow C data
 //! interface (`arrow-pyarrow`): columns, never a Python object per row.
 // The pyo3 macros expand to the FFI glue of the module (unsafe blocks).
 #![allow(unsafe_code)]
 
+mod assemble;
+mod buckets;
 mod columns;
 mod matching;
 mod packets;
 mod report;
+mod shard;
 
 use pyo3::prelude::*;
 
@@ -34,6 +41,13 @@ fn metaroce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engine_version, m)?)?;
     m.add_function(wrap_pyfunction!(packets::read_packets, m)?)?;
     m.add_function(wrap_pyfunction!(report::report, m)?)?;
+    m.add_function(wrap_pyfunction!(shard::shard, m)?)?;
+    m.add_function(wrap_pyfunction!(shard::stalls, m)?)?;
+    m.add_function(wrap_pyfunction!(buckets::match_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(buckets::merge_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(buckets::offsets, m)?)?;
+    m.add_function(wrap_pyfunction!(buckets::match_partials, m)?)?;
+    m.add_function(wrap_pyfunction!(assemble::assemble, m)?)?;
     m.add_class::<matching::Matcher>()?;
     m.add_class::<matching::Between>()?;
     Ok(())

@@ -1,8 +1,10 @@
-//! The engine's cross-capture matcher over Arrow record batches: the
-//! Spark reduce's engine (cluster/metaroce_cluster/between.py).
+//! The engine's cross-capture matcher over Arrow record batches, row by
+//! row: the Spark job's per-transmission tables (`--tables`,
+//! cluster/metaroce_cluster/tables.py). The job's report does not need
+//! them (crate::shard, crate::buckets).
 //!
-//! The reduce partitions every host's sightings by transmission and
-//! orders each partition by capture time; then
+//! The job partitions every host's sightings by transmission and orders
+//! each partition by capture time; then
 //!
 //! 1. a [`Matcher`] per partition runs `CrossCapture` in row mode over its
 //!    batches: matched transmissions, and those that left the window
@@ -11,10 +13,7 @@
 //!    `ts_b - ts_a`): a [`Between`] built from those sums estimates the
 //!    clock offsets as the engine does, gives each matched row its
 //!    one-way delay and histogram bucket, and judges the transmissions
-//!    still waiting at the end;
-//! 3. Spark counts rows per (path, bucket) and per (path, fate):
-//!    [`Between::report`] makes `between_captures` of `report --json`
-//!    from those counts, percentiles included.
+//!    still waiting at the end.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -32,23 +31,23 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
 
-type PyBatch = PyArrowType<RecordBatch>;
+pub(crate) type PyBatch = PyArrowType<RecordBatch>;
 
-fn value_error(e: impl std::fmt::Display) -> PyErr {
+pub(crate) fn value_error(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
 /// Typed access to a batch's columns, with errors that name the column.
-struct Cols<'a>(&'a RecordBatch);
+pub(crate) struct Cols<'a>(pub(crate) &'a RecordBatch);
 
 impl<'a> Cols<'a> {
-    fn get(&self, name: &str) -> PyResult<&'a ArrayRef> {
+    pub(crate) fn get(&self, name: &str) -> PyResult<&'a ArrayRef> {
         self.0
             .column_by_name(name)
             .ok_or_else(|| PyKeyError::new_err(format!("the batch has no column {name:?}")))
     }
 
-    fn i64(&self, name: &str) -> PyResult<&'a arrow_array::Int64Array> {
+    pub(crate) fn i64(&self, name: &str) -> PyResult<&'a arrow_array::Int64Array> {
         self.get(name)?
             .as_primitive_opt::<Int64Type>()
             .ok_or_else(|| {
@@ -64,13 +63,13 @@ impl<'a> Cols<'a> {
             })
     }
 
-    fn bool(&self, name: &str) -> PyResult<&'a arrow_array::BooleanArray> {
+    pub(crate) fn bool(&self, name: &str) -> PyResult<&'a arrow_array::BooleanArray> {
         self.get(name)?
             .as_boolean_opt()
             .ok_or_else(|| PyTypeError::new_err(format!("column {name:?} must be boolean")))
     }
 
-    fn str(&self, name: &str) -> PyResult<Strings<'a>> {
+    pub(crate) fn str(&self, name: &str) -> PyResult<Strings<'a>> {
         let a = self.get(name)?;
         match a.data_type() {
             DataType::Utf8 => Ok(Strings::Small(a.as_string::<i32>())),
@@ -84,14 +83,14 @@ impl<'a> Cols<'a> {
 }
 
 /// A string column, whichever offsets Arrow gave it.
-enum Strings<'a> {
+pub(crate) enum Strings<'a> {
     Small(&'a arrow_array::StringArray),
     Large(&'a arrow_array::LargeStringArray),
     View(&'a arrow_array::StringViewArray),
 }
 
 impl Strings<'_> {
-    fn value(&self, i: usize) -> &str {
+    pub(crate) fn value(&self, i: usize) -> &str {
         match self {
             Strings::Small(a) => a.value(i),
             Strings::Large(a) => a.value(i),
@@ -102,10 +101,10 @@ impl Strings<'_> {
 
 /// Addresses parsed once per distinct string of a batch.
 #[derive(Default)]
-struct Ips(FxHashMap<String, IpAddr>);
+pub(crate) struct Ips(FxHashMap<String, IpAddr>);
 
 impl Ips {
-    fn parse(&mut self, text: &str, column: &str) -> PyResult<IpAddr> {
+    pub(crate) fn parse(&mut self, text: &str, column: &str) -> PyResult<IpAddr> {
         if let Some(ip) = self.0.get(text) {
             return Ok(*ip);
         }
@@ -506,62 +505,9 @@ impl Between {
         let batch = batch.0;
         py.detach(|| self.fates(&batch)).map(PyArrowType)
     }
-
-    /// `between_captures` of `report --json`, as JSON text: from the
-    /// paths given at construction, `buckets` (`(ca, cb, rocev2, src, dst,
-    /// src_conn, dst_conn, ev, owd_bucket, count)`) and `unmatched`
-    /// (`(capture, rocev2, src, dst, src_conn, dst_conn, ev, fate,
-    /// count)`, fate `lost` or `unknown`).
-    #[allow(clippy::type_complexity)]
-    fn report(
-        &mut self,
-        buckets: Vec<(i32, i32, bool, String, String, i64, i64, i64, u64, u64)>,
-        unmatched: Vec<(i32, bool, String, String, i64, i64, i64, String, u64)>,
-    ) -> PyResult<String> {
-        for (ca, cb, rocev2, src, dst, src_conn, dst_conn, ev, bucket, count) in buckets {
-            let p = self.flow_path(rocev2, &src, &dst, src_conn, dst_conn, ev)?;
-            self.cross.add_one_way_delays(
-                capture_index(ca)?,
-                capture_index(cb)?,
-                &p,
-                bucket,
-                count,
-            );
-        }
-        for (capture, rocev2, src, dst, src_conn, dst_conn, ev, fate, count) in unmatched {
-            let p = self.flow_path(rocev2, &src, &dst, src_conn, dst_conn, ev)?;
-            let fate = match fate.as_str() {
-                "lost" => Fate::Lost,
-                "unknown" => Fate::Unknown,
-                other => return Err(value_error(format!("fate {other:?}: lost or unknown"))),
-            };
-            self.cross
-                .add_unmatched(capture_index(capture)?, &p, fate, count);
-        }
-        serde_json::to_string(&self.cross.report()).map_err(value_error)
-    }
 }
 
 impl Between {
-    fn flow_path(
-        &mut self,
-        rocev2: bool,
-        src: &str,
-        dst: &str,
-        src_conn: i64,
-        dst_conn: i64,
-        ev: i64,
-    ) -> PyResult<FlowPath> {
-        Ok(FlowPath {
-            rocev2,
-            src: self.ips.parse(src, "src")?,
-            dst: self.ips.parse(dst, "dst")?,
-            src_conn: src_conn as u32,
-            dst_conn: dst_conn as u32,
-            ev: ev as u16,
-        })
-    }
-
     fn delays(&mut self, batch: &RecordBatch) -> PyResult<RecordBatch> {
         let c = Cols(batch);
         let flow = FlowCols::of(&c)?;

@@ -1,0 +1,309 @@
+//! The reduce's first step, in the task that reads one host's `packets`
+//! table: its sightings (the rows the matcher keys, [`Transmission::
+//! matchable`]) cut into buckets by a 64-bit hash of the transmission key,
+//! each bucket one compact blob ([`Blob`], MessagePack). Spark moves these
+//! few large values to one partition per bucket (every sighting of a
+//! transmission, whatever its host, lands in the same bucket), never a row
+//! per packet; [`crate::buckets`] matches a bucket.
+//!
+//! Also the host's stalls (the engine's per-packet `stall_elapsed_ns`),
+//! one row per stall, for the job's incidents.
+
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+
+use analyzer::engine::Transmission;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, Int64Array, RecordBatch};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rustc_hash::{FxHashMap, FxHasher};
+use serde::{Deserialize, Serialize};
+
+use crate::matching::{Cols, Ips, PyBatch, value_error};
+
+/// A flow as the matcher keys it: a MetaRoCE direction, or a RoCEv2 flow
+/// (`src_conn` 0, `dst_conn` its destination QP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Flow {
+    pub rocev2: bool,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub src_conn: u32,
+    pub dst_conn: u32,
+}
+
+/// One sighting: the transmission's key beyond its flow, where and when
+/// it was captured, and the switches its copy names (HOP_TELEMETRY:
+/// switch id, queue depth, hop latency).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    pub flow: u32,
+    pub ptype: u8,
+    pub psn: u32,
+    pub tx_ts: u32,
+    pub ev: u16,
+    pub path_seq: u16,
+    pub ts: u64,
+    pub frame: u64,
+    pub ecn: u8,
+    pub hops: Vec<(u32, u16, u16)>,
+}
+
+/// One host's sightings of one bucket.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Blob {
+    /// The host's index in the job's list of hosts read (the bucket
+    /// matcher maps it to its capture).
+    pub host: u32,
+    pub flows: Vec<Flow>,
+    pub rows: Vec<Row>,
+}
+
+impl Row {
+    pub fn transmission(&self, flow: &Flow) -> Transmission {
+        Transmission {
+            rocev2: flow.rocev2,
+            src: flow.src,
+            dst: flow.dst,
+            src_conn: flow.src_conn,
+            dst_conn: flow.dst_conn,
+            ptype: self.ptype,
+            psn: self.psn,
+            tx_ts: self.tx_ts,
+            ev: self.ev,
+            path_seq: self.path_seq,
+        }
+    }
+}
+
+impl Flow {
+    pub fn of(tx: &Transmission) -> Flow {
+        Flow {
+            rocev2: tx.rocev2,
+            src: tx.src,
+            dst: tx.dst,
+            src_conn: tx.src_conn,
+            dst_conn: tx.dst_conn,
+        }
+    }
+}
+
+/// The bucket of a transmission: the same on every executor (FxHash has
+/// no per-process seed).
+fn bucket_of(tx: &Transmission, buckets: u32) -> u32 {
+    let mut h = FxHasher::default();
+    tx.hash(&mut h);
+    // FxHash's low bits are weak: fold the high half in.
+    let x = h.finish();
+    ((x ^ (x >> 32)) % u64::from(buckets)) as u32
+}
+
+fn opt(a: &Int64Array, i: usize) -> Option<i64> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+/// A list-of-int64 column (HOP_TELEMETRY's).
+fn list<'a>(batch: &'a RecordBatch, name: &str) -> PyResult<&'a arrow_array::ListArray> {
+    Cols(batch)
+        .get(name)?
+        .as_list_opt::<i32>()
+        .ok_or_else(|| value_error(format!("column {name:?} must be a list of int64")))
+}
+
+/// A list column's values at row `i` (empty when null).
+fn list_at(list: &arrow_array::ListArray, i: usize) -> Vec<i64> {
+    if list.is_null(i) {
+        return Vec::new();
+    }
+    let v = list.value(i);
+    v.as_primitive_opt::<arrow_array::types::Int64Type>()
+        .map_or_else(Vec::new, |v| v.values().to_vec())
+}
+
+/// One host's sightings cut into `buckets` blobs: `[(bucket, blob)]` for
+/// the buckets that hold any. `batches`: the host's `packets` table with
+/// the columns `proto, src, dst, type` (string), `malformed` (boolean),
+/// `src_port, src_conn, dst_conn, dest_qp, type_code, psn, tx_ts, ev,
+/// path_seq, ts_ns, frame, ecn` (int64) and `hop_switch_id,
+/// hop_queue_depth, hop_latency_ns` (list of int64); `host` its index in
+/// the job's list of hosts.
+#[pyfunction]
+pub fn shard(
+    py: Python<'_>,
+    batches: Vec<PyBatch>,
+    host: u32,
+    buckets: u32,
+) -> PyResult<Vec<(u32, Py<PyBytes>)>> {
+    if buckets == 0 {
+        return Err(value_error("buckets must be at least 1"));
+    }
+    let blobs = py.detach(|| -> PyResult<Vec<(u32, Vec<u8>)>> {
+        let mut out: Vec<Blob> = (0..buckets)
+            .map(|_| Blob {
+                host,
+                ..Blob::default()
+            })
+            .collect();
+        let mut flow_index: Vec<FxHashMap<Flow, u32>> = vec![FxHashMap::default(); out.len()];
+        let mut ips = Ips::default();
+        for batch in &batches {
+            let batch = &batch.0;
+            let c = Cols(batch);
+            let (proto, src, dst) = (c.str("proto")?, c.str("src")?, c.str("dst")?);
+            let malformed = c.bool("malformed")?;
+            let [
+                src_port,
+                src_conn,
+                dst_conn,
+                dest_qp,
+                type_code,
+                psn,
+                tx_ts,
+                ev,
+                path_seq,
+                ts,
+                frame,
+                ecn,
+            ] = [
+                "src_port",
+                "src_conn",
+                "dst_conn",
+                "dest_qp",
+                "type_code",
+                "psn",
+                "tx_ts",
+                "ev",
+                "path_seq",
+                "ts_ns",
+                "frame",
+                "ecn",
+            ]
+            .map(|n| c.i64(n));
+            let (src_port, src_conn, dst_conn, dest_qp) =
+                (src_port?, src_conn?, dst_conn?, dest_qp?);
+            let (type_code, psn, tx_ts, ev) = (type_code?, psn?, tx_ts?, ev?);
+            let (path_seq, ts, frame, ecn) = (path_seq?, ts?, frame?, ecn?);
+            let hop_cols = [
+                list(batch, "hop_switch_id")?,
+                list(batch, "hop_queue_depth")?,
+                list(batch, "hop_latency_ns")?,
+            ];
+            let has_hops = hop_cols[0].null_count() < batch.num_rows();
+            for i in 0..batch.num_rows() {
+                let rocev2 = match proto.value(i) {
+                    "rocev2" => true,
+                    "metaroce" => false,
+                    _ => continue,
+                };
+                let row = Transmission {
+                    rocev2,
+                    src: ips.parse(src.value(i), "src")?,
+                    dst: ips.parse(dst.value(i), "dst")?,
+                    src_conn: if rocev2 {
+                        0
+                    } else {
+                        opt(src_conn, i).unwrap_or(0) as u32
+                    },
+                    dst_conn: if rocev2 {
+                        opt(dest_qp, i)
+                    } else {
+                        opt(dst_conn, i)
+                    }
+                    .unwrap_or(0) as u32,
+                    ptype: type_code.value(i) as u8,
+                    psn: psn.value(i) as u32,
+                    tx_ts: opt(tx_ts, i).unwrap_or(0) as u32,
+                    ev: if rocev2 { opt(src_port, i) } else { opt(ev, i) }.unwrap_or(0) as u16,
+                    path_seq: opt(path_seq, i).unwrap_or(0) as u16,
+                };
+                let Some(tx) = row.matchable(malformed.value(i)) else {
+                    continue;
+                };
+                let b = bucket_of(&tx, buckets) as usize;
+                let flow = Flow::of(&tx);
+                let flows = &mut out[b].flows;
+                let f = *flow_index[b].entry(flow).or_insert_with(|| {
+                    flows.push(flow);
+                    (flows.len() - 1) as u32
+                });
+                let hops = if has_hops {
+                    let [sw, q, lat] = hop_cols.map(|l| list_at(l, i));
+                    sw.iter()
+                        .zip(q.iter().chain(std::iter::repeat(&0)))
+                        .zip(lat.iter().chain(std::iter::repeat(&0)))
+                        .map(|((&s, &q), &l)| (s as u32, q as u16, l as u16))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                out[b].rows.push(Row {
+                    flow: f,
+                    ptype: tx.ptype,
+                    psn: tx.psn,
+                    tx_ts: tx.tx_ts,
+                    ev: tx.ev,
+                    path_seq: tx.path_seq,
+                    ts: ts.value(i) as u64,
+                    frame: frame.value(i) as u64,
+                    ecn: ecn.value(i) as u8,
+                    hops,
+                });
+            }
+        }
+        out.into_iter()
+            .enumerate()
+            .filter(|(_, b)| !b.rows.is_empty())
+            .map(|(i, b)| Ok((i as u32, rmp_serde::to_vec(&b).map_err(value_error)?)))
+            .collect()
+    })?;
+    Ok(blobs
+        .into_iter()
+        .map(|(b, bytes)| (b, PyBytes::new(py, &bytes).unbind()))
+        .collect())
+}
+
+/// A stall of one direction: `(src, dst, src_conn, dst_conn, start_ns,
+/// end_ns)` on the capture's clock.
+type Stall = (String, String, Option<i64>, Option<i64>, i64, i64);
+type StallKey = (String, String, Option<i64>, Option<i64>, i64);
+
+/// The host's stalls, one per (direction, start): the engine marks each
+/// packet seen during a stall with the time since its last progress, so
+/// a stall runs from `ts_ns - stall_elapsed_ns` to its latest such packet.
+/// Feedback packets name their direction reversed. `batches`: columns
+/// `type, src, dst` (string), `src_conn, dst_conn, ts_ns,
+/// stall_elapsed_ns` (int64).
+#[pyfunction]
+pub fn stalls(batches: Vec<PyBatch>) -> PyResult<Vec<Stall>> {
+    // (src, dst, src_conn, dst_conn, start) -> end.
+    let mut per: FxHashMap<StallKey, i64> = FxHashMap::default();
+    for batch in &batches {
+        let c = Cols(&batch.0);
+        let elapsed = c.i64("stall_elapsed_ns")?;
+        if elapsed.null_count() == elapsed.len() {
+            continue;
+        }
+        let (ptype, src, dst) = (c.str("type")?, c.str("src")?, c.str("dst")?);
+        let (src_conn, dst_conn, ts) = (c.i64("src_conn")?, c.i64("dst_conn")?, c.i64("ts_ns")?);
+        for i in 0..batch.0.num_rows() {
+            let Some(e) = opt(elapsed, i) else { continue };
+            let data = ptype.value(i) == "DATA";
+            let (s, d) = (src.value(i).to_string(), dst.value(i).to_string());
+            let (sc, dc) = (opt(src_conn, i), opt(dst_conn, i));
+            let key = if data {
+                (s, d, sc, dc, ts.value(i) - e)
+            } else {
+                (d, s, dc, sc, ts.value(i) - e)
+            };
+            let end = per.entry(key).or_insert(i64::MIN);
+            *end = (*end).max(ts.value(i));
+        }
+    }
+    let mut out: Vec<Stall> = per
+        .into_iter()
+        .map(|((s, d, sc, dc, start), end)| (s, d, sc, dc, start, end))
+        .collect();
+    out.sort();
+    Ok(out)
+}
