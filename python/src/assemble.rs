@@ -7,13 +7,15 @@
 
 use std::cmp::Ordering;
 
-use analyzer::engine::{CrossCapture, Fate, MergeConfig};
+use analyzer::engine::Fate;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Value, json};
 
-use crate::buckets::{Buckets, FabricPath, InWindow, Partials, merge_partials, path_list};
+use crate::buckets::{
+    Buckets, FabricPath, InWindow, Partials, matcher_of_paths, merge_partials, path_list,
+};
 use crate::matching::value_error;
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
@@ -338,15 +340,7 @@ pub fn assemble(
     py.detach(|| {
         let list = path_list(&paths)?;
         let p = merge_partials(&partials)?;
-        let mut cross = CrossCapture::new(MergeConfig::default());
-        for (c, &(first, last)) in spans.iter().enumerate() {
-            let c = u8::try_from(c)
-                .map_err(|_| value_error("the engine matches at most 256 captures"))?;
-            cross.set_span(c, first, last);
-        }
-        for (k, v) in &list {
-            cross.add_path(k.a, k.b, &k.flow.path(k.ev), v.engine());
-        }
+        let mut cross = matcher_of_paths(&spans, &list)?;
         for (k, b) in &p.owd {
             let path = k.flow.path(k.ev);
             for (&bucket, &n) in &b.counts {

@@ -393,29 +393,14 @@ pub struct Context {
 
 impl Context {
     pub fn new(spans: &[(u64, u64)], paths: &[u8]) -> PyResult<Context> {
-        let list: PathList = from_bytes(paths, "path sums")?;
-        let mut cross = CrossCapture::new(MergeConfig::default());
-        for (c, &(first, last)) in spans.iter().enumerate() {
-            let c = u8::try_from(c)
-                .map_err(|_| value_error("the engine matches at most 256 captures"))?;
-            cross.set_span(c, first, last);
-        }
-        for (k, v) in &list {
-            cross.add_path(k.a, k.b, &k.flow.path(k.ev), v.engine());
-        }
+        let cross = matcher_of_paths(spans, &path_list(paths)?)?;
         let offsets = cross.offsets();
         let mut direction = FxHashMap::default();
         let mut downs: FxHashMap<(u8, Flow), Vec<u8>> = FxHashMap::default();
         for pair in cross.report() {
             let (a, b) = (pair.capture_a as u8, pair.capture_b as u8);
             for p in &pair.paths {
-                let flow = Flow {
-                    rocev2: p.proto == "rocev2",
-                    src: p.src,
-                    dst: p.dst,
-                    src_conn: p.src_conn,
-                    dst_conn: p.dst_conn,
-                };
+                let flow = Flow::of_path(&FlowPath::of(p));
                 let a_first = p.upstream == u64::from(a);
                 direction.insert(
                     PathKey {
@@ -594,6 +579,21 @@ pub fn merge_partials(parts: &[PyBackedBytes]) -> PyResult<Partials> {
 /// Pass 1's sums decoded.
 pub fn path_list(bytes: &[u8]) -> PyResult<PathList> {
     from_bytes(bytes, "path sums")
+}
+
+/// The engine's matcher told each capture's span and the first pass's
+/// summed paths: what its offsets, delays and reports start from.
+pub fn matcher_of_paths(spans: &[(u64, u64)], list: &PathList) -> PyResult<CrossCapture> {
+    let mut cross = CrossCapture::new(MergeConfig::default());
+    for (c, &(first, last)) in spans.iter().enumerate() {
+        let c =
+            u8::try_from(c).map_err(|_| value_error("the engine matches at most 256 captures"))?;
+        cross.set_span(c, first, last);
+    }
+    for (k, v) in list {
+        cross.add_path(k.a, k.b, &k.flow.path(k.ev), v.engine());
+    }
+    Ok(cross)
 }
 
 /// Clock offsets estimated from the summed paths: `[(a, b, clock of b

@@ -465,16 +465,8 @@ impl Between {
         for pair in cross.report() {
             let (a, b) = (pair.capture_a as u8, pair.capture_b as u8);
             for p in &pair.paths {
-                let path = FlowPath {
-                    rocev2: p.proto == "rocev2",
-                    src: p.src,
-                    dst: p.dst,
-                    src_conn: p.src_conn,
-                    dst_conn: p.dst_conn,
-                    ev: p.ev,
-                };
                 direction.insert(
-                    path_key(a, b, &path),
+                    path_key(a, b, &FlowPath::of(p)),
                     (p.upstream == u64::from(a), pair.clock_offset_ns),
                 );
             }

@@ -12,7 +12,7 @@
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
-use analyzer::engine::Transmission;
+use analyzer::engine::{FlowPath, Transmission};
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, Int64Array, RecordBatch};
 use pyo3::prelude::*;
@@ -79,12 +79,16 @@ impl Row {
 
 impl Flow {
     pub fn of(tx: &Transmission) -> Flow {
+        Flow::of_path(&tx.path())
+    }
+
+    pub fn of_path(p: &FlowPath) -> Flow {
         Flow {
-            rocev2: tx.rocev2,
-            src: tx.src,
-            dst: tx.dst,
-            src_conn: tx.src_conn,
-            dst_conn: tx.dst_conn,
+            rocev2: p.rocev2,
+            src: p.src,
+            dst: p.dst,
+            src_conn: p.src_conn,
+            dst_conn: p.dst_conn,
         }
     }
 }

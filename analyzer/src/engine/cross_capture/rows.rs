@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use rustc_hash::FxHashMap;
 
 use super::super::direction::DirKey;
+use super::super::report::BetweenPath;
 use super::report::PathDeltas;
 use super::{CaptureCopy, CrossCapture, Fate, FlowId, MergeConfig, Sighting, Transmission, TxKey};
 
@@ -32,6 +33,18 @@ pub struct FlowPath {
 }
 
 impl FlowPath {
+    /// The path a between-captures report entry is about.
+    pub fn of(p: &BetweenPath) -> FlowPath {
+        FlowPath {
+            rocev2: p.proto == "rocev2",
+            src: p.src,
+            dst: p.dst,
+            src_conn: p.src_conn,
+            dst_conn: p.dst_conn,
+            ev: p.ev,
+        }
+    }
+
     pub(super) fn dir(&self) -> DirKey {
         DirKey {
             src: self.src,

@@ -6,7 +6,7 @@ use proto_parse::metaroce::PacketType;
 use proto_parse::rocev2::{Opcode, Service};
 
 use super::super::direction::DirKey;
-use super::{FlowId, TxKey};
+use super::{FlowId, FlowPath, TxKey};
 use crate::observation::{MrBody, ObsKind, Observation};
 
 /// A transmission as the matcher keys it, for callers that hold packets
@@ -107,20 +107,24 @@ impl Transmission {
         })
     }
 
-    pub(super) fn dir(&self) -> DirKey {
-        DirKey {
+    /// The path it took, as the row mode and the reports name paths.
+    pub fn path(&self) -> FlowPath {
+        FlowPath {
+            rocev2: self.rocev2,
             src: self.src,
             dst: self.dst,
             src_conn: self.src_conn,
             dst_conn: self.dst_conn,
+            ev: self.ev,
         }
     }
 
+    pub(super) fn dir(&self) -> DirKey {
+        self.path().dir()
+    }
+
     pub(super) fn flow(&self) -> FlowId {
-        FlowId {
-            rocev2: self.rocev2,
-            dir: self.dir().packed(),
-        }
+        self.path().flow()
     }
 
     pub(super) fn key(&self) -> TxKey {
