@@ -17,14 +17,13 @@
 //! Choices where the spec is silent are listed in `docs/spec-decisions.md`.
 
 pub mod field;
+mod headers;
 mod packet;
 mod repr;
 mod tlv;
 
-pub use packet::{
-    Ack, CrcStatus, Ctrl, Data, Feedback, Lax, Layout, Nack, Packet, WarningFlags, looks_like,
-    parse_lax,
-};
+pub use headers::{Ack, Ctrl, Data, Feedback, Nack};
+pub use packet::{CrcStatus, Lax, Layout, Packet, WarningFlags, looks_like, parse_lax};
 pub use repr::{
     AckRepr, Body, CnpRepr, CtrlRepr, DataRepr, FeedbackRepr, NackRepr, Op, Repr, SackBitmap,
 };
