@@ -2,10 +2,9 @@
 //! code: the capture file mapped into memory, its records split by
 //! `pcap-parser`, each frame's Ethernet/IP/UDP headers sliced by
 //! `etherparse`, and the UDP datagrams to the MetaRoCE and RoCEv2 ports
-//! counted. The issue measured this walk at about 23 M packets/s on the
-//! machine it was written on; `cargo xtask bench analyzer` runs it beside
-//! the analyzer so that its figures can be compared with the issue's on a
-//! host of another speed.
+//! counted. `cargo xtask bench analyzer` runs it beside the analyzer, so
+//! that the analyzer's rate is read against this floor on the same host
+//! (docs/performance.md).
 //!
 //!     reference_walk CAPTURE.pcap   (little-endian classic pcap)
 //!

@@ -39,7 +39,7 @@ pub struct AnalyzerArgs {
     #[arg(default_value_t = 10_000_000)]
     large: u64,
     /// tshark runs on captures up to this many packets [default: the small
-    /// one's] (about 80k packets/s: 10M packets take minutes).
+    /// one's] (tshark is slow: 10M packets take minutes).
     tshark_packets: Option<u64>,
     #[arg(long, default_value_t = 3)]
     rounds: usize,

@@ -184,8 +184,8 @@ pub(crate) struct Direction {
     /// RTT samples not yet in `fabric` and their path's histogram:
     /// recorded [`RTT_BATCH`] at a time, one histogram after the other, so
     /// that each stays in cache for the batch. Recorded one by one, the
-    /// histograms a sample goes to (among about 150) were cache misses:
-    /// removing the recording took 18 % off the analysis' time.
+    /// histograms a sample goes to (among about 150) were cache misses,
+    /// a large share of the analysis' time.
     /// `report` counts them too; `flush_rtt` records them.
     rtt_pending: [RttSample; RTT_BATCH],
 }
