@@ -24,6 +24,7 @@ pub mod latency;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;
+pub mod points;
 pub mod render;
 pub mod source;
 pub mod term;

@@ -151,6 +151,10 @@ pub struct Snapshot {
     pub latency: LatencyView,
     /// Most recent last; at most [`crate::events::MAX_EVENTS`].
     pub events: Vec<Event>,
+    /// The capture points seen (plain frames, mirror sessions), first
+    /// seen first: what each carried, and the copies not analysed
+    /// because another point is analysed for their host pair.
+    pub points: Vec<crate::points::PointView>,
     /// CPU use (set by `--headless` at the end).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub process: Option<ProcessStats>,
@@ -177,6 +181,7 @@ impl Snapshot {
             rocev2_rates: Vec::new(),
             latency: LatencyView::default(),
             events: Vec::new(),
+            points: Vec::new(),
             process: None,
             report: analyzer::Engine::default().snapshot(),
             histograms: None,

@@ -9,11 +9,13 @@ use analyzer::traffic::{self, Census};
 use analyzer::{Config, Engine, Observation};
 use proto_parse::defrag::{self, Reassembler, Reassembly};
 use proto_parse::frame::{DecodeConfig, LinkType};
+use proto_parse::mirror::MirrorSource;
 
 use crate::events::{EventConfig, EventDetector};
 use crate::latency::LatencyRecorder;
 use crate::metrics::latency::Recorder;
 use crate::model::{CaptureStats, DirKey, DirRate, RoceKey, RunState, Snapshot, SourceInfo};
+use crate::points::{self, CapturePoints};
 
 /// Decode settings for the UDP ports, from the command line.
 pub fn decode_config(metaroce_port: u16, rocev2_port: u16) -> DecodeConfig {
@@ -39,6 +41,9 @@ pub struct Pipeline {
     reassembler: Reassembler,
     /// What the frames that made no packet were (mirrors, other ports).
     census: Census,
+    /// Which capture point (plain, or a mirror session) each host pair is
+    /// analysed from.
+    points: CapturePoints,
     latency: LatencyRecorder,
     events: EventDetector,
     frame_no: u64,
@@ -128,6 +133,7 @@ impl Pipeline {
             engine: Engine::new(engine_cfg),
             reassembler: Reassembler::default(),
             census: Census::default(),
+            points: CapturePoints::default(),
             latency: LatencyRecorder::default(),
             events: EventDetector::new(event_cfg),
             frame_no: 0,
@@ -154,6 +160,7 @@ impl Pipeline {
         self.engine = Engine::new(self.engine_cfg);
         self.reassembler = Reassembler::default();
         self.census = Census::default();
+        self.points = CapturePoints::default();
         self.latency = LatencyRecorder::default();
         self.events = EventDetector::new(self.event_cfg);
         self.frame_no = 0;
@@ -182,8 +189,13 @@ impl Pipeline {
     pub fn on_frame(&mut self, link: LinkType, ts_ns: u64, data: &[u8], wire_len: u32) {
         self.frame_no += 1;
         self.bytes += u64::from(wire_len);
-        let obs = Observation::decode(self.frame_no, ts_ns, link, data, &self.decode)
-            .or_else(|| self.reassemble(link, ts_ns, data));
+        let (obs, source) = self.decode(link, ts_ns, data);
+        let engine = &self.engine;
+        let obs = obs.filter(|obs| {
+            self.points.admit(source, obs.src, obs.dst, || {
+                points::pairs_of(&engine.snapshot())
+            })
+        });
         match obs {
             Some(obs) => {
                 let v = self.engine.ingest(&obs);
@@ -200,6 +212,36 @@ impl Pipeline {
                 }
             }
             None => self.engine.ingest_other(ts_ns),
+        }
+    }
+
+    /// The frame's observation and the mirror session that carried it:
+    /// the routes of [`Observation::decode`], keeping the session.
+    #[inline]
+    fn decode(
+        &mut self,
+        link: LinkType,
+        ts_ns: u64,
+        data: &[u8],
+    ) -> (Option<Observation>, Option<MirrorSource>) {
+        let n = self.frame_no;
+        if let Some(plain) = Observation::decode_common(n, ts_ns, link, data, &self.decode) {
+            return (plain, None);
+        }
+        if let Some((obs, tag)) =
+            Observation::decode_common_mirrored(n, ts_ns, link, data, &self.decode)
+        {
+            self.census.mirrored(&tag);
+            return (Some(obs), Some(tag.source));
+        }
+        match Observation::decode_full(n, ts_ns, link, data, &self.decode) {
+            (Some(obs), tag) => {
+                if let Some(tag) = &tag {
+                    self.census.mirrored(tag);
+                }
+                (Some(obs), tag.map(|t| t.source))
+            }
+            (None, _) => (self.reassemble(link, ts_ns, data), None),
         }
     }
 
@@ -310,6 +352,7 @@ impl Pipeline {
             latency: self.latency.view(),
             events: self.events.events(),
             process: None,
+            points: self.points.view(),
             report,
             histograms: self.metrics.as_mut().map(Recorder::publish),
             engine_state: self.metrics.as_ref().map(|_| self.engine.state_size()),

@@ -6,50 +6,17 @@
 
 mod common;
 
-use common::fixture;
+use common::{fixture, replay};
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use analyzer::Config;
 use metaroce_tui::app::App;
-use metaroce_tui::events::EventConfig;
-use metaroce_tui::model::{CaptureStats, RunState, Snapshot, SourceInfo};
-use metaroce_tui::pipeline::{Pipeline, decode_config};
+use metaroce_tui::model::Snapshot;
 use metaroce_tui::render;
-use proto_parse::capture::Reader;
-use proto_parse::frame::LinkType;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::Value;
-
-/// Replays a fixture frame by frame, then ends the replay.
-fn replay(name: &str) -> Snapshot {
-    let source = SourceInfo::Replay {
-        file: name.to_string(),
-        speed: 1.0,
-    };
-    let mut p = Pipeline::new(
-        source,
-        decode_config(4794, 4791),
-        Config::default(),
-        EventConfig::default(),
-    );
-    let mut reader = Reader::open(fixture(name)).unwrap();
-    let mut stats = CaptureStats::default();
-    while let Some(rec) = reader.next_record() {
-        let rec = rec.unwrap();
-        stats.received += 1;
-        p.on_frame(
-            LinkType::from(u32::from(rec.linktype)),
-            rec.ts_ns,
-            rec.data,
-            rec.orig_len,
-        );
-    }
-    p.finish();
-    p.snapshot(1_000_000_000, RunState::Finished, stats)
-}
 
 /// A report part without frame numbers (fragments shift them).
 fn without_frame_numbers(v: Value) -> Value {

@@ -122,6 +122,17 @@ pub fn render(f: &mut Frame<'_>, area: Rect, app: &App) {
         spans.push(sep());
         spans.push(Span::raw(format!("mirrored {}", fmt::count(decapsulated))));
     }
+    if s.points.len() > 1 {
+        // Each host pair is analysed from the first point that carried it;
+        // the other points' copies of it are counted here.
+        let skipped: u64 = s.points.iter().map(|p| p.copies_not_analysed).sum();
+        spans.push(sep());
+        spans.push(Span::raw(format!(
+            "{} capture points, {} copies not analysed twice",
+            s.points.len(),
+            fmt::count(skipped)
+        )));
+    }
     if let Some(note) = &c.traffic.note {
         // Frames but none of ours: what they were and the likely cause.
         spans.push(sep());

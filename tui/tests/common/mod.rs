@@ -1,10 +1,18 @@
-//! Helpers shared by the integration tests: a detached tmux session
-//! driven by send-keys and read by capture-pane.
+//! Helpers shared by the integration tests: a fixture replayed through
+//! the real pipeline, and a detached tmux session driven by send-keys and
+//! read by capture-pane.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use analyzer::Config;
+use metaroce_tui::events::EventConfig;
+use metaroce_tui::model::{CaptureStats, RunState, Snapshot, SourceInfo};
+use metaroce_tui::pipeline::{Pipeline, decode_config};
+use proto_parse::capture::Reader;
+use proto_parse::frame::LinkType;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_metaroce-top");
 
@@ -394,4 +402,32 @@ pub fn many_connections(path: &Path, n: u32) {
         ));
     }
     write_pcap(path, &frames);
+}
+
+/// Replays a fixture frame by frame, then ends the replay.
+pub fn replay(name: &str) -> Snapshot {
+    let source = SourceInfo::Replay {
+        file: name.to_string(),
+        speed: 1.0,
+    };
+    let mut p = Pipeline::new(
+        source,
+        decode_config(4794, 4791),
+        Config::default(),
+        EventConfig::default(),
+    );
+    let mut reader = Reader::open(fixture(name)).unwrap();
+    let mut stats = CaptureStats::default();
+    while let Some(rec) = reader.next_record() {
+        let rec = rec.unwrap();
+        stats.received += 1;
+        p.on_frame(
+            LinkType::from(u32::from(rec.linktype)),
+            rec.ts_ns,
+            rec.data,
+            rec.orig_len,
+        );
+    }
+    p.finish();
+    p.snapshot(1_000_000_000, RunState::Finished, stats)
 }

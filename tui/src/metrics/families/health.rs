@@ -1,7 +1,7 @@
 //! The process's and the capture's own health: libpcap's counters, the
 //! engine's state, the exporter's folding, CPU and memory.
 
-use crate::metrics::exposition::{Kind, Writer};
+use crate::metrics::exposition::{Kind, Writer, labels};
 use crate::model::{RunState, Snapshot};
 
 /// What a scrape reads of the process itself (`/proc/self`).
@@ -211,6 +211,31 @@ pub(super) fn write(w: &mut Writer, snap: &Snapshot, health: ProcessHealth, fold
             "",
             Some(("table", table)),
             n,
+        );
+    }
+    // Capture points (plain frames, each mirror session): a collector's
+    // sessions, and the copies of host pairs analysed from another point.
+    w.family(
+        "metaroce_capture_point_packets",
+        Kind::Counter,
+        "Packets of ours each capture point carried (plain frames, or a mirror session).",
+    );
+    for p in &snap.points {
+        let l = labels(&[("point", &p.name)]);
+        w.sample("metaroce_capture_point_packets", &l, None, p.packets);
+    }
+    w.family(
+        "metaroce_capture_point_copies_not_analysed",
+        Kind::Counter,
+        "Copies a capture point carried of host pairs another point is analysed from.",
+    );
+    for p in &snap.points {
+        let l = labels(&[("point", &p.name)]);
+        w.sample(
+            "metaroce_capture_point_copies_not_analysed",
+            &l,
+            None,
+            p.copies_not_analysed,
         );
     }
     let running = matches!(snap.state, RunState::Running);

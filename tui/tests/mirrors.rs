@@ -1,0 +1,98 @@
+//! A mirror collector in the live view: a replay of the fixture
+//! generator's `mirror_erspan3.pcap` (the sender's capture mirrored by
+//! switch 192.0.2.1, the receiver's by 192.0.2.2, into one collector
+//! capture) through the real pipeline shows the sender's capture point,
+//! the first that carried the connection: the analysis of
+//! `multipath_loss_sender.pcap` replayed alone, not the two copies of
+//! every transmission counted again. The status line names the points.
+
+mod common;
+
+use common::replay;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use metaroce_tui::app::App;
+use metaroce_tui::metrics::MetricsConfig;
+use metaroce_tui::metrics::exposition::Format;
+use metaroce_tui::metrics::families::{ProcessHealth, render as render_metrics};
+use metaroce_tui::model::Snapshot;
+use metaroce_tui::render;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::Value;
+
+/// A report part without frame numbers (the collector's capture numbers
+/// its frames otherwise) and with its times of day moved by `shift_ns`.
+fn comparable(v: Value, shift_ns: i64) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(k, _)| !k.ends_with("frame"))
+                .map(|(k, v)| match v {
+                    Value::Number(n) if k.ends_with("ts_ns") || k == "start_ns" => {
+                        (k, Value::from(n.as_i64().unwrap() + shift_ns))
+                    }
+                    v => (k, comparable(v, shift_ns)),
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(|v| comparable(v, shift_ns)).collect()),
+        other => other,
+    }
+}
+
+#[test]
+fn a_collector_shows_each_connection_from_one_capture_point() {
+    let mirrored = replay("mirror_erspan3.pcap");
+    let sender = replay("multipath_loss_sender.pcap");
+    let json = |s: &Snapshot| serde_json::to_value(&s.report).unwrap();
+    let (m, s) = (json(&mirrored), json(&sender));
+    // The live view runs on the collector's clock: it records each copy
+    // 7 us after the sender's capture did.
+    assert_eq!(
+        comparable(m["directions"].clone(), -7_000),
+        comparable(s["directions"].clone(), 0)
+    );
+    // Both sessions are capture points; the receiver's switch carried 30
+    // copies of the same connection, counted and not analysed again.
+    let points: Vec<_> = mirrored
+        .points
+        .iter()
+        .map(|p| (p.name.as_str(), p.packets, p.copies_not_analysed))
+        .collect();
+    assert_eq!(
+        points,
+        [
+            ("ERSPAN III 192.0.2.1 session 1", 32, 0),
+            ("ERSPAN III 192.0.2.2 session 2", 30, 30)
+        ]
+    );
+    assert_eq!(m["capture"]["traffic"]["decapsulated"]["erspan3"], 62);
+
+    // The exporter names the points too.
+    let text = render_metrics(
+        &mirrored,
+        &MetricsConfig::default(),
+        Format::Prometheus,
+        ProcessHealth::default(),
+    );
+    for line in [
+        "metaroce_capture_point_packets_total{point=\"ERSPAN III 192.0.2.1 session 1\"} 32",
+        "metaroce_capture_point_copies_not_analysed_total{point=\"ERSPAN III 192.0.2.2 session 2\"} 30",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+
+    let app = App::new(Arc::new(mirrored), PathBuf::from("."));
+    let mut t = Terminal::new(TestBackend::new(240, 1)).unwrap();
+    t.draw(|frame| render::status::render(frame, frame.area(), &app))
+        .unwrap();
+    let line = format!("{}", t.backend());
+    assert!(line.contains("mirrored 62"), "{line}");
+    assert!(
+        line.contains("2 capture points, 30 copies not analysed twice"),
+        "{line}"
+    );
+}
