@@ -13,49 +13,24 @@ use std::process::{Command, Stdio};
 mod common;
 
 use analyzer::Config;
-use common::{fixture, rocev2_script, write_pcap};
-use metaroce_tui::events::EventConfig;
+use common::{Replay, fixture, rocev2_script, write_pcap};
 use metaroce_tui::metrics::MetricsConfig;
 use metaroce_tui::metrics::exposition::Format;
 use metaroce_tui::metrics::families::{ProcessHealth, render};
-use metaroce_tui::model::{CaptureStats, RunState, Snapshot, SourceInfo};
-use metaroce_tui::pipeline::{Pipeline, decode_config};
-use proto_parse::capture::Reader;
-use proto_parse::frame::LinkType;
+use metaroce_tui::model::Snapshot;
 
+/// Replays `path` with the lint on and the exporter's histograms fed, a
+/// snapshot every 7 frames.
 fn replay(path: &Path, cfg: MetricsConfig) -> Snapshot {
-    let source = SourceInfo::Replay {
-        file: path.display().to_string(),
-        speed: 0.0,
-    };
     let engine = Config {
         lint: Some(Default::default()),
         ..Config::default()
     };
-    let mut p = Pipeline::new(
-        source,
-        decode_config(4794, 4791),
-        engine,
-        EventConfig::default(),
-    )
-    .with_metrics(cfg.per_connection, cfg.max_series);
-    let mut reader = Reader::open(path).unwrap();
-    let mut stats = CaptureStats::default();
-    while let Some(rec) = reader.next_record() {
-        let rec = rec.unwrap();
-        stats.received += 1;
-        p.on_frame(
-            LinkType::from(u32::from(rec.linktype)),
-            rec.ts_ns,
-            rec.data,
-            rec.orig_len,
-        );
-        if stats.received % 7 == 0 {
-            p.snapshot(stats.received * 1_000_000, RunState::Running, stats);
-        }
-    }
-    p.finish();
-    p.snapshot((stats.received + 1) * 1_000_000, RunState::Finished, stats)
+    Replay::path(path)
+        .config(engine)
+        .metrics(cfg.per_connection, cfg.max_series)
+        .tick_every(7)
+        .run()
 }
 
 /// Samples by `name{labels}` as written (labels in their order).

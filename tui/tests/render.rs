@@ -8,7 +8,7 @@ use std::sync::Arc;
 use analyzer::Config;
 mod common;
 
-use common::fixture;
+use common::{Replay, fixture};
 
 use metaroce_tui::app::{App, SelKey, Selected, View};
 use metaroce_tui::events::{EventConfig, FlowKey};
@@ -22,44 +22,21 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 /// Replays `name` frame by frame, one tick per frame (1 ms of wall clock
-/// each), and returns the final snapshot.
+/// each), and returns the final snapshot (3 kernel drops: drawn red).
 fn replay(name: &str) -> Snapshot {
-    replay_path(&fixture(name), name)
+    replay_path(&fixture(name))
 }
 
-fn replay_path(path: &std::path::Path, name: &str) -> Snapshot {
-    replay_with(path, name, Config::default())
+fn replay_path(path: &std::path::Path) -> Snapshot {
+    replay_with(path, Config::default())
 }
 
-fn replay_with(path: &std::path::Path, name: &str, cfg: Config) -> Snapshot {
-    let source = SourceInfo::Replay {
-        file: name.to_string(),
-        speed: 1.0,
-    };
-    let mut p = Pipeline::new(
-        source,
-        decode_config(4794, 4791),
-        cfg,
-        EventConfig::default(),
-    );
-    let mut reader = Reader::open(path).unwrap();
-    let mut stats = CaptureStats::default();
-    let mut n = 0u64;
-    while let Some(rec) = reader.next_record() {
-        let rec = rec.unwrap();
-        n += 1;
-        stats.received = n;
-        p.on_frame(
-            LinkType::from(u32::from(rec.linktype)),
-            rec.ts_ns,
-            rec.data,
-            rec.orig_len,
-        );
-        p.snapshot(n * 1_000_000, RunState::Running, stats);
-    }
-    p.finish();
-    stats.kernel_drops = 3; // drops are drawn red: show it
-    p.snapshot((n + 1) * 1_000_000, RunState::Finished, stats)
+fn replay_with(path: &std::path::Path, cfg: Config) -> Snapshot {
+    Replay::path(path)
+        .config(cfg)
+        .tick_every(1)
+        .kernel_drops(3)
+        .run()
 }
 
 fn app(name: &str) -> App {
@@ -220,7 +197,7 @@ fn events_name_stall_nacks_and_cnp() {
 fn rocev2_flows_below_the_table() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/real/montybeatnik_roce_capture_read-write-ecn.pcap");
-    let s = replay_path(&path, "montybeatnik_roce_capture_read-write-ecn.pcap");
+    let s = replay_path(&path);
     assert!(!s.report.rocev2.is_empty());
     let mut a = App::new(Arc::new(s), PathBuf::from("."));
     let t = draw(150, 14, &mut a, |f, a| {
@@ -490,7 +467,7 @@ fn lint_findings_per_connection() {
         lint: Some(Default::default()),
         ..Config::default()
     };
-    let snap = replay_with(&path, "lint.pcap", lint_on);
+    let snap = replay_with(&path, lint_on);
     assert!(snap.lint_on());
     let key = metaroce_tui::model::DirKey {
         src: "10.0.0.1".parse().unwrap(),
@@ -542,7 +519,7 @@ fn lint_findings_per_connection() {
     insta::assert_snapshot!("lint_detail_pane", t.backend());
 
     // With the lint off the column says so.
-    let snap = replay_with(&path, "lint.pcap", Config::default());
+    let snap = replay_with(&path, Config::default());
     assert!(!snap.lint_on());
     let mut a = App::new(Arc::new(snap), PathBuf::from("."));
     let t = draw(150, 6, &mut a, |f, a| {
@@ -560,7 +537,7 @@ fn a_clean_capture_has_no_lint_errors() {
         ..Config::default()
     };
     for name in ["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"] {
-        let snap = replay_with(&fixture(name), name, cfg);
+        let snap = replay_with(&fixture(name), cfg);
         assert!(snap.lint_on());
         assert!(!snap.report.directions.is_empty());
         for d in &snap.report.directions {

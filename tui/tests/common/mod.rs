@@ -404,30 +404,98 @@ pub fn many_connections(path: &Path, n: u32) {
     write_pcap(path, &frames);
 }
 
-/// Replays a fixture frame by frame, then ends the replay.
-pub fn replay(name: &str) -> Snapshot {
-    let source = SourceInfo::Replay {
-        file: name.to_string(),
-        speed: 1.0,
-    };
-    let mut p = Pipeline::new(
-        source,
-        decode_config(4794, 4791),
-        Config::default(),
-        EventConfig::default(),
-    );
-    let mut reader = Reader::open(fixture(name)).unwrap();
-    let mut stats = CaptureStats::default();
-    while let Some(rec) = reader.next_record() {
-        let rec = rec.unwrap();
-        stats.received += 1;
-        p.on_frame(
-            LinkType::from(u32::from(rec.linktype)),
-            rec.ts_ns,
-            rec.data,
-            rec.orig_len,
-        );
+/// A capture replayed frame by frame through the real pipeline, then
+/// ended; `run` returns the final snapshot.
+pub struct Replay {
+    path: PathBuf,
+    config: Config,
+    metrics: Option<(bool, usize)>,
+    tick_every: Option<u64>,
+    kernel_drops: u64,
+}
+
+impl Replay {
+    /// A fixture of `fixtures/generated`.
+    pub fn fixture(name: &str) -> Replay {
+        Replay::path(&fixture(name))
     }
-    p.finish();
-    p.snapshot(1_000_000_000, RunState::Finished, stats)
+
+    pub fn path(path: &Path) -> Replay {
+        Replay {
+            path: path.to_path_buf(),
+            config: Config::default(),
+            metrics: None,
+            tick_every: None,
+            kernel_drops: 0,
+        }
+    }
+
+    /// The engine's settings (the lint, thresholds).
+    pub fn config(mut self, config: Config) -> Replay {
+        self.config = config;
+        self
+    }
+
+    /// Feeds the exporter's histograms (`Pipeline::with_metrics`).
+    pub fn metrics(mut self, per_connection: bool, max_keys: usize) -> Replay {
+        self.metrics = Some((per_connection, max_keys));
+        self
+    }
+
+    /// A snapshot every `frames` frames, each frame 1 ms of wall clock
+    /// (rates, events), as the capture thread ticks.
+    pub fn tick_every(mut self, frames: u64) -> Replay {
+        self.tick_every = Some(frames);
+        self
+    }
+
+    /// libpcap's kernel drops in the final snapshot's statistics.
+    pub fn kernel_drops(mut self, drops: u64) -> Replay {
+        self.kernel_drops = drops;
+        self
+    }
+
+    pub fn run(self) -> Snapshot {
+        let source = SourceInfo::Replay {
+            file: self
+                .path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+            speed: 1.0,
+        };
+        let mut p = Pipeline::new(
+            source,
+            decode_config(4794, 4791),
+            self.config,
+            EventConfig::default(),
+        );
+        if let Some((per_connection, max_keys)) = self.metrics {
+            p = p.with_metrics(per_connection, max_keys);
+        }
+        let mut reader = Reader::open(&self.path).unwrap();
+        let mut stats = CaptureStats::default();
+        while let Some(rec) = reader.next_record() {
+            let rec = rec.unwrap();
+            stats.received += 1;
+            p.on_frame(
+                LinkType::from(u32::from(rec.linktype)),
+                rec.ts_ns,
+                rec.data,
+                rec.orig_len,
+            );
+            if self.tick_every.is_some_and(|n| stats.received % n == 0) {
+                p.snapshot(stats.received * 1_000_000, RunState::Running, stats);
+            }
+        }
+        p.finish();
+        stats.kernel_drops = self.kernel_drops;
+        p.snapshot((stats.received + 1) * 1_000_000, RunState::Finished, stats)
+    }
+}
+
+/// Replays a fixture, then ends the replay.
+pub fn replay(name: &str) -> Snapshot {
+    Replay::fixture(name).run()
 }
