@@ -4,112 +4,33 @@
 
 mod common;
 
+use common::metaroce_observation;
+
+use common::sprayed::Sprayed;
+
 use std::net::IpAddr;
 
-use analyzer::engine::{
-    Config, DataObs, Engine, FbKind, FeedbackObs, MrBody, MrObs, ObsKind, Observation, StateSize,
-};
-use proto_parse::metaroce::{DataOp, FbFlags, Flags, PacketType};
+use analyzer::engine::{Config, Engine, FbKind, FeedbackObs, MrBody, MrObs, StateSize};
+use proto_parse::metaroce::{FbFlags, Flags, PacketType};
 
 const FLOWS: u32 = 8;
-const EVS: u16 = 16;
 
-fn obs(frame: u64, ts: u64, src: IpAddr, dst: IpAddr, mr: MrObs) -> Observation {
-    Observation {
-        frame,
-        ts_ns: ts,
-        src,
-        dst,
-        src_port: 0xC000,
-        dst_port: 4794,
-        ecn: 2,
-        malformed: false,
-        kind: ObsKind::MetaRoce(mr),
-    }
-}
-
-/// `rounds` rounds of: every flow sends 4 DATA packets (one 4-packet
-/// message, sprayed over 16 evs, with one reordered pair) and gets one
+/// `rounds` of [`Sprayed`] traffic: every flow sends 4 DATA packets (one
+/// message sprayed over 16 evs, with one reordered pair) and gets one
 /// coalesced ACK.
-fn feed(engine: &mut Engine, rounds: std::ops::Range<u32>, frame: &mut u64, ts: &mut u64) {
-    let a: IpAddr = "10.1.0.1".parse().unwrap();
-    let b: IpAddr = "10.1.0.2".parse().unwrap();
-    for round in rounds {
-        for flow in 0..FLOWS {
-            let psn0 = round * 4;
-            let mut last_tx = 0;
-            for k in [0u32, 2, 1, 3] {
-                let psn = psn0 + k;
-                let ev = ((psn + flow) % u32::from(EVS)) as u16;
-                let mut flags = Flags::empty();
-                flags.set(Flags::SOM, k == 0);
-                flags.set(Flags::EOM, k == 3);
-                *frame += 1;
-                *ts += 100;
-                last_tx = *ts as u32;
-                let mr = MrObs {
-                    checks: Default::default(),
-                    ptype: PacketType::Data,
-                    flags,
-                    tx_attempt: 0,
-                    ev,
-                    path_seq: 0,
-                    dst_conn: 1000 + flow,
-                    src_conn: flow,
-                    psn,
-                    tx_ts: last_tx,
-                    body: MrBody::Data(DataObs {
-                        op: DataOp::Send,
-                        payload_len: 1000,
-                        actual_len: 1000,
-                        trimmed: false,
-                        msg_id: round,
-                        msg_offset: k * 1000,
-                        msg_len: 4000,
-                    }),
-                };
-                engine.ingest(&obs(*frame, *ts, a, b, mr));
-            }
-            *frame += 1;
-            *ts += 100;
-            let ack = MrObs {
-                checks: Default::default(),
-                ptype: PacketType::Ack,
-                flags: Flags::empty(),
-                tx_attempt: 0,
-                ev: 0,
-                path_seq: 0,
-                dst_conn: flow,
-                src_conn: 1000 + flow,
-                psn: psn0 + 4,
-                tx_ts: 0,
-                body: MrBody::Feedback(FeedbackObs {
-                    flags: FbFlags::COAL,
-                    echo_ev: 0,
-                    echo_psn: psn0 + 3,
-                    echo_tx_ts: last_tx,
-                    rx_ts: 0,
-                    ce_count: 0,
-                    credit: u32::MAX,
-                    kind: FbKind::Ack {
-                        sack_base: psn0 + 4,
-                        sack_words: 0,
-                        sack: [0; 4],
-                    },
-                }),
-            };
-            engine.ingest(&obs(*frame, *ts, b, a, ack));
-        }
+fn feed(engine: &mut Engine, traffic: &mut Sprayed, rounds: std::ops::Range<u32>) {
+    for o in traffic.rounds(rounds) {
+        engine.ingest(&o);
     }
 }
 
 #[test]
 fn ten_times_more_packets_same_state() {
     let mut engine = Engine::new(Config::default());
-    let (mut frame, mut ts) = (0, 1_000_000);
-    feed(&mut engine, 0..200, &mut frame, &mut ts);
+    let mut traffic = Sprayed::new(FLOWS, None);
+    feed(&mut engine, &mut traffic, 0..200);
     let small: StateSize = engine.state_size();
-    feed(&mut engine, 200..2000, &mut frame, &mut ts);
+    feed(&mut engine, &mut traffic, 200..2000);
     let large = engine.state_size();
     assert_eq!(small, large);
     // 8 data directions + 8 ack directions; 16 evs per data direction plus
@@ -133,8 +54,7 @@ fn flow_cap_evicts_and_counts() {
         max_flows: 4,
         ..Config::default()
     });
-    let (mut frame, mut ts) = (0, 1_000_000);
-    feed(&mut engine, 0..10, &mut frame, &mut ts);
+    feed(&mut engine, &mut Sprayed::new(FLOWS, None), 0..10);
     let size = engine.state_size();
     assert!(size.directions <= 4, "{size:?}");
     let report = engine.snapshot();
@@ -162,9 +82,15 @@ fn no_feedback_capture_stays_bounded() {
             let mut mr =
                 common::one_packet_send(1, 2, psn, (psn % 4) as u16, (psn / 4 + 1) as u16, psn);
             let frame = u64::from(psn) * 2 + 1;
-            e.ingest(&obs(frame, u64::from(psn) * 10, a, b, mr));
+            e.ingest(&metaroce_observation(frame, u64::from(psn) * 10, a, b, mr));
             mr.tx_attempt = 1;
-            e.ingest(&obs(frame + 1, u64::from(psn) * 10 + 5, a, b, mr));
+            e.ingest(&metaroce_observation(
+                frame + 1,
+                u64::from(psn) * 10 + 5,
+                a,
+                b,
+                mr,
+            ));
         }
         sizes.push(e.state_size());
     }
@@ -190,7 +116,13 @@ fn an_evicted_direction_comes_back_as_new() {
     let mut send = |engine: &mut Engine, conn: u32, psn: u32| {
         frame += 1;
         let mr = common::one_packet_send(conn, 1000 + conn, psn, 1, 0, 0);
-        engine.ingest(&obs(frame, 1_000_000 + frame * 100, a, b, mr));
+        engine.ingest(&metaroce_observation(
+            frame,
+            1_000_000 + frame * 100,
+            a,
+            b,
+            mr,
+        ));
     };
     // Directions 1 and 2; 3 evicts 1 (the least recently seen) and takes
     // its slot; 1 comes back and evicts 2.
@@ -232,7 +164,7 @@ fn unechoed_transmissions_are_awaited_for_a_few_round_trips() {
             frame += 1;
             ts += 100;
             let mr = common::one_packet_send(1, 2, psn, ev, 0, ts as u32);
-            engine.ingest(&obs(frame, ts, a, b, mr));
+            engine.ingest(&metaroce_observation(frame, ts, a, b, mr));
             last = (psn, ev, ts as u32);
         }
         let (psn, ev, tx_ts) = last;
@@ -264,7 +196,7 @@ fn unechoed_transmissions_are_awaited_for_a_few_round_trips() {
         };
         frame += 1;
         ts += 100;
-        engine.ingest(&obs(frame, ts, b, a, ack));
+        engine.ingest(&metaroce_observation(frame, ts, b, a, ack));
     }
     let size = engine.state_size();
     assert!(size.late_echoes <= 16, "{size:?}");

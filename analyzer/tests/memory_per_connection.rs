@@ -3,11 +3,13 @@
 //! measured as the growth of this process's resident memory (this binary's
 //! only test, so nothing else allocates meanwhile).
 
+mod common;
+
+use common::metaroce_observation;
+
 use std::net::IpAddr;
 
-use analyzer::engine::{
-    Config, DataObs, Engine, FbKind, FeedbackObs, MrBody, MrObs, ObsKind, Observation,
-};
+use analyzer::engine::{Config, DataObs, Engine, FbKind, FeedbackObs, MrBody, MrObs};
 use proto_parse::metaroce::{DataOp, FbFlags, Flags, PacketType};
 
 /// This process's resident memory, in bytes (Linux).
@@ -18,20 +20,6 @@ fn rss() -> u64 {
 }
 
 const PATHS: u16 = 4;
-
-fn obs(frame: u64, ts: u64, src: IpAddr, dst: IpAddr, mr: MrObs) -> Observation {
-    Observation {
-        frame,
-        ts_ns: ts,
-        src,
-        dst,
-        src_port: 0xC000,
-        dst_port: 4794,
-        ecn: 2,
-        malformed: false,
-        kind: ObsKind::MetaRoce(mr),
-    }
-}
 
 /// Connection `conn`: two 4 KiB WRITEs from A to B in 1 KiB packets
 /// sprayed over 4 paths, each packet acked at once on its path (one RTT
@@ -70,7 +58,7 @@ fn connection(engine: &mut Engine, conn: u32, frame: &mut u64, ts: &mut u64) {
         };
         *frame += 1;
         *ts += 1_000;
-        engine.ingest(&obs(*frame, *ts, a, b, data));
+        engine.ingest(&metaroce_observation(*frame, *ts, a, b, data));
         let ack = MrObs {
             checks: Default::default(),
             ptype: PacketType::Ack,
@@ -99,7 +87,7 @@ fn connection(engine: &mut Engine, conn: u32, frame: &mut u64, ts: &mut u64) {
         };
         *frame += 1;
         *ts += 10_000;
-        engine.ingest(&obs(*frame, *ts, b, a, ack));
+        engine.ingest(&metaroce_observation(*frame, *ts, b, a, ack));
     }
 }
 

@@ -86,17 +86,7 @@ fn offset_one_way_delay_and_loss_between_captures() {
     let mut m = two_captures();
     for (n, (c, ts, from_a, mr)) in events.iter().enumerate() {
         let (src, dst) = if *from_a { (a, b) } else { (b, a) };
-        let obs = Observation {
-            frame: n as u64 + 1,
-            ts_ns: *ts,
-            src,
-            dst,
-            src_port: 0xC000,
-            dst_port: 4794,
-            ecn: 2,
-            malformed: false,
-            kind: ObsKind::MetaRoce(*mr),
-        };
+        let obs = common::metaroce_observation(n as u64 + 1, *ts, src, dst, *mr);
         m.ingest(*c, &obs);
     }
     let between = m.between();

@@ -4,10 +4,12 @@
 
 #![allow(dead_code)]
 
+pub mod sprayed;
+
 use std::net::{IpAddr, SocketAddr};
 
 use analyzer::engine::{
-    DataObs, DirectionReport, Engine, MrBody, MrObs, Observation, Report, Verdict,
+    DataObs, DirectionReport, Engine, MrBody, MrObs, ObsKind, Observation, Report, Verdict,
 };
 use proto_parse::build::{ECN_CE, ECN_ECT0, UdpFrameBuilder};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
@@ -41,6 +43,28 @@ pub fn ip(s: &str) -> IpAddr {
 /// Microseconds after T0.
 pub fn us(t: u64) -> u64 {
     T0 + t * 1000
+}
+
+/// A MetaRoCE packet from `src` to `dst` (UDP 0xC000 to 4794, ECT(0)) as
+/// the engine takes it, for tests that feed observations directly.
+pub fn metaroce_observation(
+    frame: u64,
+    ts_ns: u64,
+    src: IpAddr,
+    dst: IpAddr,
+    mr: MrObs,
+) -> Observation {
+    Observation {
+        frame,
+        ts_ns,
+        src,
+        dst,
+        src_port: 0xC000,
+        dst_port: 4794,
+        ecn: 2,
+        malformed: false,
+        kind: ObsKind::MetaRoce(mr),
+    }
 }
 
 /// A one-packet SEND message (SOM and EOM, 100 bytes) as the engine sees
