@@ -1,18 +1,19 @@
-//! The reduce's bucket step: one call matches every host's sightings of
-//! one bucket ([`crate::shard`]) with the engine's `CrossCapture` in row
-//! mode (the sightings sorted by capture time here, the rules the
-//! engine's) and returns mergeable partials, never a row per
-//! transmission. Two passes over the same blobs:
+//! The reduce's bucket step: the engine's `CrossCapture` in row mode
+//! matches every host's sightings of one bucket ([`crate::shard`]) once
+//! (the sightings sorted by capture time here, the rules the engine's),
+//! and the match is read twice; what comes out is mergeable partials,
+//! never a row per transmission:
 //!
 //! 1. [`match_paths`]: per path between captures a < b, the count, min,
 //!    max and sum of `ts_b - ts_a` ([`PathSums`]): summed over the buckets
 //!    ([`merge_paths`]), they give the clock offsets as the engine
-//!    estimates them ([`offsets`]).
-//! 2. [`match_partials`]: with the summed paths, the same matching again,
-//!    now giving each match its one-way delay and each unmatched
-//!    transmission its fate: [`Partials`] (delay histogram counts per
-//!    path, fate counts, and the fabric views' and culprits' sums),
-//!    merged and turned into the report by [`crate::assemble`].
+//!    estimates them ([`offsets`]). Also the bucket as matched
+//!    ([`Matched`], bytes), which the job keeps for the second read.
+//! 2. [`match_partials`]: with the summed paths, each match of the kept
+//!    bucket gets its one-way delay and each unmatched transmission its
+//!    fate: [`Partials`] (delay histogram counts per path, fate counts,
+//!    and the fabric views' and culprits' sums), merged and turned into
+//!    the report by [`crate::assemble`].
 
 use analyzer::engine::{
     CrossCapture, Fate, FlowPath, Hist, MergeConfig, Offsets, PathSums, one_way_delay,
@@ -433,8 +434,13 @@ pub struct Context {
 }
 
 impl Context {
+    /// From [`merge_paths`]'s bytes.
     pub fn new(spans: &[(u64, u64)], paths: &[u8]) -> PyResult<Context> {
-        let cross = matcher_of_paths(spans, &path_list(paths)?)?;
+        Context::of_list(spans, &path_list(paths)?)
+    }
+
+    pub fn of_list(spans: &[(u64, u64)], paths: &PathList) -> PyResult<Context> {
+        let cross = matcher_of_paths(spans, paths)?;
         let offsets = cross.offsets();
         let mut direction = FxHashMap::default();
         let mut downs: FxHashMap<(u8, Flow), Vec<u8>> = FxHashMap::default();
