@@ -45,7 +45,7 @@ def parse_args(argv):
     p.add_argument("--buckets", type=int, default=0,
                    help="buckets of the reduce (partitions of the sightings; default: one per core, more when the packet "
                         "rows exceed 4 M per bucket). A bucket's "
-                        "sightings are matched in one task's memory: about 100 bytes each")
+                        "sightings are matched in one task's memory: about 150 bytes each")
     p.add_argument("--tables", action="store_true",
                    help="also write DIR/tables/* (per-transmission Parquet tables: a second, row-by-row pass)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="capture files or export directories")
