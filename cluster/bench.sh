@@ -12,7 +12,8 @@
 #   fixed s         Spark start to the end of its first task (spark-submit
 #                   started; the session made; a one-task job run)
 #   match s         the reduce's matching: hosts' packets read and cut into
-#                   bucket blobs, the blobs moved, both matching passes
+#                   bucket blobs, the blobs moved, pass 1 (the matching) and
+#                   pass 2 (the kept match read)
 #                   (phases "map and load" + "clock offsets" + "between
 #                   captures")
 #   matched/s/core  matched transmissions / match s / 2 cores

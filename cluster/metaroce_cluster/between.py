@@ -5,31 +5,36 @@ all computed by the engine (the ``metaroce`` package, python/). Spark
 moves a few large values; no matching rule and no per-packet row is
 handled here.
 
-1. :func:`read_hosts`: one task per host reads its ``packets`` table
-   (pyarrow) and ``metaroce.shard`` cuts its sightings into buckets by a
-   64-bit hash of the transmission key: one compact blob per (host,
-   bucket). The task also returns the host's row count, span, stalls and
-   ``captures`` row (small). Spark moves the blobs to one partition per
-   bucket (every sighting of a transmission, whatever its host, lands in
-   the same one) and keeps them.
-2. :func:`path_sums`: per bucket, ``metaroce.match_paths`` runs the
-   engine's matcher (sorting by capture time inside) and returns each
-   path's sums of ``ts_b - ts_a``; summed (``metaroce.merge_paths``),
-   they give the clock offsets (``metaroce.offsets``).
-3. :func:`partials`: per bucket again, ``metaroce.match_partials``
-   matches the same blobs knowing the offsets, the reference clock and
-   the incidents' windows, and returns mergeable partials (delay
-   histogram counts, fate counts, per-path, per-switch and per-incident
-   sums); ``metaroce.assemble`` on the driver turns them into the report.
+1. :func:`read_hosts`: tasks of several hosts each read a host's
+   ``packets`` columns the engine needs (pyarrow) and ``metaroce.shard``
+   cuts its sightings into buckets by a 64-bit hash of the transmission
+   key: one compact blob per (host, bucket). The task also returns the
+   host's row count, span, stalls and ``captures`` row (small). Spark
+   moves the blobs to one partition per bucket: every sighting of a
+   transmission, whatever its host, lands in the same one.
+2. :func:`match_buckets`: per bucket, ``metaroce.match_paths`` runs the
+   engine's matcher once (sorting by capture time inside) and returns
+   each path's sums of ``ts_b - ts_a`` and the bucket as matched, which
+   the task keeps in a file of its executor; the sums, summed on the
+   driver (``metaroce.merge_paths``), give the clock offsets
+   (``metaroce.offsets``).
+3. :func:`partials`: per bucket, ``metaroce.match_partials`` reads the
+   kept matches knowing the offsets, the reference clock and the
+   incidents' windows, and returns mergeable partials (delay histogram
+   counts, fate counts, per-path, per-switch and per-incident sums);
+   ``metaroce.assemble`` on the driver turns them into the report.
 
-A task that fails is retried from its input (the shuffled blobs); only
-the result of its successful attempt reaches the driver.
+A task that fails is retried from its input (the shuffled blobs, which
+Spark keeps; a bucket not kept on the executor that runs its second
+pass is matched again there); only the result of its successful
+attempt reaches the driver.
 """
 
 import os
 import socket
+import uuid
 
-from pyspark import StorageLevel, TaskContext
+from pyspark import TaskContext
 
 # The engine's MergeConfig default.
 WINDOW_NS = 1_000_000_000
@@ -75,7 +80,8 @@ def _files(path):
 
 
 def _read(path, columns, problems):
-    """The rows of every readable Parquet file under ``path``: a file that
+    """The rows of every readable Parquet file under ``path``, only
+    ``columns`` of them (those the file has; all with None): a file that
     cannot be read is named in ``problems`` and skipped."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -86,7 +92,10 @@ def _read(path, columns, problems):
     tables = []
     for f in files:
         try:
-            t = pq.read_table(f, filesystem=fs, columns=columns)
+            with fs.open_input_file(f) as source:
+                pf = pq.ParquetFile(source)
+                names = pf.schema_arrow.names
+                t = pf.read(columns=None if columns is None else [c for c in columns if c in names])
             tables.append(t)
         except Exception as e:  # noqa: BLE001 -- any unreadable file is reported, not fatal
             problems.append(f"{f}: unreadable ({type(e).__name__}: {e}): skipped")
@@ -108,11 +117,38 @@ def _packets(table):
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
+# Packet rows per bucket at most, by default: a bucket's sightings are
+# matched in one task's memory (about 150 bytes each with what pass 1
+# keeps).
+ROWS_PER_BUCKET = 4_000_000
+
+
+def default_buckets(items, cores):
+    """One bucket per core (each pass then runs in one wave), more when
+    the hosts' packet rows (their Parquet footers) exceed
+    ``ROWS_PER_BUCKET`` per bucket. Unreadable files count nothing here:
+    their hosts' tasks name them."""
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for _, packets_dir, _ in items:
+        if packets_dir is None:
+            continue
+        try:
+            fs, files = _files(packets_dir)
+            for f in files:
+                with fs.open_input_file(f) as source:
+                    rows += pq.ParquetFile(source).metadata.num_rows
+        except Exception:  # noqa: BLE001 -- counted by the host's task, which names the problem
+            continue
+    return max(1, cores, -(-rows // ROWS_PER_BUCKET))
+
+
 def read_hosts(spark, items, buckets, driver_version):
-    """One task per host ``items[i] = (host, packets dir, captures dir)``
-    (either dir may be None) reads it and cuts its sightings into blobs;
-    Spark moves them to one partition per bucket and keeps them. Returns
-    ``(blobs, infos)``: the kept RDD of ``(bucket, blob)`` (partition
+    """Tasks of several hosts ``items[i] = (host, packets dir, captures
+    dir)`` (either dir may be None) read each host and cut its sightings
+    into blobs; Spark moves them to one partition per bucket. Returns
+    ``(blobs, infos)``: the RDD of ``(bucket, blob)`` (partition
     ``buckets`` holds the hosts' infos instead) and per host ``{index,
     rows, first, last, stalls, captures, problems}``, in host order."""
     columns = STRING_COLUMNS + ["malformed"] + INT_COLUMNS + LIST_COLUMNS
@@ -128,10 +164,10 @@ def read_hosts(spark, items, buckets, driver_version):
         caps = _read(captures_dir, None, problems)
         if caps is not None and caps.num_rows:
             info["captures"] = {k: v[0] for k, v in caps.slice(0, 1).to_pydict().items()}
-        table = _read(packets_dir, None, problems)
+        table = _read(packets_dir, columns, problems)
         blobs = []
         if table is not None and table.num_rows:
-            table = _packets(table.select([c for c in columns if c in table.column_names]))
+            table = _packets(table)
             batches = table.to_batches()
             info["rows"] = table.num_rows
             mm = pc.min_max(table.column("ts_ns")).as_py()
@@ -141,45 +177,72 @@ def read_hosts(spark, items, buckets, driver_version):
         return [(buckets, info)] + blobs
 
     sc = spark.sparkContext
-    blobs = (sc.parallelize(list(enumerate(items)), max(1, len(items))).flatMap(read)
-             .partitionBy(buckets + 1, lambda b: b).persist(StorageLevel.MEMORY_AND_DISK))
-    infos = blobs.mapPartitionsWithIndex(lambda i, it: (v for _, v in it) if i == buckets else iter(())).collect()
+    # A task per core, each reading its share of the hosts: a task costs
+    # more than a small host.
+    tasks = max(1, min(len(items), sc.defaultParallelism))
+    blobs = sc.parallelize(list(enumerate(items)), tasks).flatMap(read).partitionBy(buckets + 1, lambda b: b)
+    # Only the infos' partition: the blobs stay in the shuffle's files
+    # for the first pass.
+    infos = sc.runJob(blobs, lambda it: [v for _, v in it], [buckets])
     return blobs, sorted(infos, key=lambda i: i["index"])
 
 
-def _buckets_of(i, it, buckets):
-    """The blobs of partition ``i`` (none in the infos' partition)."""
-    return [b for _, b in it] if i < buckets else None
+def _kept_path(job, bucket):
+    """Where an executor keeps a bucket as matched between the two passes:
+    in its directory of the application's files, which Spark removes when
+    the application ends (``job``: this run's token)."""
+    from pyspark import SparkFiles
+
+    return os.path.join(SparkFiles.getRootDirectory(), f"metaroce-kept-{job}-{bucket}")
 
 
-def path_sums(blobs, spans, remap, driver_version, window_ns=WINDOW_NS):
-    """Pass 1: the paths' sums of every bucket, summed (bytes, for
-    ``metaroce.offsets`` and pass 2)."""
-
+def match_buckets(blobs, spans, remap, driver_version, window_ns=WINDOW_NS):
+    """Pass 1: the engine's matcher over each bucket. Each task keeps its
+    bucket as matched in a file of its executor for pass 2 and returns
+    the bucket's paths' sums. Returns ``(paths, job)``: the sums summed
+    (bytes, for ``metaroce.offsets`` and pass 2) and the token that names
+    the kept files."""
+    job = uuid.uuid4().hex
     buckets = blobs.getNumPartitions() - 1
 
     def run(i, it):
+        if i >= buckets:
+            return
         metaroce = _engine(driver_version)
-        mine = _buckets_of(i, it, buckets)
-        if mine is not None:
-            yield metaroce.match_paths(mine, spans, remap, window_ns=window_ns)
+        paths, kept = metaroce.match_paths([b for _, b in it], spans, remap, window_ns=window_ns)
+        path = _kept_path(job, i)
+        # Written whole, then renamed: a reader sees all of it or nothing.
+        with open(f"{path}.{os.getpid()}", "wb") as f:
+            f.write(kept)
+        os.replace(f"{path}.{os.getpid()}", path)
+        yield paths
 
     import metaroce
 
-    return metaroce.merge_paths(blobs.mapPartitionsWithIndex(run).collect())
+    return metaroce.merge_paths(blobs.mapPartitionsWithIndex(run).collect()), job
 
 
-def partials(blobs, spans, remap, paths, to_ref, windows, driver_version, window_ns=WINDOW_NS):
-    """Pass 2: every bucket's partials (bytes, for ``metaroce.assemble``)."""
+def partials(blobs, job, spans, remap, paths, to_ref, windows, driver_version, window_ns=WINDOW_NS):
+    """Pass 2: every bucket's partials (bytes, for ``metaroce.assemble``),
+    from the bucket pass 1 kept on this executor; a task that runs
+    elsewhere, or again, matches its bucket's blobs anew (the same
+    matches: the engine is deterministic)."""
     shared = blobs.context.broadcast(paths)
     buckets = blobs.getNumPartitions() - 1
 
     def run(i, it):
-        metaroce = _engine(driver_version)
-        mine = _buckets_of(i, it, buckets)
-        if mine is None:
+        if i >= buckets:
             return
-        out = metaroce.match_partials(mine, spans, remap, shared.value, to_ref, windows, window_ns=window_ns)
+        metaroce = _engine(driver_version)
+        path = _kept_path(job, i)
+        try:
+            with open(path, "rb") as f:
+                kept = f.read()
+        except FileNotFoundError:
+            _, kept = metaroce.match_paths([b for _, b in it], spans, remap, window_ns=window_ns)
+        out = metaroce.match_partials(kept, spans, shared.value, to_ref, windows)
+        if os.path.exists(path):
+            os.remove(path)
         _fail_first_attempt()
         yield out
 

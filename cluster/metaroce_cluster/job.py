@@ -43,8 +43,9 @@ def parse_args(argv):
                         "declares a stall after its threshold, 1 ms by default, without progress)")
     p.add_argument("--top", type=int, default=5, help="culprits listed per incident")
     p.add_argument("--buckets", type=int, default=0,
-                   help="buckets of the reduce (partitions of the sightings; default: twice the cores). A bucket's "
-                        "sightings are matched in one task's memory: about 100 bytes each")
+                   help="buckets of the reduce (partitions of the sightings; default: one per core, more when the packet "
+                        "rows exceed 4 M per bucket). A bucket's "
+                        "sightings are matched in one task's memory: about 150 bytes each")
     p.add_argument("--tables", action="store_true",
                    help="also write DIR/tables/* (per-transmission Parquet tables: a second, row-by-row pass)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="capture files or export directories")
@@ -150,7 +151,7 @@ def run(spark, args):
     phases = Phases()
     items, roots, hosts_of_root = load(spark, args, messages)
     version = engine_version()
-    buckets = args.buckets or max(1, 2 * spark.sparkContext.defaultParallelism)
+    buckets = args.buckets or between.default_buckets(items, spark.sparkContext.defaultParallelism)
     blobs, infos = between.read_hosts(spark, items, buckets, version)
     hosts, remap = hosts_analysed(items, infos, messages)
     phases.done("map and load")
@@ -159,10 +160,9 @@ def run(spark, args):
               "incidents": [], "messages": messages}
     if not any(h["packets"] for h in hosts):
         messages.append("no host has packets to analyse")
-        blobs.unpersist()
         return report
     spans = [(h["first_ts_ns"] or 0, h["last_ts_ns"] or 0) for h in hosts]
-    paths = between.path_sums(blobs, spans, remap, version, args.window_ns)
+    paths, job = between.match_buckets(blobs, spans, remap, version, args.window_ns)
     offsets = {(a, b): o for a, b, o in metaroce_module().offsets(spans, paths)}
     phases.done("clock offsets")
 
@@ -181,9 +181,8 @@ def run(spark, args):
     incidents = fabric.incidents(stalls)
     windows = [(i["start_ns"] - args.lookback_ns, i["end_ns"]) for i in incidents]
 
-    parts = between.partials(blobs, spans, remap, paths, [to_ref.get(c, 0) for c in range(len(hosts))], windows,
+    parts = between.partials(blobs, job, spans, remap, paths, [to_ref.get(c, 0) for c in range(len(hosts))], windows,
                              version, args.window_ns)
-    blobs.unpersist()
     done = json.loads(metaroce_module().assemble(spans, paths, parts, len(windows), top=args.top))
     phases.done("between captures")
 

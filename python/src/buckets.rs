@@ -1,18 +1,19 @@
-//! The reduce's bucket step: one call matches every host's sightings of
-//! one bucket ([`crate::shard`]) with the engine's `CrossCapture` in row
-//! mode (the sightings sorted by capture time here, the rules the
-//! engine's) and returns mergeable partials, never a row per
-//! transmission. Two passes over the same blobs:
+//! The reduce's bucket step: the engine's `CrossCapture` in row mode
+//! matches every host's sightings of one bucket ([`crate::shard`]) once
+//! (the sightings sorted by capture time here, the rules the engine's),
+//! and the match is read twice; what comes out is mergeable partials,
+//! never a row per transmission:
 //!
 //! 1. [`match_paths`]: per path between captures a < b, the count, min,
 //!    max and sum of `ts_b - ts_a` ([`PathSums`]): summed over the buckets
 //!    ([`merge_paths`]), they give the clock offsets as the engine
-//!    estimates them ([`offsets`]).
-//! 2. [`match_partials`]: with the summed paths, the same matching again,
-//!    now giving each match its one-way delay and each unmatched
-//!    transmission its fate: [`Partials`] (delay histogram counts per
-//!    path, fate counts, and the fabric views' and culprits' sums),
-//!    merged and turned into the report by [`crate::assemble`].
+//!    estimates them ([`offsets`]). Also the bucket as matched
+//!    ([`Matched`], bytes), which the job keeps for the second read.
+//! 2. [`match_partials`]: with the summed paths, each match of the kept
+//!    bucket gets its one-way delay and each unmatched transmission its
+//!    fate: [`Partials`] (delay histogram counts per path, fate counts,
+//!    and the fabric views' and culprits' sums), merged and turned into
+//!    the report by [`crate::assemble`].
 
 use analyzer::engine::{
     CrossCapture, Fate, FlowPath, Hist, MergeConfig, Offsets, PathSums, one_way_delay,
@@ -23,8 +24,8 @@ use pyo3::types::PyBytes;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::blob::{Flow, FlowIndex, Reader, Sightings};
 use crate::matching::value_error;
-use crate::shard::{Blob, Flow, Row};
 
 /// A path between captures `a < b`: a flow and its ev.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -56,31 +57,14 @@ impl Flow {
             ev,
         }
     }
-}
 
-/// `ts_b - ts_a` of a path's matches.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct Sums {
-    pub n: u64,
-    pub min: i64,
-    pub max: i64,
-    pub sum: i128,
-}
-
-impl Sums {
-    fn add(&mut self, o: &Sums) {
-        self.n += o.n;
-        self.min = self.min.min(o.min);
-        self.max = self.max.max(o.max);
-        self.sum += o.sum;
-    }
-
-    pub fn engine(&self) -> PathSums {
-        PathSums {
-            n: self.n,
-            min: self.min,
-            max: self.max,
-            sum: self.sum,
+    pub fn of_path(p: &FlowPath) -> Flow {
+        Flow {
+            rocev2: p.rocev2,
+            src: p.src,
+            dst: p.dst,
+            src_conn: p.src_conn,
+            dst_conn: p.dst_conn,
         }
     }
 }
@@ -223,48 +207,44 @@ impl Partials {
     }
 }
 
-/// The sightings of one bucket, every host's, in capture-time order.
-struct Sightings {
-    flows: Vec<Vec<Flow>>,
-    /// (capture, blob, row).
-    rows: Vec<(u8, u32, Row)>,
+/// A bucket's sightings of every host in capture-time order and what the
+/// engine's matcher made of them: pass 1's work, kept (as bytes, by
+/// Spark) for pass 2, which then only reads it.
+pub struct Matched {
+    pub s: Sightings,
+    /// The matches (row indexes, the earlier sighting first).
+    pub pairs: Vec<(u32, u32)>,
+    /// The rest with their fate (`Some(Lost)`: left the window; `None`:
+    /// waiting at the end).
+    pub unmatched: Vec<(u32, Option<Fate>)>,
 }
 
-impl Sightings {
-    /// `remap[host]`: the capture of each host read (negative: left out).
-    fn decode(blobs: &[PyBackedBytes], remap: &[i32]) -> PyResult<Sightings> {
-        let mut flows = Vec::with_capacity(blobs.len());
-        let mut rows = Vec::new();
-        for bytes in blobs {
-            let blob: Blob = rmp_serde::from_slice(bytes)
-                .map_err(|e| value_error(format!("a bucket blob does not decode: {e}")))?;
-            let capture = match remap.get(blob.host as usize) {
-                Some(&c) if c >= 0 => u8::try_from(c)
-                    .map_err(|_| value_error("the engine matches at most 256 captures"))?,
-                _ => continue,
-            };
-            let index = flows.len() as u32;
-            rows.extend(blob.rows.into_iter().map(|r| (capture, index, r)));
-            flows.push(blob.flows);
-        }
-        rows.sort_unstable_by_key(|(c, _, r)| (r.ts, *c, r.frame));
-        Ok(Sightings { flows, rows })
-    }
-
-    fn flow(&self, i: usize) -> &Flow {
-        let (_, blob, row) = &self.rows[i];
-        &self.flows[*blob as usize][row.flow as usize]
-    }
-
-    /// The engine's matcher over the rows: the matches (row indexes, the
-    /// earlier sighting first), then the rest with their fate
-    /// (`Some(Lost)`: left the window; `None`: waiting at the end).
-    #[allow(clippy::type_complexity)]
+impl Matched {
+    /// Every host's blob of a bucket decoded (`remap[host]`: the capture
+    /// of each host index the blobs name; negative: left out), sorted by
+    /// capture time and run through the engine's matcher.
     fn run(
-        &self,
+        blobs: &[PyBackedBytes],
+        remap: &[i32],
         spans: &[(u64, u64)],
         window_ns: u64,
-    ) -> (Vec<(usize, usize)>, Vec<(usize, Option<Fate>)>) {
+    ) -> Result<Matched, String> {
+        let mut s = Sightings {
+            host: Sightings::ALL,
+            ..Sightings::default()
+        };
+        let mut flows = FlowIndex::default();
+        for bytes in blobs {
+            let (blob, _) = Sightings::decode(bytes)
+                .map_err(|e| format!("a bucket blob does not decode: {e}"))?;
+            let capture = match remap.get(blob.host as usize) {
+                Some(&c) if c >= 0 => u8::try_from(c)
+                    .map_err(|_| "the engine matches at most 256 captures".to_string())?,
+                _ => continue,
+            };
+            s.append(blob, capture, &mut flows);
+        }
+        s.rows.sort_unstable_by_key(|r| (r.ts, r.capture, r.frame));
         let cfg = MergeConfig {
             window_ns,
             max_pending: usize::MAX,
@@ -272,19 +252,19 @@ impl Sightings {
         };
         let mut cross = CrossCapture::for_rows(cfg, spans);
         // A copy is named by (capture, frame).
-        let mut index: FxHashMap<(u8, u64), usize> = FxHashMap::default();
-        let mut matched = Vec::new();
-        for (i, (capture, _, row)) in self.rows.iter().enumerate() {
-            let tx = row.transmission(self.flow(i));
+        let mut index: FxHashMap<(u8, u64), u32> = FxHashMap::default();
+        let mut pairs = Vec::new();
+        for (i, row) in s.rows.iter().enumerate() {
+            let tx = row.transmission(s.flow(row));
             let frame = row.frame & ((1 << 48) - 1);
-            match cross.observe_transmission(*capture, &tx, row.ts, frame, row.ecn) {
+            match cross.observe_transmission(row.capture, &tx, row.ts, frame, row.ecn) {
                 Some(other) => {
                     if let Some(j) = index.remove(&(other.capture, other.frame)) {
-                        matched.push((j, i));
+                        pairs.push((j, i as u32));
                     }
                 }
                 None => {
-                    index.insert((*capture, frame), i);
+                    index.insert((row.capture, frame), i as u32);
                 }
             }
         }
@@ -293,8 +273,75 @@ impl Sightings {
             .into_iter()
             .filter_map(|(_, copy, fate)| Some((*index.get(&(copy.capture, copy.frame))?, fate)))
             .collect();
-        (matched, unmatched)
+        Ok(Matched {
+            s,
+            pairs,
+            unmatched,
+        })
     }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = self.s.encode();
+        out.reserve(8 + self.pairs.len() * 8 + self.unmatched.len() * 5);
+        out.extend_from_slice(&(self.pairs.len() as u32).to_le_bytes());
+        for &(j, i) in &self.pairs {
+            out.extend_from_slice(&j.to_le_bytes());
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.unmatched.len() as u32).to_le_bytes());
+        for &(i, fate) in &self.unmatched {
+            out.extend_from_slice(&i.to_le_bytes());
+            out.push(match fate {
+                None => 0,
+                Some(Fate::Lost) => 1,
+                Some(Fate::Unknown) => 2,
+            });
+        }
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Matched, String> {
+        let (s, at) = Sightings::decode(bytes)?;
+        let mut r = Reader::new(bytes, at);
+        let rows = s.rows.len() as u32;
+        let row = |i: u32| {
+            if i < rows {
+                Ok(i)
+            } else {
+                Err(format!("a match names row {i} of {rows}"))
+            }
+        };
+        let n = r.u32("the matches' count")? as usize;
+        let raw = r.take(n.saturating_mul(8), "the matches")?;
+        let pairs = raw
+            .chunks_exact(8)
+            .map(|c| Ok((row(le_u32(&c[..4]))?, row(le_u32(&c[4..]))?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        let n = r.u32("the unmatched count")? as usize;
+        let raw = r.take(n.saturating_mul(5), "the unmatched")?;
+        let unmatched = raw
+            .chunks_exact(5)
+            .map(|c| {
+                let fate = match c[4] {
+                    0 => None,
+                    1 => Some(Fate::Lost),
+                    2 => Some(Fate::Unknown),
+                    v => return Err(format!("an unmatched row's fate is {v} (legal: 0, 1, 2)")),
+                };
+                Ok((row(le_u32(&c[..4]))?, fate))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        r.end()?;
+        Ok(Matched {
+            s,
+            pairs,
+            unmatched,
+        })
+    }
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
 fn to_bytes<T: Serialize>(py: Python<'_>, v: &T) -> PyResult<Py<PyBytes>> {
@@ -307,12 +354,15 @@ fn from_bytes<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> PyResult<T
 }
 
 /// Paths' sums, as [`match_paths`] and [`merge_paths`] return them.
-pub type PathList = Vec<(PathKey, Sums)>;
+pub type PathList = Vec<(PathKey, PathSums)>;
 
-/// Pass 1 over one bucket: per path, the sums of `ts_b - ts_a` of its
-/// matches. `blobs`: the bucket's blobs of every host; `remap[host]`: the
-/// capture of each host index the blobs name (negative: left out);
-/// `spans[c]`: capture c's `(first_ts_ns, last_ts_ns)`.
+/// Pass 1 over one bucket: the engine's matcher over every host's
+/// sightings of it. Returns `(paths, kept)`: per path, the sums of
+/// `ts_b - ts_a` of its matches, and the bucket as matched, for
+/// [`match_partials`]. `blobs`: the bucket's blobs of every host;
+/// `remap[host]`: the capture of each host index the blobs name
+/// (negative: left out); `spans[c]`: capture c's `(first_ts_ns,
+/// last_ts_ns)`.
 #[pyfunction]
 #[pyo3(signature = (blobs, spans, remap, *, window_ns = 1_000_000_000))]
 pub fn match_paths(
@@ -321,45 +371,37 @@ pub fn match_paths(
     spans: Vec<(u64, u64)>,
     remap: Vec<i32>,
     window_ns: u64,
-) -> PyResult<Py<PyBytes>> {
-    let paths = py.detach(|| -> PyResult<PathList> {
-        let s = Sightings::decode(&blobs, &remap)?;
-        let mut sums: FxHashMap<PathKey, Sums> = FxHashMap::default();
-        let (matched, _) = s.run(&spans, window_ns);
-        for (j, i) in matched {
-            let (key, delta) = path_of(&s, j, i);
-            let e = sums.entry(key).or_insert(Sums {
-                n: 0,
-                min: i64::MAX,
-                max: i64::MIN,
-                sum: 0,
-            });
-            e.add(&Sums {
-                n: 1,
-                min: delta,
-                max: delta,
-                sum: i128::from(delta),
-            });
+) -> PyResult<(Py<PyBytes>, Py<PyBytes>)> {
+    let (paths, kept) = py.detach(|| -> PyResult<(Vec<u8>, Vec<u8>)> {
+        let m = Matched::run(&blobs, &remap, &spans, window_ns).map_err(value_error)?;
+        let mut sums: FxHashMap<PathKey, PathSums> = FxHashMap::default();
+        for &(j, i) in &m.pairs {
+            let (key, delta) = path_of(&m.s, j, i);
+            sums.entry(key).or_insert(PathSums::EMPTY).add_delta(delta);
         }
-        Ok(sums.into_iter().collect())
+        let list: PathList = sums.into_iter().collect();
+        Ok((rmp_serde::to_vec(&list).map_err(value_error)?, m.encode()))
     })?;
-    to_bytes(py, &paths)
+    Ok((
+        PyBytes::new(py, &paths).unbind(),
+        PyBytes::new(py, &kept).unbind(),
+    ))
 }
 
 /// The path of a match of rows `j` and `i` and its `ts_b - ts_a`.
-fn path_of(s: &Sightings, j: usize, i: usize) -> (PathKey, i64) {
-    let (cj, _, rj) = &s.rows[j];
-    let (ci, _, ri) = &s.rows[i];
-    let ((a, ta), (b, tb)) = if cj < ci {
-        ((*cj, rj.ts), (*ci, ri.ts))
+fn path_of(s: &Sightings, j: u32, i: u32) -> (PathKey, i64) {
+    let (rj, ri) = (&s.rows[j as usize], &s.rows[i as usize]);
+    let (a, b) = if rj.capture < ri.capture {
+        (rj, ri)
     } else {
-        ((*ci, ri.ts), (*cj, rj.ts))
+        (ri, rj)
     };
-    let delta = (i128::from(tb) - i128::from(ta)).clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+    let delta =
+        (i128::from(b.ts) - i128::from(a.ts)).clamp(i64::MIN.into(), i64::MAX.into()) as i64;
     let key = PathKey {
-        a,
-        b,
-        flow: *s.flow(i),
+        a: a.capture,
+        b: b.capture,
+        flow: *s.flow(ri),
         ev: ri.ev,
     };
     (key, delta)
@@ -368,11 +410,11 @@ fn path_of(s: &Sightings, j: usize, i: usize) -> (PathKey, i64) {
 /// The sums of every bucket's [`match_paths`], path by path.
 #[pyfunction]
 pub fn merge_paths(py: Python<'_>, parts: Vec<PyBackedBytes>) -> PyResult<Py<PyBytes>> {
-    let mut all: FxHashMap<PathKey, Sums> = FxHashMap::default();
+    let mut all: FxHashMap<PathKey, PathSums> = FxHashMap::default();
     for part in &parts {
         let list: PathList = from_bytes(part, "path sums")?;
         for (k, v) in list {
-            all.entry(k).and_modify(|e| e.add(&v)).or_insert(v);
+            all.entry(k).or_insert(PathSums::EMPTY).add(&v);
         }
     }
     let mut list: PathList = all.into_iter().collect();
@@ -392,8 +434,13 @@ pub struct Context {
 }
 
 impl Context {
+    /// From [`merge_paths`]'s bytes.
     pub fn new(spans: &[(u64, u64)], paths: &[u8]) -> PyResult<Context> {
-        let cross = matcher_of_paths(spans, &path_list(paths)?)?;
+        Context::of_list(spans, &path_list(paths)?)
+    }
+
+    pub fn of_list(spans: &[(u64, u64)], paths: &PathList) -> PyResult<Context> {
+        let cross = matcher_of_paths(spans, paths)?;
         let offsets = cross.offsets();
         let mut direction = FxHashMap::default();
         let mut downs: FxHashMap<(u8, Flow), Vec<u8>> = FxHashMap::default();
@@ -428,25 +475,36 @@ impl Context {
     }
 }
 
-/// Pass 2 over one bucket: [`Partials`]. `paths`: [`merge_paths`] of
-/// every bucket's first pass; `to_ref[c]`: capture c's clock minus the
+/// One path of a bucket in pass 2, its direction looked up once: what
+/// its matches add up to before they join the [`Partials`].
+struct BucketPath {
+    key: PathKey,
+    a_first: bool,
+    offset: i64,
+    path: FabricPath,
+    transmissions: u64,
+    owd: Buckets,
+    hops: Vec<(u32, HopStats)>,
+}
+
+/// Pass 2 over one bucket: [`Partials`]. `kept`: the bucket as
+/// [`match_paths`] matched it; `paths`: [`merge_paths`] of every
+/// bucket's first pass; `to_ref[c]`: capture c's clock minus the
 /// reference's (the fabric's one clock); `windows`: each incident's
 /// `(start, end)` on the reference clock, culprits looked for inside.
 #[pyfunction]
-#[pyo3(signature = (blobs, spans, remap, paths, to_ref, windows, *, window_ns = 1_000_000_000))]
-#[allow(clippy::too_many_arguments)]
 pub fn match_partials(
     py: Python<'_>,
-    blobs: Vec<PyBackedBytes>,
+    kept: PyBackedBytes,
     spans: Vec<(u64, u64)>,
-    remap: Vec<i32>,
     paths: PyBackedBytes,
     to_ref: Vec<i64>,
     windows: Vec<(i64, i64)>,
-    window_ns: u64,
 ) -> PyResult<Py<PyBytes>> {
     let partials = py.detach(|| -> PyResult<Partials> {
-        let s = Sightings::decode(&blobs, &remap)?;
+        let m = Matched::decode(&kept)
+            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))?;
+        let s = &m.s;
         let ctx = Context::new(&spans, &paths)?;
         let mut out = Partials::default();
         let t_ref = |c: u8, ts: u64| -> i64 {
@@ -459,37 +517,58 @@ pub fn match_partials(
                 .filter(move |(_, w)| w.0 <= t && t <= w.1)
                 .map(|(i, _)| i as u32)
         };
-        let (matched, unmatched) = s.run(&spans, window_ns);
-        for (j, i) in matched {
-            let (key, delta) = path_of(&s, j, i);
-            let Some(&(a_first, offset)) = ctx.direction.get(&key) else {
-                return Err(value_error(format!(
-                    "a match of a path the first pass did not sum: {key:?} (the two passes saw \
-                         different sightings)"
-                )));
+        let mut local: Vec<BucketPath> = Vec::new();
+        // (a, b, flow, ev) -> its index in `local`.
+        let mut local_of: FxHashMap<(u8, u8, u32, u16), usize> = FxHashMap::default();
+        for &(j, i) in &m.pairs {
+            let (rj, ri) = (&s.rows[j as usize], &s.rows[i as usize]);
+            let (a, b) = (rj.capture.min(ri.capture), rj.capture.max(ri.capture));
+            let l = match local_of.get(&(a, b, ri.flow, ri.ev)) {
+                Some(&l) => l,
+                None => {
+                    let (key, _) = path_of(s, j, i);
+                    let Some(&(a_first, offset)) = ctx.direction.get(&key) else {
+                        return Err(value_error(format!(
+                            "a match of a path the first pass did not sum: {key:?} (the two \
+                             passes saw different sightings)"
+                        )));
+                    };
+                    let (up, down) = if a_first { (a, b) } else { (b, a) };
+                    local.push(BucketPath {
+                        key,
+                        a_first,
+                        offset,
+                        path: FabricPath {
+                            up,
+                            down: Some(down),
+                            flow: key.flow,
+                            ev: key.ev,
+                        },
+                        transmissions: 0,
+                        owd: Buckets::default(),
+                        hops: Vec::new(),
+                    });
+                    local_of.insert((a, b, ri.flow, ri.ev), local.len() - 1);
+                    local.len() - 1
+                }
             };
-            let owd = one_way_delay(a_first, delta, offset);
-            out.owd.entry(key).or_default().record(owd);
-            // The copies upstream and downstream.
-            let (rj, ri) = (&s.rows[j], &s.rows[i]);
-            let (up, down) = if (rj.0 == key.a) == a_first {
+            let p = &mut local[l];
+            let (lo, hi) = if rj.capture < ri.capture {
                 (rj, ri)
             } else {
                 (ri, rj)
             };
-            let path = FabricPath {
-                up: up.0,
-                down: Some(down.0),
-                flow: key.flow,
-                ev: key.ev,
-            };
-            let stats = out.paths.entry(path).or_default();
-            stats.transmissions += 1;
-            stats.owd.record(owd);
-            let t = t_ref(up.0, up.2.ts);
+            let delta = (i128::from(hi.ts) - i128::from(lo.ts))
+                .clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+            let owd = one_way_delay(p.a_first, delta, p.offset);
+            p.transmissions += 1;
+            p.owd.record(owd);
+            // The copies upstream and downstream.
+            let (up, down) = if p.a_first { (lo, hi) } else { (hi, lo) };
+            let t = t_ref(up.capture, up.ts);
             for w in inside(t) {
                 out.window_paths
-                    .entry((w, path))
+                    .entry((w, p.path))
                     .or_default()
                     .add(&InWindow {
                         n: 1,
@@ -498,8 +577,15 @@ pub fn match_partials(
                         delay_sum: owd,
                     });
             }
-            for &(sw, q, lat) in &down.2.hops {
-                let h = out.hops.entry((path, sw)).or_default();
+            for &(sw, q, lat) in s.hops(down) {
+                let k = match p.hops.iter().position(|(id, _)| *id == sw) {
+                    Some(k) => k,
+                    None => {
+                        p.hops.push((sw, HopStats::default()));
+                        p.hops.len() - 1
+                    }
+                };
+                let h = &mut p.hops[k].1;
                 h.latency.record(u64::from(lat));
                 h.queue_sum += u64::from(q);
                 h.queue_max = h.queue_max.max(u64::from(q));
@@ -516,32 +602,44 @@ pub fn match_partials(
                 }
             }
         }
-        for (i, left) in unmatched {
-            let (capture, _, row) = &s.rows[i];
-            let flow = *s.flow(i);
-            *out.unmatched.entry(*capture).or_default() += 1;
+        for p in local {
+            let stats = out.paths.entry(p.path).or_default();
+            stats.transmissions += p.transmissions;
+            stats.owd.add(&p.owd);
+            for (sw, h) in p.hops {
+                let e = out.hops.entry((p.path, sw)).or_default();
+                e.latency.add(&h.latency);
+                e.queue_sum += h.queue_sum;
+                e.queue_max = e.queue_max.max(h.queue_max);
+            }
+            out.owd.entry(p.key).or_default().add(&p.owd);
+        }
+        for &(i, left) in &m.unmatched {
+            let row = &s.rows[i as usize];
+            let capture = row.capture;
+            let flow = *s.flow(row);
+            *out.unmatched.entry(capture).or_default() += 1;
             let fate = match left {
                 Some(f) => Some(f),
                 None => {
                     ctx.cross
-                        .fate_at_end(&ctx.offsets, &row.transmission(&flow), *capture, row.ts)
+                        .fate_at_end(&ctx.offsets, &row.transmission(&flow), capture, row.ts)
                 }
             };
             let Some(fate) = fate else { continue };
-            let counts = out.fates.entry((*capture, flow, row.ev)).or_default();
+            let counts = out.fates.entry((capture, flow, row.ev)).or_default();
             match fate {
                 Fate::Lost => counts.0 += 1,
                 Fate::Unknown => counts.1 += 1,
             }
-            let downs = ctx.downs.get(&(*capture, flow));
-            let downs: Vec<Option<u8>> = match downs {
+            let downs: Vec<Option<u8>> = match ctx.downs.get(&(capture, flow)) {
                 Some(d) => d.iter().map(|&d| Some(d)).collect(),
                 None => vec![None],
             };
-            let t = t_ref(*capture, row.ts);
+            let t = t_ref(capture, row.ts);
             for down in downs {
                 let path = FabricPath {
-                    up: *capture,
+                    up: capture,
                     down,
                     flow,
                     ev: row.ev,
@@ -591,7 +689,7 @@ pub fn matcher_of_paths(spans: &[(u64, u64)], list: &PathList) -> PyResult<Cross
         cross.set_span(c, first, last);
     }
     for (k, v) in list {
-        cross.add_path(k.a, k.b, &k.flow.path(k.ev), v.engine());
+        cross.add_path(k.a, k.b, &k.flow.path(k.ev), *v);
     }
     Ok(cross)
 }

@@ -5,8 +5,9 @@
 //! - [`report`]: `report(paths, ...)`, what `metaroce-analyze report
 //!   --json` prints, as a dict;
 //! - the Spark reduce (cluster/metaroce_cluster/between.py): [`shard`]
-//!   cuts a host's sightings into bucket blobs, [`buckets`] matches one
-//!   bucket of every host (two passes, mergeable partials), [`assemble`]
+//!   cuts a host's sightings into bucket blobs ([`blob`]), [`buckets`]
+//!   matches one bucket of every host once and reads the match twice
+//!   (path sums, then mergeable partials), [`assemble`]
 //!   turns the summed partials into the report;
 //! - [`matching`]: `Matcher` and `Between`, the same matcher over Arrow
 //!   record batches row by row, for the per-transmission tables
@@ -18,6 +19,7 @@
 #![allow(unsafe_code)]
 
 mod assemble;
+mod blob;
 mod buckets;
 mod columns;
 mod matching;

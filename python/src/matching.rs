@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use analyzer::engine::{
-    CrossCapture, Fate, FlowPath, Hist, MergeConfig, Offsets, PathSums, Transmission, one_way_delay,
+    CrossCapture, Fate, FlowPath, Hist, MergeConfig, PathSums, Transmission, one_way_delay,
 };
 use arrow_array::builder::{BooleanBuilder, Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::cast::AsArray;
@@ -30,6 +30,9 @@ use arrow_schema::{DataType, Field, Schema};
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
+
+use crate::blob::Flow;
+use crate::buckets::{Context, PathKey, PathList};
 
 pub(crate) type PyBatch = PyArrowType<RecordBatch>;
 
@@ -393,13 +396,6 @@ impl Matcher {
     }
 }
 
-/// Key of a path between two captures.
-type PathKey = (u8, u8, bool, IpAddr, IpAddr, u32, u32, u16);
-
-fn path_key(a: u8, b: u8, p: &FlowPath) -> PathKey {
-    (a, b, p.rocev2, p.src, p.dst, p.src_conn, p.dst_conn, p.ev)
-}
-
 /// The reduce's second step: the engine's estimates from the matches
 /// summed per path over every partition.
 ///
@@ -409,10 +405,9 @@ fn path_key(a: u8, b: u8, p: &FlowPath) -> PathKey {
 /// string: it may exceed 64 bits).
 #[pyclass]
 pub struct Between {
-    cross: CrossCapture,
-    offsets: Offsets,
-    /// Per path: (upstream is a, offset of the pair).
-    direction: FxHashMap<PathKey, (bool, i64)>,
+    /// The bucket reduce's context of the same sums: offsets, each path's
+    /// direction.
+    ctx: Context,
     ips: Ips,
 }
 
@@ -435,46 +430,37 @@ type PathRow = (
 impl Between {
     #[new]
     fn new(spans: Vec<(u64, u64)>, paths: Vec<PathRow>) -> PyResult<Self> {
-        let mut cross = CrossCapture::new(MergeConfig::default());
-        for (c, &(first, last)) in spans.iter().enumerate() {
-            cross.set_span(capture_index(c as i32)?, first, last);
-        }
         let mut ips = Ips::default();
+        let mut list: PathList = Vec::with_capacity(paths.len());
         for (ca, cb, rocev2, src, dst, src_conn, dst_conn, ev, n, min, max, sum) in &paths {
-            let p = FlowPath {
+            let flow = Flow {
                 rocev2: *rocev2,
                 src: ips.parse(src, "src")?,
                 dst: ips.parse(dst, "dst")?,
                 src_conn: *src_conn as u32,
                 dst_conn: *dst_conn as u32,
-                ev: *ev as u16,
             };
             let sum: i128 = sum
                 .parse()
                 .map_err(|_| value_error(format!("path sum {sum:?} is not an integer")))?;
-            let sums = PathSums {
-                n: *n,
-                min: *min,
-                max: *max,
-                sum,
+            let key = PathKey {
+                a: capture_index(*ca)?,
+                b: capture_index(*cb)?,
+                flow,
+                ev: *ev as u16,
             };
-            cross.add_path(capture_index(*ca)?, capture_index(*cb)?, &p, sums);
-        }
-        let offsets = cross.offsets();
-        let mut direction = FxHashMap::default();
-        for pair in cross.report() {
-            let (a, b) = (pair.capture_a as u8, pair.capture_b as u8);
-            for p in &pair.paths {
-                direction.insert(
-                    path_key(a, b, &FlowPath::of(p)),
-                    (p.upstream == u64::from(a), pair.clock_offset_ns),
-                );
-            }
+            list.push((
+                key,
+                PathSums {
+                    n: *n,
+                    min: *min,
+                    max: *max,
+                    sum,
+                },
+            ));
         }
         Ok(Between {
-            cross,
-            offsets,
-            direction,
+            ctx: Context::of_list(&spans, &list)?,
             ips,
         })
     }
@@ -518,7 +504,13 @@ impl Between {
         for i in 0..n {
             let (a, b) = (capture_index(ca.value(i))?, capture_index(cb.value(i))?);
             let p = flow.path(i, &mut self.ips)?;
-            let &(a_first, offset) = self.direction.get(&path_key(a, b, &p)).ok_or_else(|| {
+            let key = PathKey {
+                a,
+                b,
+                flow: Flow::of_path(&p),
+                ev: p.ev,
+            };
+            let &(a_first, offset) = self.ctx.direction.get(&key).ok_or_else(|| {
                 value_error(format!(
                     "a matched row of a path Between was not given: {a} {b} {p:?}"
                 ))
@@ -572,8 +564,9 @@ impl Between {
                         path_seq: path_seq.value(i) as u16,
                     };
                     let capture = capture_index(ca.value(i))?;
-                    self.cross
-                        .fate_at_end(&self.offsets, &tx, capture, ts_a.value(i) as u64)
+                    let ctx = &self.ctx;
+                    ctx.cross
+                        .fate_at_end(&ctx.offsets, &tx, capture, ts_a.value(i) as u64)
                 }
                 _ => None,
             };

@@ -1,7 +1,7 @@
 //! The reduce's first step, in the task that reads one host's `packets`
 //! table: its sightings (the rows the matcher keys, [`Transmission::
 //! matchable`]) cut into buckets by a 64-bit hash of the transmission key,
-//! each bucket one compact blob ([`Blob`], MessagePack). Spark moves these
+//! each bucket one compact blob ([`Sightings`]). Spark moves these
 //! few large values to one partition per bucket (every sighting of a
 //! transmission, whatever its host, lands in the same bucket), never a row
 //! per packet; [`crate::buckets`] matches a bucket.
@@ -10,85 +10,26 @@
 //! one row per stall, for the job's incidents.
 
 use std::hash::{Hash, Hasher};
-use std::net::IpAddr;
 
-use analyzer::engine::{FlowPath, Transmission};
+use analyzer::engine::Transmission;
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, Int64Array, RecordBatch};
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, Int64Array, ListArray, RecordBatch};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rustc_hash::{FxHashMap, FxHasher};
-use serde::{Deserialize, Serialize};
 
+use crate::blob::{Flow, FlowIndex, Row, Sightings};
 use crate::matching::{Cols, Ips, PyBatch, value_error};
-
-/// A flow as the matcher keys it: a MetaRoCE direction, or a RoCEv2 flow
-/// (`src_conn` 0, `dst_conn` its destination QP).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Flow {
-    pub rocev2: bool,
-    pub src: IpAddr,
-    pub dst: IpAddr,
-    pub src_conn: u32,
-    pub dst_conn: u32,
-}
-
-/// One sighting: the transmission's key beyond its flow, where and when
-/// it was captured, and the switches its copy names (HOP_TELEMETRY:
-/// switch id, queue depth, hop latency).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Row {
-    pub flow: u32,
-    pub ptype: u8,
-    pub psn: u32,
-    pub tx_ts: u32,
-    pub ev: u16,
-    pub path_seq: u16,
-    pub ts: u64,
-    pub frame: u64,
-    pub ecn: u8,
-    pub hops: Vec<(u32, u16, u16)>,
-}
-
-/// One host's sightings of one bucket.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct Blob {
-    /// The host's index in the job's list of hosts read (the bucket
-    /// matcher maps it to its capture).
-    pub host: u32,
-    pub flows: Vec<Flow>,
-    pub rows: Vec<Row>,
-}
-
-impl Row {
-    pub fn transmission(&self, flow: &Flow) -> Transmission {
-        Transmission {
-            rocev2: flow.rocev2,
-            src: flow.src,
-            dst: flow.dst,
-            src_conn: flow.src_conn,
-            dst_conn: flow.dst_conn,
-            ptype: self.ptype,
-            psn: self.psn,
-            tx_ts: self.tx_ts,
-            ev: self.ev,
-            path_seq: self.path_seq,
-        }
-    }
-}
 
 impl Flow {
     pub fn of(tx: &Transmission) -> Flow {
-        Flow::of_path(&tx.path())
-    }
-
-    pub fn of_path(p: &FlowPath) -> Flow {
         Flow {
-            rocev2: p.rocev2,
-            src: p.src,
-            dst: p.dst,
-            src_conn: p.src_conn,
-            dst_conn: p.dst_conn,
+            rocev2: tx.rocev2,
+            src: tx.src,
+            dst: tx.dst,
+            src_conn: tx.src_conn,
+            dst_conn: tx.dst_conn,
         }
     }
 }
@@ -107,22 +48,26 @@ fn opt(a: &Int64Array, i: usize) -> Option<i64> {
     a.is_valid(i).then(|| a.value(i))
 }
 
-/// A list-of-int64 column (HOP_TELEMETRY's).
-fn list<'a>(batch: &'a RecordBatch, name: &str) -> PyResult<&'a arrow_array::ListArray> {
-    Cols(batch)
+/// A list-of-int64 column (HOP_TELEMETRY's) and its values.
+fn list<'a>(batch: &'a RecordBatch, name: &str) -> PyResult<(&'a ListArray, &'a [i64])> {
+    let l = Cols(batch)
         .get(name)?
         .as_list_opt::<i32>()
-        .ok_or_else(|| value_error(format!("column {name:?} must be a list of int64")))
+        .ok_or_else(|| value_error(format!("column {name:?} must be a list of int64")))?;
+    let v = l
+        .values()
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(|| value_error(format!("column {name:?} must be a list of int64")))?;
+    Ok((l, v.values()))
 }
 
 /// A list column's values at row `i` (empty when null).
-fn list_at(list: &arrow_array::ListArray, i: usize) -> Vec<i64> {
-    if list.is_null(i) {
-        return Vec::new();
+fn list_at<'a>((l, values): (&ListArray, &'a [i64]), i: usize) -> &'a [i64] {
+    if l.is_null(i) {
+        return &[];
     }
-    let v = list.value(i);
-    v.as_primitive_opt::<arrow_array::types::Int64Type>()
-        .map_or_else(Vec::new, |v| v.values().to_vec())
+    let o = l.value_offsets();
+    &values[o[i] as usize..o[i + 1] as usize]
 }
 
 /// One host's sightings cut into `buckets` blobs: `[(bucket, blob)]` for
@@ -143,13 +88,13 @@ pub fn shard(
         return Err(value_error("buckets must be at least 1"));
     }
     let blobs = py.detach(|| -> PyResult<Vec<(u32, Vec<u8>)>> {
-        let mut out: Vec<Blob> = (0..buckets)
-            .map(|_| Blob {
+        let mut out: Vec<Sightings> = (0..buckets)
+            .map(|_| Sightings {
                 host,
-                ..Blob::default()
+                ..Sightings::default()
             })
             .collect();
-        let mut flow_index: Vec<FxHashMap<Flow, u32>> = vec![FxHashMap::default(); out.len()];
+        let mut flow_index: Vec<FlowIndex> = (0..buckets).map(|_| FlowIndex::default()).collect();
         let mut ips = Ips::default();
         for batch in &batches {
             let batch = &batch.0;
@@ -193,7 +138,7 @@ pub fn shard(
                 list(batch, "hop_queue_depth")?,
                 list(batch, "hop_latency_ns")?,
             ];
-            let has_hops = hop_cols[0].null_count() < batch.num_rows();
+            let has_hops = hop_cols[0].0.null_count() < batch.num_rows();
             for i in 0..batch.num_rows() {
                 let rocev2 = match proto.value(i) {
                     "rocev2" => true,
@@ -225,41 +170,40 @@ pub fn shard(
                     continue;
                 };
                 let b = bucket_of(&tx, buckets) as usize;
-                let flow = Flow::of(&tx);
-                let flows = &mut out[b].flows;
-                let f = *flow_index[b].entry(flow).or_insert_with(|| {
-                    flows.push(flow);
-                    (flows.len() - 1) as u32
-                });
-                let hops = if has_hops {
+                let bucket = &mut out[b];
+                let flow = flow_index[b].index(&Flow::of(&tx), &mut bucket.flows);
+                let hop_start = bucket.hops.len() as u32;
+                if has_hops {
                     let [sw, q, lat] = hop_cols.map(|l| list_at(l, i));
-                    sw.iter()
-                        .zip(q.iter().chain(std::iter::repeat(&0)))
-                        .zip(lat.iter().chain(std::iter::repeat(&0)))
-                        .map(|((&s, &q), &l)| (s as u32, q as u16, l as u16))
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                out[b].rows.push(Row {
-                    flow: f,
+                    let at = |v: &[i64], k: usize| v.get(k).copied().unwrap_or(0);
+                    bucket.hops.extend(
+                        sw.iter()
+                            .enumerate()
+                            .map(|(k, &s)| (s as u32, at(q, k) as u16, at(lat, k) as u16)),
+                    );
+                }
+                bucket.rows.push(Row {
+                    capture: 0,
                     ptype: tx.ptype,
-                    psn: tx.psn,
-                    tx_ts: tx.tx_ts,
+                    ecn: ecn.value(i) as u8,
                     ev: tx.ev,
                     path_seq: tx.path_seq,
+                    hop_count: (bucket.hops.len() as u32 - hop_start) as u16,
+                    flow,
+                    psn: tx.psn,
+                    tx_ts: tx.tx_ts,
+                    hop_start,
                     ts: ts.value(i) as u64,
                     frame: frame.value(i) as u64,
-                    ecn: ecn.value(i) as u8,
-                    hops,
                 });
             }
         }
-        out.into_iter()
+        Ok(out
+            .into_iter()
             .enumerate()
             .filter(|(_, b)| !b.rows.is_empty())
-            .map(|(i, b)| Ok((i as u32, rmp_serde::to_vec(&b).map_err(value_error)?)))
-            .collect()
+            .map(|(i, b)| (i as u32, b.encode()))
+            .collect())
     })?;
     Ok(blobs
         .into_iter()

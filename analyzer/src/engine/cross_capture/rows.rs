@@ -63,13 +63,41 @@ impl FlowPath {
 }
 
 /// The matches of one path summed: `n` transmissions whose `ts_b - ts_a`
-/// ran from `min` to `max` and summed to `sum`.
+/// ran from `min` to `max` and summed to `sum`. Partitions' sums add
+/// up ([`PathSums::add`]): a reduce sums them before [`CrossCapture::add_path`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PathSums {
     pub n: u64,
     pub min: i64,
     pub max: i64,
     pub sum: i128,
+}
+
+impl PathSums {
+    /// No match yet.
+    pub const EMPTY: PathSums = PathSums {
+        n: 0,
+        min: i64::MAX,
+        max: i64::MIN,
+        sum: 0,
+    };
+
+    /// One match whose `ts_b - ts_a` is `delta`.
+    pub fn add_delta(&mut self, delta: i64) {
+        self.n += 1;
+        self.min = self.min.min(delta);
+        self.max = self.max.max(delta);
+        self.sum += i128::from(delta);
+    }
+
+    /// Another partition's sums of the same path.
+    pub fn add(&mut self, other: &PathSums) {
+        self.n += other.n;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+    }
 }
 
 impl CrossCapture {

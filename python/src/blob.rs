@@ -1,0 +1,331 @@
+//! The reduce's sightings as bytes: what Spark moves from a host's task
+//! to its bucket's partition ([`crate::shard`]), and what a bucket keeps
+//! between its two passes ([`crate::buckets`]).
+//!
+//! Fixed-width little-endian columns, not a self-describing format: a
+//! bucket holds millions of rows, and encoding or decoding them is a copy
+//! per field. Decoding checks every length and index and fails with a
+//! message naming what is wrong, never panics.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use analyzer::engine::Transmission;
+use serde::{Deserialize, Serialize};
+
+/// A flow as the matcher keys it: a MetaRoCE direction, or a RoCEv2 flow
+/// (`src_conn` 0, `dst_conn` its destination QP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Flow {
+    pub rocev2: bool,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub src_conn: u32,
+    pub dst_conn: u32,
+}
+
+/// A switch a copy crossed (HOP_TELEMETRY): switch id, queue depth, hop
+/// latency.
+pub type Hop = (u32, u16, u16);
+
+/// One sighting: the transmission's key beyond its flow (an index into
+/// [`Sightings::flows`]), where and when it was captured, and its hops
+/// (`hop_count` entries of [`Sightings::hops`] from `hop_start`).
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub capture: u8,
+    pub ptype: u8,
+    pub ecn: u8,
+    pub ev: u16,
+    pub path_seq: u16,
+    pub hop_count: u16,
+    pub flow: u32,
+    pub psn: u32,
+    pub tx_ts: u32,
+    pub hop_start: u32,
+    pub ts: u64,
+    pub frame: u64,
+}
+
+const ROW_BYTES: usize = 1 + 1 + 1 + 2 + 2 + 2 + 4 + 4 + 4 + 4 + 8 + 8;
+const FLOW_BYTES: usize = 1 + 17 + 17 + 4 + 4;
+const HOP_BYTES: usize = 8;
+/// "MRS1": the format's tag and version.
+const MAGIC: u32 = 0x3153_524d;
+
+/// Sightings with their flows and hops: one host's sightings of one
+/// bucket (`host` its index in the job's list of hosts read, `capture`
+/// 0), or a bucket's sightings of every host (`host` [`Sightings::ALL`],
+/// `capture` set).
+#[derive(Debug, Default)]
+pub struct Sightings {
+    pub host: u32,
+    pub flows: Vec<Flow>,
+    pub rows: Vec<Row>,
+    pub hops: Vec<Hop>,
+}
+
+impl Row {
+    pub fn transmission(&self, flow: &Flow) -> Transmission {
+        Transmission {
+            rocev2: flow.rocev2,
+            src: flow.src,
+            dst: flow.dst,
+            src_conn: flow.src_conn,
+            dst_conn: flow.dst_conn,
+            ptype: self.ptype,
+            psn: self.psn,
+            tx_ts: self.tx_ts,
+            ev: self.ev,
+            path_seq: self.path_seq,
+        }
+    }
+}
+
+fn put_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            out.push(4);
+            out.extend_from_slice(&v4.to_ipv6_mapped().octets());
+        }
+        IpAddr::V6(v6) => {
+            out.push(6);
+            out.extend_from_slice(&v6.octets());
+        }
+    }
+}
+
+/// Bounds-checked reads of the encoding.
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8], at: usize) -> Self {
+        Reader { bytes, at }
+    }
+
+    /// Fails unless every byte was read.
+    pub fn end(&self) -> Result<(), String> {
+        match self.bytes.len() - self.at {
+            0 => Ok(()),
+            n => Err(format!("{n} bytes left over after byte {}", self.at)),
+        }
+    }
+
+    pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(format!(
+                "truncated at byte {} reading {what} ({n} bytes wanted, {} left)",
+                self.at,
+                self.bytes.len() - self.at
+            ));
+        };
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], String> {
+        let s = self.take(N, what)?;
+        let mut a = [0; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+
+    pub fn u32(&mut self, what: &str) -> Result<u32, String> {
+        self.array::<4>(what).map(u32::from_le_bytes)
+    }
+
+    fn ip(&mut self, what: &str) -> Result<IpAddr, String> {
+        let family = self.array::<1>(what)?[0];
+        let v6 = Ipv6Addr::from(self.array::<16>(what)?);
+        match family {
+            4 => v6
+                .to_ipv4_mapped()
+                .map(IpAddr::V4)
+                .ok_or_else(|| format!("{what}: an IPv4 address not stored IPv4-mapped")),
+            6 => Ok(IpAddr::V6(v6)),
+            f => Err(format!(
+                "{what}: address family {f} (legal: 4, 6) at byte {}",
+                self.at - 17
+            )),
+        }
+    }
+}
+
+fn le<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
+    let mut a = [0; N];
+    a.copy_from_slice(&s[at..at + N]);
+    a
+}
+
+impl Sightings {
+    /// `host` of a bucket's sightings of every host.
+    pub const ALL: u32 = u32::MAX;
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            16 + self.flows.len() * FLOW_BYTES
+                + self.rows.len() * ROW_BYTES
+                + self.hops.len() * HOP_BYTES,
+        );
+        for n in [
+            MAGIC,
+            self.host,
+            self.flows.len() as u32,
+            self.rows.len() as u32,
+            self.hops.len() as u32,
+        ] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        for f in &self.flows {
+            out.push(u8::from(f.rocev2));
+            put_ip(&mut out, f.src);
+            put_ip(&mut out, f.dst);
+            out.extend_from_slice(&f.src_conn.to_le_bytes());
+            out.extend_from_slice(&f.dst_conn.to_le_bytes());
+        }
+        for r in &self.rows {
+            out.extend_from_slice(&[r.capture, r.ptype, r.ecn]);
+            for v in [r.ev, r.path_seq, r.hop_count] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [r.flow, r.psn, r.tx_ts, r.hop_start] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            out.extend_from_slice(&r.ts.to_le_bytes());
+            out.extend_from_slice(&r.frame.to_le_bytes());
+        }
+        for &(sw, q, lat) in &self.hops {
+            out.extend_from_slice(&sw.to_le_bytes());
+            out.extend_from_slice(&q.to_le_bytes());
+            out.extend_from_slice(&lat.to_le_bytes());
+        }
+        out
+    }
+
+    /// The sightings of `bytes` and where they end (a kept bucket has
+    /// more after them).
+    pub fn decode(bytes: &[u8]) -> Result<(Sightings, usize), String> {
+        let mut r = Reader::new(bytes, 0);
+        let magic = r.u32("the header")?;
+        if magic != MAGIC {
+            return Err(format!(
+                "not a sightings blob: tag {magic:#010x} (legal: {MAGIC:#010x})"
+            ));
+        }
+        let host = r.u32("the header")?;
+        let [flows, rows, hops] = [(); 3].map(|_| r.u32("the header"));
+        let (flows, rows, hops) = (flows? as usize, rows? as usize, hops? as usize);
+        // Each count is checked against the bytes left before anything
+        // is allocated for it.
+        let left = bytes.len() - r.at;
+        let need = flows
+            .checked_mul(FLOW_BYTES)
+            .zip(rows.checked_mul(ROW_BYTES))
+            .zip(hops.checked_mul(HOP_BYTES))
+            .and_then(|((f, r), h)| f.checked_add(r)?.checked_add(h));
+        if need.is_none_or(|n| n > left) {
+            return Err(format!(
+                "{flows} flows, {rows} rows and {hops} hops announced, {left} bytes follow"
+            ));
+        }
+        let mut out = Sightings {
+            host,
+            flows: Vec::with_capacity(flows),
+            rows: Vec::with_capacity(rows),
+            hops: Vec::with_capacity(hops),
+        };
+        for _ in 0..flows {
+            let rocev2 = match r.array::<1>("a flow")?[0] {
+                0 => false,
+                1 => true,
+                v => return Err(format!("a flow's rocev2 flag is {v} (legal: 0, 1)")),
+            };
+            out.flows.push(Flow {
+                rocev2,
+                src: r.ip("a flow's src")?,
+                dst: r.ip("a flow's dst")?,
+                src_conn: r.u32("a flow")?,
+                dst_conn: r.u32("a flow")?,
+            });
+        }
+        let row_bytes = r.take(rows * ROW_BYTES, "the rows")?;
+        for (i, s) in row_bytes.chunks_exact(ROW_BYTES).enumerate() {
+            let row = Row {
+                capture: s[0],
+                ptype: s[1],
+                ecn: s[2],
+                ev: u16::from_le_bytes(le(s, 3)),
+                path_seq: u16::from_le_bytes(le(s, 5)),
+                hop_count: u16::from_le_bytes(le(s, 7)),
+                flow: u32::from_le_bytes(le(s, 9)),
+                psn: u32::from_le_bytes(le(s, 13)),
+                tx_ts: u32::from_le_bytes(le(s, 17)),
+                hop_start: u32::from_le_bytes(le(s, 21)),
+                ts: u64::from_le_bytes(le(s, 25)),
+                frame: u64::from_le_bytes(le(s, 33)),
+            };
+            if row.flow as usize >= flows {
+                return Err(format!("row {i} names flow {} of {flows}", row.flow));
+            }
+            if row.hop_start as usize + row.hop_count as usize > hops {
+                return Err(format!(
+                    "row {i}'s hops {}..+{} run past the {hops} hops",
+                    row.hop_start, row.hop_count
+                ));
+            }
+            out.rows.push(row);
+        }
+        let hop_bytes = r.take(hops * HOP_BYTES, "the hops")?;
+        out.hops.extend(hop_bytes.chunks_exact(HOP_BYTES).map(|s| {
+            (
+                u32::from_le_bytes(le(s, 0)),
+                u16::from_le_bytes(le(s, 4)),
+                u16::from_le_bytes(le(s, 6)),
+            )
+        }));
+        Ok((out, r.at))
+    }
+
+    pub fn flow(&self, row: &Row) -> &Flow {
+        &self.flows[row.flow as usize]
+    }
+
+    pub fn hops(&self, row: &Row) -> &[Hop] {
+        let start = row.hop_start as usize;
+        &self.hops[start..start + row.hop_count as usize]
+    }
+
+    /// Adds another host's sightings, its rows in capture `capture`.
+    pub fn append(&mut self, other: Sightings, capture: u8, flow_index: &mut FlowIndex) {
+        let flows: Vec<u32> = other
+            .flows
+            .iter()
+            .map(|f| flow_index.index(f, &mut self.flows))
+            .collect();
+        let hop_base = self.hops.len() as u32;
+        self.rows.extend(other.rows.into_iter().map(|r| Row {
+            capture,
+            flow: flows[r.flow as usize],
+            hop_start: r.hop_start + hop_base,
+            ..r
+        }));
+        self.hops.extend(other.hops);
+    }
+}
+
+/// Each flow's index in a list of flows.
+#[derive(Default)]
+pub struct FlowIndex(rustc_hash::FxHashMap<Flow, u32>);
+
+impl FlowIndex {
+    pub fn index(&mut self, flow: &Flow, flows: &mut Vec<Flow>) -> u32 {
+        *self.0.entry(*flow).or_insert_with(|| {
+            flows.push(*flow);
+            (flows.len() - 1) as u32
+        })
+    }
+}
