@@ -479,3 +479,61 @@ fn an_echo_of_a_transmission_reordered_on_its_way_is_real() {
         .collect();
     assert!(found.is_empty(), "{found:?}");
 }
+
+/// A's one-packet WRITEs of PSN 1000 to 1000 + `n` - 1 on evs 0 to 3, each
+/// acknowledged by B, then one more ACK from B echoing PSN 1005 with
+/// `echo_tx_ts` (0: the tx_ts it was sent with). Frames: 1 CONNECT, 2
+/// ACCEPT, DATA `3 + 2i` and its ACK, the last ACK `3 + 2n`.
+fn long_then_echo_of_1005(n: u32, echo_tx_ts: u32) -> Vec<Frame> {
+    let mut middle = Vec::new();
+    for i in 0..n {
+        let d = write(true, (i % 4) as u16, P0 + i, i + 1, 0, 1);
+        middle.push(ack(&d, P0 + i + 1));
+        middle.insert(middle.len() - 1, d);
+    }
+    let last = middle[middle.len() - 2].clone();
+    middle.push(ack(&last, P0 + n).with_fb(|f| {
+        f.echo_psn = P0 + 5;
+        f.echo_ev = 1;
+        f.echo_tx_ts = echo_tx_ts;
+    }));
+    render(&with_handshake(middle))
+}
+
+/// Spec 4, 9 (MR-RCV-004): an echo names a transmission that was sent
+/// (at the sender) or arrived (at the receiver), however old its PSN. PSN
+/// 1005 (frame 13, on ev 1), echoed once 200 PSNs have been acknowledged
+/// since (the engine's window has pruned it), with a tx_ts no transmission
+/// carried: found at either end; with its own tx_ts: not. 1,100 PSNs on,
+/// beyond the lint's record of the latest 1,024, the echo is not judged,
+/// and counted as such in the report.
+#[test]
+fn an_echo_of_a_psn_pruned_from_the_window_is_judged_against_what_was_captured() {
+    let sent_at = render_ts(12) as u32;
+    let echo_findings = |frames: &[Frame], host| {
+        let out = run(frames, CapturePoint::Host(ip(host)));
+        let found: Vec<u64> = out
+            .findings
+            .iter()
+            .filter(|f| f.rule().id == "MR-RCV-004")
+            .map(|f| f.frame)
+            .collect();
+        (found, out.report.not_judged)
+    };
+    for host in [A, B] {
+        let wrong = long_then_echo_of_1005(200, sent_at + 1);
+        assert_eq!(echo_findings(&wrong, host), (vec![403], vec![]), "{host:?}");
+        let right = long_then_echo_of_1005(200, sent_at);
+        assert_eq!(echo_findings(&right, host), (vec![], vec![]), "{host:?}");
+        let beyond = long_then_echo_of_1005(1_100, sent_at + 1);
+        let not_judged = vec![analyzer::lint::NotJudged {
+            rule: "MR-RCV-004",
+            count: 1,
+        }];
+        assert_eq!(
+            echo_findings(&beyond, host),
+            (vec![], not_judged),
+            "{host:?}"
+        );
+    }
+}

@@ -28,6 +28,8 @@
 //! - `rule.rs`, `finding.rs`, `options.rs`, `timings.rs`: a rule as data
 //!   and its id, a finding, the engine's lint options, the rules' timing
 //!   bounds;
+//! - `captured.rs`: the transmissions of the latest PSNs captured, kept
+//!   beyond the engine's window (MR-RCV-004);
 //! - one file per family: `packet`, `connection`, `sender`, `receiver`,
 //!   `network`, `rocev2`.
 //!
@@ -48,9 +50,12 @@
 //! whose destination is the host from the receiver side.
 //! [`Ctx::judges`] tells a check whether its rule applies. With `Auto`,
 //! side-specific checks run on every direction and the host is decided
-//! when the report is made ([`HostGuess`]): the findings of rules that do
-//! not apply to that host are then left out of the counts, and a consumer
-//! drops them with [`LintReport::keeps`].
+//! when the report is made ([`HostGuess`]): the findings that do not hold
+//! for that host are then left out of the counts, and a consumer drops
+//! them with [`LintReport::keeps`]. A finding holds where its rule can be
+//! judged, or, for a part of a rule only one vantage can judge (a gap in
+//! MR-SND-003's path_seq: only at the sender), where that part can
+//! ([`Finding::vantage`], recorded with [`Ctx::report_from`]).
 //!
 //! # Adding a family
 //! 1. A file `lint/<family>.rs` with `pub(super) const RULES: &[Rule]`, a
@@ -85,6 +90,7 @@
 //! flows: per-direction state lives in [`DirLint`] (made only when the
 //! lint is on), per-engine maps are capped like the engine's.
 
+mod captured;
 mod connection;
 mod context;
 mod finding;
@@ -110,7 +116,7 @@ pub use options::LintOptions;
 use registry::{FAMILIES, RULE_COUNT};
 pub use registry::{rule_count, rules};
 use report::RuleCounts;
-pub use report::{LintConfig, LintReport, RuleCount};
+pub use report::{LintConfig, LintReport, NotJudged, RuleCount};
 pub use rocev2::rnr_timer_ns;
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 pub use timings::LintTimings;
@@ -121,6 +127,10 @@ use crate::engine::direction::Direction;
 use crate::engine::rocev2::RoceTable;
 use crate::engine::verdict::Verdict;
 use crate::observation::{DataObs, FeedbackObs, MrBody, MrObs, ObsKind, Observation, RoceObs};
+
+/// The rule whose packets not judged the report counts (MR-RCV-004:
+/// echoes of PSNs beyond what is kept).
+const ECHO_REAL: RuleId = RuleId::of("MR-RCV-004");
 
 /// The lint's state of one engine direction.
 #[derive(Debug, Default)]
@@ -554,13 +564,7 @@ impl LintState {
     pub fn report(&self, dirs: &[Option<Direction>], roce: &RoceTable) -> LintReport {
         let host = self.host();
         let mut counts = vec![0u64; rule_count()];
-        let mut add = |c: &RuleCounts, side: Side| {
-            for &(rule, n) in &c.0 {
-                if side.judges(rule.rule().vantage) {
-                    counts[rule.index()] += n;
-                }
-            }
-        };
+        let mut add = |c: &RuleCounts, side: Side| c.add_judged(side, &mut counts);
         add(&self.out.undirected, Side::Unknown);
         for (dir, lint) in dirs.iter().zip(&self.dirs) {
             if let Some(dir) = dir {
@@ -575,8 +579,23 @@ impl LintState {
                 add(&lint.counts, Side::of(src, dst, host));
             }
         }
+        let mut not_judged = 0;
+        for (dir, lint) in dirs.iter().zip(&self.dirs) {
+            if let Some(dir) = dir
+                && Side::of(dir.key.src, dir.key.dst, host).judges(ECHO_REAL.rule().vantage)
+            {
+                not_judged += lint.receiver.echoes_not_judged();
+            }
+        }
         LintReport {
             host,
+            not_judged: (not_judged > 0)
+                .then_some(NotJudged {
+                    rule: ECHO_REAL.rule().id,
+                    count: not_judged,
+                })
+                .into_iter()
+                .collect(),
             counts: rules()
                 .zip(counts)
                 .filter(|(_, n)| *n > 0)
