@@ -85,6 +85,27 @@ pub struct Outcome {
     pub full: Report,
 }
 
+impl Outcome {
+    /// The frames of every finding of `rule`.
+    pub fn found(&self, rule: &str) -> Vec<u64> {
+        self.frames_where(|f| f.rule().id == rule)
+    }
+
+    /// The frames of the findings of `rule` that hold at the capture point
+    /// given or decided ([`LintReport::keeps`]).
+    pub fn kept(&self, rule: &str) -> Vec<u64> {
+        self.frames_where(|f| f.rule().id == rule && self.report.keeps(f))
+    }
+
+    fn frames_where(&self, keep: impl Fn(&Finding) -> bool) -> Vec<u64> {
+        self.findings
+            .iter()
+            .filter(|f| keep(f))
+            .map(|f| f.frame)
+            .collect()
+    }
+}
+
 /// Lints `frames` (numbered from 1) as `metaroce-analyze lint` does.
 pub fn run(frames: &[Frame], point: CapturePoint) -> Outcome {
     run_with(frames, point, LintTimings::default())

@@ -250,12 +250,7 @@ fn sender_rules_are_not_judged_at_the_receiver() {
 
 /// The path_seq frames MR-SND-003 finds in `frames` captured at `host`.
 fn path_seq_found(frames: &[Frame], point: CapturePoint) -> Vec<u64> {
-    run(frames, point)
-        .findings
-        .iter()
-        .filter(|f| f.rule().id == "MR-SND-003")
-        .map(|f| f.frame)
-        .collect()
+    run(frames, point).found("MR-SND-003")
 }
 
 /// A skipped path_seq is a loss anywhere but at the sender: at B (or at a
@@ -275,20 +270,13 @@ fn a_path_seq_gap_is_judged_at_the_sender_only() {
 
 /// With the capture point guessed, a step back in the order sent is found
 /// and kept whatever host is decided (here none: both ends' clocks read
-/// alike), and a gap is kept only where the host decided sends the
-/// direction.
+/// alike).
 #[test]
 fn with_the_capture_point_guessed_a_step_back_is_kept() {
     let capture = step_back();
     let out = run(&capture.frames, CapturePoint::Auto);
     assert_eq!(out.report.host, None);
-    let kept: Vec<u64> = out
-        .findings
-        .iter()
-        .filter(|f| f.rule().id == "MR-SND-003" && out.report.keeps(f))
-        .map(|f| f.frame)
-        .collect();
-    assert_eq!(kept, capture.expect);
+    assert_eq!(out.kept("MR-SND-003"), capture.expect);
 }
 
 /// Spec 2, 11.5: path_seq grows by one per packet as the sender sends it,
@@ -305,13 +293,7 @@ fn with_the_capture_point_guessed_a_gap_holds_where_the_sender_is_decided() {
     for (on_a, host, expect) in [(true, A, vec![4]), (false, B, vec![])] {
         let out = run(&render_on(&pkts, on_a), CapturePoint::Auto);
         assert_eq!(out.report.host, Some(ip(host)));
-        let kept: Vec<u64> = out
-            .findings
-            .iter()
-            .filter(|f| f.rule().id == "MR-SND-003" && out.report.keeps(f))
-            .map(|f| f.frame)
-            .collect();
-        assert_eq!(kept, expect, "captured on {host:?}");
+        assert_eq!(out.kept("MR-SND-003"), expect, "captured on {host:?}");
         let counted = out
             .report
             .counts
