@@ -120,6 +120,7 @@ pub use report::{LintConfig, LintReport, NotJudged, RuleCount};
 pub use rocev2::rnr_timer_ns;
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 pub use timings::LintTimings;
+use vantage::SideBits;
 pub use vantage::{CapturePoint, HostGuess, Side};
 
 use crate::engine::cross_capture::CaptureCopy;
@@ -142,6 +143,8 @@ pub(crate) struct DirLint {
     /// `CapturePoint::Auto`: the [`HostGuess`] candidates its source is,
     /// worked out at its first packet.
     sources: Option<[bool; 2]>,
+    /// `side` and `sources` for the fast paths.
+    bits: SideBits,
     counts: RuleCounts,
     packet: packet::DirState,
     connection: connection::DirState,
@@ -304,18 +307,15 @@ impl LintState {
         let Some(lint) = self.dirs.get_mut(own as usize) else {
             return false;
         };
-        let Some(side) = lint.side else {
+        let bits = lint.bits;
+        if !bits.ready() {
             return false;
-        };
-        let sources = match (self.point, lint.sources) {
-            (CapturePoint::Auto, None) => return false,
-            (_, sources) => sources,
-        };
+        }
         let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
-        let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
-        let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
+        let sender = bits.sender();
+        let receiver = bits.receiver();
         // At the sender, the receiver family records what was sent.
-        let endpoint = side.is_none_or(|s| s.judges(Vantage::Endpoint));
+        let endpoint = bits.endpoint();
         let connection = match self.connection.steady(mr, &lint.connection) {
             Passes::FullCheck => return false,
             Passes::Unannounced => true,
@@ -336,7 +336,7 @@ impl LintState {
         if receiver || endpoint && !d.trimmed {
             receiver::record_plain_data(&mut lint.receiver, mr, own_dir);
         }
-        if let Some(sources) = sources {
+        if let Some(sources) = bits.sources() {
             self.guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
         }
         true
@@ -366,21 +366,18 @@ impl LintState {
         let Ok([lint, acked]) = self.dirs.get_disjoint_mut([own as usize, p as usize]) else {
             return false;
         };
-        let (Some(_), Some(side)) = (lint.side, acked.side) else {
+        let (bits, acked_bits) = (lint.bits, acked.bits);
+        if !bits.ready() || !acked_bits.side_known() {
             return false;
-        };
-        let sources = match (self.point, lint.sources) {
-            (CapturePoint::Auto, None) => return false,
-            (_, sources) => sources,
-        };
+        }
         let connection = match self.connection.steady(mr, &lint.connection) {
             Passes::FullCheck => return false,
             Passes::Unannounced => true,
             Passes::Announced(announced) => !packet::breaks_announced(mr, *announced),
         };
-        let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
-        let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
-        let endpoint = side.is_none_or(|s| s.judges(Vantage::Endpoint));
+        let sender = acked_bits.sender();
+        let receiver = acked_bits.receiver();
+        let endpoint = acked_bits.endpoint();
         let acked_dir = dirs.get(p as usize).and_then(Option::as_ref);
         let plain = connection
             && !packet::breaks_alone(obs, mr)
@@ -394,7 +391,7 @@ impl LintState {
             sender::record_ack(&mut acked.sender, obs, mr, fb, v);
         }
         receiver::record_plain_ack(&mut acked.receiver, obs, mr, fb);
-        if let Some(sources) = sources {
+        if let Some(sources) = bits.sources() {
             self.guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
         }
         true
@@ -433,21 +430,24 @@ impl LintState {
             },
         };
         let point = self.point;
+        let auto = point == CapturePoint::Auto;
         let DirLint {
             side,
             sources,
+            bits,
             counts,
             packet,
             connection,
             sender,
             receiver,
         } = lint;
-        if point == CapturePoint::Auto {
+        if auto {
             let guess = &mut self.guess;
             let sources = *sources.get_or_insert_with(|| guess.direction(&obs.src, &obs.dst));
             guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
         }
         let side = *side.get_or_insert_with(|| Self::side_at(point, obs.src, obs.dst));
+        *bits = SideBits::of(Some(side), *sources, auto);
         let mut ctx = Ctx {
             obs,
             verdict: v,
@@ -476,12 +476,15 @@ impl LintState {
         if let (Some(fb), Some((p, lint))) = (fb, acknowledged) {
             let DirLint {
                 side,
+                sources,
+                bits,
                 counts,
                 sender,
                 receiver,
                 ..
             } = lint;
             ctx.side = *side.get_or_insert_with(|| Self::side_at(point, obs.dst, obs.src));
+            *bits = SideBits::of(Some(ctx.side), *sources, auto);
             ctx.own = get(p);
             ctx.reverse = true;
             ctx.counts = Some(counts);

@@ -49,6 +49,87 @@ impl Side {
     }
 }
 
+/// What a direction's side judges and which host guess candidates its
+/// source is, as bits worked out once (when its first packet decides
+/// them) for the lint's fast paths.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SideBits(u8);
+
+impl SideBits {
+    /// The side is decided: `SENDER`, `RECEIVER` and `ENDPOINT` hold.
+    const SIDE: u8 = 1;
+    /// The host guess candidates are decided (or not needed): `SOURCE_A`
+    /// and `SOURCE_B` hold.
+    const SOURCES: u8 = 2;
+    const SENDER: u8 = 4;
+    const RECEIVER: u8 = 8;
+    const ENDPOINT: u8 = 16;
+    const SOURCE_A: u8 = 32;
+    const SOURCE_B: u8 = 64;
+
+    /// From a direction's side (`None`: not decided; `Some(None)`: the
+    /// capture point is guessed, every side judged) and its candidates
+    /// (`None` with `guessed`: not decided).
+    pub fn of(side: Option<Option<Side>>, sources: Option<[bool; 2]>, guessed: bool) -> SideBits {
+        let mut bits = 0;
+        if let Some(side) = side {
+            bits |= Self::SIDE;
+            let judges = |v| side.is_none_or(|s: Side| s.judges(v));
+            for (v, bit) in [
+                (Vantage::Sender, Self::SENDER),
+                (Vantage::Receiver, Self::RECEIVER),
+                (Vantage::Endpoint, Self::ENDPOINT),
+            ] {
+                if judges(v) {
+                    bits |= bit;
+                }
+            }
+        }
+        match sources {
+            Some([a, b]) => {
+                bits |= Self::SOURCES;
+                bits |= if a { Self::SOURCE_A } else { 0 } | if b { Self::SOURCE_B } else { 0 };
+            }
+            None if !guessed => bits |= Self::SOURCES,
+            None => {}
+        }
+        SideBits(bits)
+    }
+
+    /// Side and candidates decided: a packet may take a fast path.
+    #[inline(always)]
+    pub fn ready(self) -> bool {
+        self.0 & (Self::SIDE | Self::SOURCES) == Self::SIDE | Self::SOURCES
+    }
+
+    #[inline(always)]
+    pub fn side_known(self) -> bool {
+        self.0 & Self::SIDE != 0
+    }
+
+    #[inline(always)]
+    pub fn sender(self) -> bool {
+        self.0 & Self::SENDER != 0
+    }
+
+    #[inline(always)]
+    pub fn receiver(self) -> bool {
+        self.0 & Self::RECEIVER != 0
+    }
+
+    #[inline(always)]
+    pub fn endpoint(self) -> bool {
+        self.0 & Self::ENDPOINT != 0
+    }
+
+    /// The candidates the source is, `None` for none.
+    #[inline(always)]
+    pub fn sources(self) -> Option<[bool; 2]> {
+        (self.0 & (Self::SOURCE_A | Self::SOURCE_B) != 0)
+            .then_some([self.0 & Self::SOURCE_A != 0, self.0 & Self::SOURCE_B != 0])
+    }
+}
+
 /// Decides the host a capture was taken on, for `CapturePoint::Auto`.
 ///
 /// A host's capture holds only packets it sent or received, so the host is
