@@ -227,6 +227,9 @@ pub(super) struct DirState {
     gaps: [Option<(u32, u64)>; RING],
     /// Some of `gaps` is set.
     gaps_pending: bool,
+    /// `ar` or `gaps_pending` is set: a DATA packet has something to
+    /// judge ([`DirState::settle`]).
+    awaiting: bool,
 }
 
 /// What MR-RCV-001 and 007 keep of a feedback: when its sender sent it
@@ -404,8 +407,7 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
 /// (`LintState::metaroce`).
 #[inline(always)]
 pub(super) fn plain_data(state: &DirState, mr: &MrObs, d: &DataObs, v: &Verdict) -> bool {
-    !(state.ar.is_some()
-        || state.gaps_pending
+    !(state.awaiting
         || mr.flags.contains(Flags::AR)
         || d.trimmed
         || v.retransmission.is_some())
@@ -429,6 +431,11 @@ impl DirState {
         self.captured
             .get_or_insert_with(Captured::default)
             .record(mr.psn, mr.tx_ts, mr.ev);
+    }
+
+    /// `awaiting` from what it sums up, after the checks changed them.
+    fn settle(&mut self) {
+        self.awaiting = self.ar.is_some() || self.gaps_pending;
     }
 
     /// Echoes MR-RCV-004 could not judge on this direction.
@@ -458,6 +465,7 @@ fn check_data_slow(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirSt
         }
         state.gaps_pending = state.gaps.iter().any(Option::is_some);
     }
+    state.settle();
     let start_seen = ctx.own.is_some_and(|dir| dir.start_seen);
     if d.trimmed {
         // An arrival all the same, which feedback may echo.
@@ -528,7 +536,7 @@ pub(super) fn plain_ack(
     let plain = in_order
         && !fb.flags.contains(FbFlags::DUP)
         && sack.iter().take(usize::from(sack_words)).all(|&w| w == 0)
-        && !(receiver && (state.ar.is_some() || state.duplicates_pending || state.gaps_pending));
+        && !(receiver && (state.awaiting || state.duplicates_pending));
     plain
         && (!endpoint
             || dir
@@ -704,6 +712,7 @@ pub(super) fn check_feedback(
         }
         state.gaps_pending = state.gaps.iter().any(Option::is_some);
     }
+    state.settle();
 }
 
 /// MR-RCV-001 and 007: the cumulative ack and ce_count never go back
