@@ -407,10 +407,7 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
 /// (`LintState::metaroce`).
 #[inline(always)]
 pub(super) fn plain_data(state: &DirState, mr: &MrObs, d: &DataObs, v: &Verdict) -> bool {
-    !(state.awaiting
-        || mr.flags.contains(Flags::AR)
-        || d.trimmed
-        || v.retransmission.is_some())
+    !(state.awaiting || mr.flags.contains(Flags::AR) || d.trimmed || v.retransmission.is_some())
 }
 
 /// What a [`plain_data`] packet changes: only a direction whose start was
