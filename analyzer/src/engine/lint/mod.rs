@@ -311,7 +311,6 @@ impl LintState {
         if !bits.ready() {
             return false;
         }
-        let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
         let sender = bits.sender();
         let receiver = bits.receiver();
         // At the sender, the receiver family records what was sent.
@@ -321,12 +320,13 @@ impl LintState {
             Passes::Unannounced => true,
             Passes::Announced(announced) => !packet::breaks_announced(mr, *announced),
         };
+        // The message's continuity last: it records the packet's piece.
         let plain = connection
             && !packet::breaks_alone(obs, mr)
-            && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v)
             && sender::path_in_order(v)
             && (!sender || sender::plain_data(&lint.sender, obs, mr, v))
-            && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));
+            && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v))
+            && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v);
         if !plain {
             return false;
         }
@@ -334,6 +334,7 @@ impl LintState {
             sender::record_plain_data(&mut lint.sender, mr, d);
         }
         if receiver || endpoint && !d.trimmed {
+            let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
             receiver::record_plain_data(&mut lint.receiver, mr, own_dir);
         }
         if let Some(sources) = bits.sources() {
