@@ -311,10 +311,10 @@ impl LintState {
         if !bits.ready() {
             return false;
         }
-        let sender = bits.sender();
-        let receiver = bits.receiver();
+        let sender = bits.judges(Vantage::Sender);
+        let receiver = bits.judges(Vantage::Receiver);
         // At the sender, the receiver family records what was sent.
-        let endpoint = bits.endpoint();
+        let endpoint = bits.judges(Vantage::Endpoint);
         let connection = match self.connection.steady(mr, &lint.connection) {
             Passes::FullCheck => return false,
             Passes::Unannounced => true,
@@ -376,9 +376,9 @@ impl LintState {
             Passes::Unannounced => true,
             Passes::Announced(announced) => !packet::breaks_announced(mr, *announced),
         };
-        let sender = acked_bits.sender();
-        let receiver = acked_bits.receiver();
-        let endpoint = acked_bits.endpoint();
+        let sender = acked_bits.judges(Vantage::Sender);
+        let receiver = acked_bits.judges(Vantage::Receiver);
+        let endpoint = acked_bits.judges(Vantage::Endpoint);
         let acked_dir = dirs.get(p as usize).and_then(Option::as_ref);
         let plain = connection
             && !packet::breaks_alone(obs, mr)

@@ -87,23 +87,9 @@ impl LintReport {
         if self.host != other.host {
             self.host = None;
         }
-        for c in &other.counts {
-            match self.counts.iter_mut().find(|m| m.rule == c.rule) {
-                Some(m) => m.count += c.count,
-                None => self.counts.push(c.clone()),
-            }
-        }
-        self.counts
-            .sort_by_key(|c| RuleId::find(c.rule).map(RuleId::index));
+        merge_per_rule(&mut self.counts, &other.counts);
         self.findings_dropped += other.findings_dropped;
-        for n in &other.not_judged {
-            match self.not_judged.iter_mut().find(|m| m.rule == n.rule) {
-                Some(m) => m.count += n.count,
-                None => self.not_judged.push(n.clone()),
-            }
-        }
-        self.not_judged
-            .sort_by_key(|n| RuleId::find(n.rule).map(RuleId::index));
+        merge_per_rule(&mut self.not_judged, &other.not_judged);
     }
 
     /// Whether `finding` holds at this capture point: its rule, or the
@@ -112,6 +98,42 @@ impl LintReport {
     pub fn keeps(&self, finding: &Finding) -> bool {
         finding.judged_from(self.host)
     }
+}
+
+/// An entry of a per-rule list of a report ([`RuleCount`], [`NotJudged`]).
+trait PerRule: Clone {
+    fn rule(&self) -> &'static str;
+    fn count_mut(&mut self) -> &mut u64;
+}
+
+impl PerRule for RuleCount {
+    fn rule(&self) -> &'static str {
+        self.rule
+    }
+    fn count_mut(&mut self) -> &mut u64 {
+        &mut self.count
+    }
+}
+
+impl PerRule for NotJudged {
+    fn rule(&self) -> &'static str {
+        self.rule
+    }
+    fn count_mut(&mut self) -> &mut u64 {
+        &mut self.count
+    }
+}
+
+/// Adds `from`'s counts per rule to `into`'s, in registry order.
+fn merge_per_rule<T: PerRule>(into: &mut Vec<T>, from: &[T]) {
+    for entry in from {
+        let mut entry = entry.clone();
+        match into.iter_mut().find(|m| m.rule() == entry.rule()) {
+            Some(m) => *m.count_mut() += *entry.count_mut(),
+            None => into.push(entry),
+        }
+    }
+    into.sort_by_key(|m| RuleId::find(m.rule()).map(RuleId::index));
 }
 
 /// Counts per rule of one direction (a short list: few rules fire), each

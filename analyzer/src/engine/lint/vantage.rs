@@ -51,21 +51,19 @@ impl Side {
 
 /// What a direction's side judges and which host guess candidates its
 /// source is, as bits worked out once (when its first packet decides
-/// them) for the lint's fast paths.
+/// them) for the lint's fast paths: bit `1 << vantage` for each vantage
+/// the side judges, and the flags below.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct SideBits(u8);
+pub(crate) struct SideBits(u16);
 
 impl SideBits {
-    /// The side is decided: `SENDER`, `RECEIVER` and `ENDPOINT` hold.
-    const SIDE: u8 = 1;
-    /// The host guess candidates are decided (or not needed): `SOURCE_A`
-    /// and `SOURCE_B` hold.
-    const SOURCES: u8 = 2;
-    const SENDER: u8 = 4;
-    const RECEIVER: u8 = 8;
-    const ENDPOINT: u8 = 16;
-    const SOURCE_A: u8 = 32;
-    const SOURCE_B: u8 = 64;
+    /// The side is decided: the vantage bits hold.
+    const SIDE: u16 = 1 << 8;
+    /// The host guess candidates are decided (or not needed): the
+    /// source bits hold.
+    const SOURCES: u16 = 1 << 9;
+    /// The source is candidate `i` at bit `SOURCE << i`.
+    const SOURCE: u16 = 1 << 10;
 
     /// From a direction's side (`None`: not decided; `Some(None)`: the
     /// capture point is guessed, every side judged) and its candidates
@@ -74,24 +72,19 @@ impl SideBits {
         let mut bits = 0;
         if let Some(side) = side {
             bits |= Self::SIDE;
-            let judges = |v| side.is_none_or(|s: Side| s.judges(v));
-            for (v, bit) in [
-                (Vantage::Sender, Self::SENDER),
-                (Vantage::Receiver, Self::RECEIVER),
-                (Vantage::Endpoint, Self::ENDPOINT),
-            ] {
-                if judges(v) {
-                    bits |= bit;
+            for v in [Vantage::Sender, Vantage::Receiver, Vantage::Endpoint] {
+                if side.is_none_or(|s| s.judges(v)) {
+                    bits |= 1 << v as u16;
                 }
             }
         }
-        match sources {
-            Some([a, b]) => {
-                bits |= Self::SOURCES;
-                bits |= if a { Self::SOURCE_A } else { 0 } | if b { Self::SOURCE_B } else { 0 };
+        if let Some(sources) = sources {
+            bits |= Self::SOURCES;
+            for (i, _) in sources.iter().enumerate().filter(|(_, is)| **is) {
+                bits |= Self::SOURCE << i;
             }
-            None if !guessed => bits |= Self::SOURCES,
-            None => {}
+        } else if !guessed {
+            bits |= Self::SOURCES;
         }
         SideBits(bits)
     }
@@ -107,26 +100,18 @@ impl SideBits {
         self.0 & Self::SIDE != 0
     }
 
+    /// Whether the side judges rules of `vantage` (`Sender`, `Receiver`
+    /// or `Endpoint`).
     #[inline(always)]
-    pub fn sender(self) -> bool {
-        self.0 & Self::SENDER != 0
-    }
-
-    #[inline(always)]
-    pub fn receiver(self) -> bool {
-        self.0 & Self::RECEIVER != 0
-    }
-
-    #[inline(always)]
-    pub fn endpoint(self) -> bool {
-        self.0 & Self::ENDPOINT != 0
+    pub fn judges(self, vantage: Vantage) -> bool {
+        self.0 & (1 << vantage as u16) != 0
     }
 
     /// The candidates the source is, `None` for none.
     #[inline(always)]
     pub fn sources(self) -> Option<[bool; 2]> {
-        (self.0 & (Self::SOURCE_A | Self::SOURCE_B) != 0)
-            .then_some([self.0 & Self::SOURCE_A != 0, self.0 & Self::SOURCE_B != 0])
+        let [a, b] = [Self::SOURCE, Self::SOURCE << 1].map(|bit| self.0 & bit != 0);
+        (a || b).then_some([a, b])
     }
 }
 
