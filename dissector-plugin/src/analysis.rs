@@ -27,7 +27,7 @@ use std::net::IpAddr;
 use analyzer::engine::{
     Config, Engine, FlowLabel, MrChecks, ObsKind, Observation, RoceFacts, Verdict,
 };
-use analyzer::lint::{Finding, Side};
+use analyzer::lint::Finding;
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::metaroce;
 
@@ -554,13 +554,13 @@ pub fn add_items(v: &Verdict, d: &mut Dissection, tags: bool) {
 
 /// Adds the lint's findings on one packet to `d`: a `metaroce.lint` item
 /// (the rule id) and an expert info of the rule (its statement and the
-/// finding's evidence) per finding whose rule can be judged from `host`
-/// (`None`: unknown, only rules any capture point can judge), as
-/// `Report::lint` counts them.
+/// finding's evidence) per finding that holds from `host` (`None`:
+/// unknown, only findings any capture point can judge), as `Report::lint`
+/// counts them.
 pub fn add_lint(findings: &[Finding], host: Option<IpAddr>, d: &mut Dissection) {
     for f in findings {
         let rule = f.rule();
-        if !Side::of(f.conn.src(), f.conn.dst(), host).judges(rule.vantage) {
+        if !f.judged_from(host) {
             continue;
         }
         let hf = match rule.protocol {

@@ -455,6 +455,16 @@ fn write_text(
                 report.findings_dropped
             )?;
         }
+        for n in &report.not_judged {
+            writeln!(
+                out,
+                "{}: {}: {} packets not judged (what the rule needed had left the lint's \
+                 bounded state: docs/lint.md)",
+                result.path.display(),
+                n.rule,
+                n.count
+            )?;
+        }
     }
     let count = |sev: Severity| -> (usize, u64) {
         let of = summaries.values().filter(|s| s.severity == sev);

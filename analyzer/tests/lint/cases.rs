@@ -85,6 +85,27 @@ pub struct Outcome {
     pub full: Report,
 }
 
+impl Outcome {
+    /// The frames of every finding of `rule`.
+    pub fn found(&self, rule: &str) -> Vec<u64> {
+        self.frames_where(|f| f.rule().id == rule)
+    }
+
+    /// The frames of the findings of `rule` that hold at the capture point
+    /// given or decided ([`LintReport::keeps`]).
+    pub fn kept(&self, rule: &str) -> Vec<u64> {
+        self.frames_where(|f| f.rule().id == rule && self.report.keeps(f))
+    }
+
+    fn frames_where(&self, keep: impl Fn(&Finding) -> bool) -> Vec<u64> {
+        self.findings
+            .iter()
+            .filter(|f| keep(f))
+            .map(|f| f.frame)
+            .collect()
+    }
+}
+
 /// Lints `frames` (numbered from 1) as `metaroce-analyze lint` does.
 pub fn run(frames: &[Frame], point: CapturePoint) -> Outcome {
     run_with(frames, point, LintTimings::default())
@@ -528,11 +549,26 @@ pub fn at(pkts: &mut [Pkt], frame: u64) -> &mut Pkt {
 }
 
 /// The frames of a conversation, both ends' packets as one capture, 10 us
-/// apart. Each packet's tx_ts is its capture time; an ACK echoes the
-/// tx_ts and ev of the latest packet of the other side with its echo_psn,
-/// and its rx_ts is the capture time of its own (the hold time is 0).
+/// apart. Each packet's tx_ts is its capture time; an ACK (or NACK) whose
+/// echo_tx_ts the case left 0 echoes the tx_ts of the latest packet of
+/// the other side with its echo_psn, and its rx_ts is the capture time of
+/// its own (the hold time is 0).
 pub fn render(pkts: &[Pkt]) -> Vec<Frame> {
     render_between(pkts, (ip(A), ip(B)))
+}
+
+/// [`render`] as captured on one end (`on_a`: on A): the other end's
+/// packets are captured a one-way delay after their tx_ts that varies
+/// from packet to packet (1 to 4 us), so that the capture point guess
+/// (`CapturePoint::Auto`) decides that end.
+pub fn render_on(pkts: &[Pkt], on_a: bool) -> Vec<Frame> {
+    let mut frames = render(pkts);
+    for (i, (f, p)) in frames.iter_mut().zip(pkts).enumerate() {
+        if p.from_a != on_a {
+            f.ts_ns += 1_000 * (1 + i as u64 % 4);
+        }
+    }
+    frames
 }
 
 /// [`render`] over IPv6, from [`A6`] and [`B6`], each packet with its flow
@@ -556,6 +592,10 @@ fn render_between(pkts: &[Pkt], hosts: (IpAddr, IpAddr)) -> Vec<Frame> {
             repr.path_seq = *seq;
         }
         let echo = |fb: &mut FeedbackRepr| {
+            if fb.echo_tx_ts != 0 {
+                // Set by the case: kept.
+                return;
+            }
             if let Some(&(_, _, tx_ts)) = sent
                 .iter()
                 .rev()

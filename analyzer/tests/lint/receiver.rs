@@ -41,20 +41,16 @@ pub fn cases() -> Vec<Case> {
                 whole(vec![d0, d1.clone(), a, ack(&d1, P0 + 2)], &[5])
             },
         ),
-        case("MR-RCV-003", "a SACK bit for PSN 1003, never sent", || {
-            let [d0, d1] = message();
-            let a = ack(&d0, P0 + 1).with_sack(P0 + 1, &[P0 + 3]);
-            whole(vec![d0, a, d1.clone(), ack(&d1, P0 + 2)], &[4])
-        }),
+        case(
+            "MR-RCV-003",
+            "a SACK bit for PSN 1003, never sent",
+            sack_never_sent,
+        ),
         at(
             A,
             "MR-RCV-003",
             "at the sender: a SACK bit for PSN 1003, never sent",
-            || {
-                let [d0, d1] = message();
-                let a = ack(&d0, P0 + 1).with_sack(P0 + 1, &[P0 + 3]);
-                whole(vec![d0, a, d1.clone(), ack(&d1, P0 + 2)], &[4])
-            },
+            sack_never_sent,
         ),
         at(
             A,
@@ -74,41 +70,25 @@ pub fn cases() -> Vec<Case> {
             A,
             "MR-RCV-004",
             "an ACK echoing ev 5, where the DATA went on ev 0",
-            || {
-                let [d0] = message();
-                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_ev = 5);
-                whole(vec![d0, a], &[4])
-            },
+            || one_echo(|f| f.echo_ev = 5),
         ),
         at(
             A,
             "MR-RCV-004",
             "an ACK echoing PSN 1007, never sent",
-            || {
-                let [d0] = message();
-                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 + 7);
-                whole(vec![d0, a], &[4])
-            },
+            || one_echo(|f| f.echo_psn = P0 + 7),
         ),
         at(
             A,
             "MR-RCV-004",
             "an ACK echoing PSN 999, below the first PSN sent",
-            || {
-                let [d0] = message();
-                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 - 1);
-                whole(vec![d0, a], &[4])
-            },
+            || one_echo(|f| f.echo_psn = P0 - 1),
         ),
         at(
             A,
             "MR-RCV-004",
             "an ACK echoing a PSN 2^31 + 5 beyond the first sent (behind it, serially)",
-            || {
-                let [d0] = message();
-                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0.wrapping_add(0x8000_0005));
-                whole(vec![d0, a], &[4])
-            },
+            || one_echo(|f| f.echo_psn = P0.wrapping_add(0x8000_0005)),
         ),
         at(
             A,
@@ -133,21 +113,13 @@ pub fn cases() -> Vec<Case> {
         case(
             "MR-RCV-004",
             "at the receiver: an ACK echoing PSN 999, below the first PSN arrived",
-            || {
-                let [d0] = message();
-                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_psn = P0 - 1);
-                whole(vec![d0, a], &[4])
-            },
+            || one_echo(|f| f.echo_psn = P0 - 1),
         ),
         at(
             A,
             "MR-RCV-004",
             "the second ACK echoing ev 5, where the DATA went on ev 1",
-            || {
-                let [d0, d1] = message();
-                let a = ack(&d1, P0 + 2).with_fb(|f| f.echo_ev = 5);
-                whole(vec![d0.clone(), ack(&d0, P0 + 1), d1, a], &[6])
-            },
+            second_echo_on_ev_5,
         ),
         at(
             A,
@@ -168,25 +140,15 @@ pub fn cases() -> Vec<Case> {
         case(
             "MR-RCV-004",
             "at the receiver: the second ACK echoing ev 5, where the DATA arrived on ev 1",
-            || {
-                let [d0, d1] = message();
-                let a = ack(&d1, P0 + 2).with_fb(|f| f.echo_ev = 5);
-                whole(vec![d0.clone(), ack(&d0, P0 + 1), d1, a], &[6])
-            },
+            second_echo_on_ev_5,
         ),
         case(
             "MR-RCV-004",
             "at the receiver: an ACK echoing ev 5, where the DATA arrived on ev 0",
-            || {
-                let [d0] = message();
-                let a = ack(&d0, P0 + 1).with_fb(|f| f.echo_ev = 5);
-                whole(vec![d0, a], &[4])
-            },
+            || one_echo(|f| f.echo_ev = 5),
         ),
         case("MR-RCV-005", "DUP on the first arrival", || {
-            let [d0] = message();
-            let a = ack(&d0, P0 + 1).with_fb(|f| f.flags = FbFlags::DUP);
-            whole(vec![d0, a], &[4])
+            one_echo(|f| f.flags = FbFlags::DUP)
         }),
         case(
             "MR-RCV-006",
@@ -213,18 +175,13 @@ pub fn cases() -> Vec<Case> {
                 capture
             },
         ),
-        at(A, "MR-RCV-007", "at the sender: ce_count 3, then 2", || {
-            let [d0, d1] = message();
-            let a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = 3);
-            let a1 = ack(&d1, P0 + 2).with_fb(|f| f.ce_count = 2);
-            whole(vec![d0, a0, d1, a1], &[6])
-        }),
-        case("MR-RCV-007", "ce_count 3, then 2", || {
-            let [d0, d1] = message();
-            let a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = 3);
-            let a1 = ack(&d1, P0 + 2).with_fb(|f| f.ce_count = 2);
-            whole(vec![d0, a0, d1, a1], &[6])
-        }),
+        at(
+            A,
+            "MR-RCV-007",
+            "at the sender: ce_count 3, then 2",
+            ce_count_back,
+        ),
+        case("MR-RCV-007", "ce_count 3, then 2", ce_count_back),
         case(
             "MR-RCV-008",
             "an AR packet not acknowledged 2 ms later",
@@ -272,6 +229,36 @@ pub fn cases() -> Vec<Case> {
             },
         ),
     ]
+}
+
+/// A's DATA 1000 (frame 3) and B's ACK of it changed by `edit` (frame 4).
+fn one_echo(edit: impl FnOnce(&mut FeedbackRepr)) -> Capture {
+    let [d0] = message();
+    let a = ack(&d0, P0 + 1).with_fb(edit);
+    whole(vec![d0, a], &[4])
+}
+
+/// A's DATA 1000 and 1001 (frames 3, 5), each ACKed, the second ACK
+/// (frame 6) echoing ev 5 where 1001 went on ev 1.
+fn second_echo_on_ev_5() -> Capture {
+    let [d0, d1] = message();
+    let a = ack(&d1, P0 + 2).with_fb(|f| f.echo_ev = 5);
+    whole(vec![d0.clone(), ack(&d0, P0 + 1), d1, a], &[6])
+}
+
+/// B's first ACK (frame 4) SACKs PSN 1003, which A never sends.
+fn sack_never_sent() -> Capture {
+    let [d0, d1] = message();
+    let a = ack(&d0, P0 + 1).with_sack(P0 + 1, &[P0 + 3]);
+    whole(vec![d0, a, d1.clone(), ack(&d1, P0 + 2)], &[4])
+}
+
+/// B's ACKs carry ce_count 3, then 2 (frame 6).
+fn ce_count_back() -> Capture {
+    let [d0, d1] = message();
+    let a0 = ack(&d0, P0 + 1).with_fb(|f| f.ce_count = 3);
+    let a1 = ack(&d1, P0 + 2).with_fb(|f| f.ce_count = 2);
+    whole(vec![d0, a0, d1, a1], &[6])
 }
 
 /// Swaps the packets of frames `a` and `b` (1-based), leaving the capture
@@ -470,12 +457,58 @@ fn an_echo_of_a_transmission_reordered_on_its_way_is_real() {
     let (second, third) = (frames[3].bytes.clone(), frames[4].bytes.clone());
     frames[3].bytes = third;
     frames[4].bytes = second;
-    let out = run(&frames, CapturePoint::Host(ip(B)));
-    let found: Vec<_> = out
-        .findings
-        .iter()
-        .filter(|f| f.rule().id == "MR-RCV-004")
-        .map(|f| f.frame)
-        .collect();
+    let found = run(&frames, CapturePoint::Host(ip(B))).found("MR-RCV-004");
     assert!(found.is_empty(), "{found:?}");
+}
+
+/// A's one-packet WRITEs of PSN 1000 to 1000 + `n` - 1 on evs 0 to 3, each
+/// acknowledged by B, then one more ACK from B echoing PSN 1005 with
+/// `echo_tx_ts` (0: the tx_ts it was sent with). Frames: 1 CONNECT, 2
+/// ACCEPT, DATA `3 + 2i` and its ACK, the last ACK `3 + 2n`.
+fn long_then_echo_of_1005(n: u32, echo_tx_ts: u32) -> Vec<Frame> {
+    let mut middle = Vec::new();
+    for i in 0..n {
+        let d = write(true, (i % 4) as u16, P0 + i, i + 1, 0, 1);
+        middle.push(ack(&d, P0 + i + 1));
+        middle.insert(middle.len() - 1, d);
+    }
+    let last = middle[middle.len() - 2].clone();
+    middle.push(ack(&last, P0 + n).with_fb(|f| {
+        f.echo_psn = P0 + 5;
+        f.echo_ev = 1;
+        f.echo_tx_ts = echo_tx_ts;
+    }));
+    render(&with_handshake(middle))
+}
+
+/// Spec 4, 9 (MR-RCV-004): an echo names a transmission that was sent
+/// (at the sender) or arrived (at the receiver), however old its PSN. PSN
+/// 1005 (frame 13, on ev 1), echoed once 200 PSNs have been acknowledged
+/// since (the engine's window has pruned it), with a tx_ts no transmission
+/// carried: found at either end; with its own tx_ts: not. 1,100 PSNs on,
+/// beyond the lint's record of the latest 1,024, the echo is not judged,
+/// and counted as such in the report.
+#[test]
+fn an_echo_of_a_psn_pruned_from_the_window_is_judged_against_what_was_captured() {
+    let sent_at = render_ts(12) as u32;
+    let echo_findings = |frames: &[Frame], host| {
+        let out = run(frames, CapturePoint::Host(ip(host)));
+        (out.found("MR-RCV-004"), out.report.not_judged)
+    };
+    for host in [A, B] {
+        let wrong = long_then_echo_of_1005(200, sent_at + 1);
+        assert_eq!(echo_findings(&wrong, host), (vec![403], vec![]), "{host:?}");
+        let right = long_then_echo_of_1005(200, sent_at);
+        assert_eq!(echo_findings(&right, host), (vec![], vec![]), "{host:?}");
+        let beyond = long_then_echo_of_1005(1_100, sent_at + 1);
+        let not_judged = vec![analyzer::lint::NotJudged {
+            rule: "MR-RCV-004",
+            count: 1,
+        }];
+        assert_eq!(
+            echo_findings(&beyond, host),
+            (vec![], not_judged),
+            "{host:?}"
+        );
+    }
 }

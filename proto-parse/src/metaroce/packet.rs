@@ -383,25 +383,36 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// [`Packet::warning_flags_in`] given the layout's `fixed_len` alone.
-    /// A DATA packet without a warning, the common packet, is told inline
-    /// from the four places a DATA warning can be (the reserved bits of
-    /// flags and of tx_attempt's byte, DATA byte 25, header padding
-    /// without flags.EXT); any other packet is read in full.
+    /// The common packets without a warning are told inline from the few
+    /// places a warning can be: the reserved bits of flags and of
+    /// tx_attempt's byte, header padding without flags.EXT, and byte 25
+    /// (a DATA packet's reserved byte, a feedback's sack_words), with, for
+    /// an ACK without SACK words, the reserved bits of its feedback flags.
+    /// Any other packet is read in full.
     #[inline]
     pub fn warning_flags_fixed_len(&self, fixed_len: usize) -> WarningFlags {
         let buf = self.buf();
-        if let (Some(&ver_type), Some(&flags), Some(&tx_attempt), Some(&reserved)) = (
+        if let (Some(&ver_type), Some(&flags), Some(&tx_attempt), Some(&byte_25)) = (
             buf.get(field::VER_TYPE),
             buf.get(field::FLAGS),
             buf.get(field::TX_ATTEMPT),
             buf.get(field::DATA_RESERVED),
-        ) && PacketType::from(ver_type & 0x0F) == PacketType::Data
-            && flags & Flags::RESERVED == 0
+        ) && flags & Flags::RESERVED == 0
             && tx_attempt & 0x0F == 0
-            && reserved == 0
+            && byte_25 == 0
             && (flags & Flags::EXT.bits() != 0 || self.header_len() <= fixed_len)
         {
-            return WarningFlags::empty();
+            const _: () = assert!(field::DATA_RESERVED == field::SACK_WORDS);
+            match PacketType::from(ver_type & 0x0F) {
+                PacketType::Data => return WarningFlags::empty(),
+                PacketType::Ack
+                    if buf.len() >= field::FEEDBACK_LEN
+                        && buf[field::FB_FLAGS] & FbFlags::RESERVED == 0 =>
+                {
+                    return WarningFlags::empty();
+                }
+                _ => {}
+            }
         }
         self.warning_flags_fixed(Some(fixed_len))
     }

@@ -498,6 +498,7 @@ impl State {
                     ev: None,
                     observed: (end_ns - close.ts_ns) / 1000,
                     expected: wait / 1000,
+                    vantage: CLOSE_ANSWERED.rule().vantage,
                 },
             );
         }

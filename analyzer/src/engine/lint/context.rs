@@ -31,8 +31,8 @@ impl Recorder {
     /// counted in `counts` (its direction's) or, without, at the top level.
     pub(super) fn record(&mut self, counts: Option<&mut RuleCounts>, finding: Finding) {
         match counts {
-            Some(c) => c.add(finding.rule),
-            None => self.undirected.add(finding.rule),
+            Some(c) => c.add(finding.rule, finding.vantage),
+            None => self.undirected.add(finding.rule, finding.vantage),
         }
         if self.findings.len() >= MAX_PENDING {
             self.dropped += 1;
@@ -117,13 +117,18 @@ impl Ctx<'_> {
     }
 
     /// Whether the capture was given (`LintOptions::point`) as taken on
-    /// the host that sends this packet's direction. For the parts of a
-    /// rule of vantage `Either` that only the sender's capture can judge
-    /// (MR-SND-003's every value): with `CapturePoint::Auto` they are not
-    /// judged, as the findings of such a rule are kept whatever host is
-    /// decided at the end.
+    /// the host that sends this packet's direction: the parts of a rule
+    /// of vantage `Either` that only the sender's capture can judge
+    /// (MR-SND-003's gaps) are judged as the rule's.
     pub fn at_sender(&self) -> bool {
         self.side == Some(Side::Sender)
+    }
+
+    /// Whether the capture point is guessed (`CapturePoint::Auto`): a
+    /// part of a rule that only one vantage can judge is recorded with
+    /// [`Ctx::report_from`], and kept once the host is decided.
+    pub fn side_guessed(&self) -> bool {
+        self.side.is_none()
     }
 
     /// Whether a rule of `vantage` is judged on the reverse direction
@@ -140,10 +145,19 @@ impl Ctx<'_> {
 
     /// Records that this packet broke `rule`.
     pub fn report(&mut self, rule: RuleId, evidence: Evidence) {
+        self.report_from(rule, rule.rule().vantage, evidence);
+    }
+
+    /// Records that this packet broke `rule`, on evidence that holds only
+    /// from `vantage` (narrower than the rule's: [`Finding::vantage`]).
+    /// With `CapturePoint::Auto` such a finding is recorded on every
+    /// direction and kept where the host decided at the end is at that
+    /// vantage ([`LintReport::keeps`](super::LintReport::keeps)).
+    pub fn report_from(&mut self, rule: RuleId, vantage: Vantage, evidence: Evidence) {
         self.marks.insert(rule);
         match self.counts.as_deref_mut() {
-            Some(c) => c.add(rule),
-            None => self.out.undirected.add(rule),
+            Some(c) => c.add(rule, vantage),
+            None => self.out.undirected.add(rule, vantage),
         }
         if self.out.findings.len() >= MAX_PENDING {
             self.out.dropped += 1;
@@ -158,6 +172,7 @@ impl Ctx<'_> {
             ev: evidence.ev,
             observed: evidence.observed,
             expected: evidence.expected,
+            vantage,
         });
     }
 }

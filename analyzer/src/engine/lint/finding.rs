@@ -5,7 +5,8 @@
 use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 
-use super::rule::{Rule, RuleId};
+use super::rule::{Rule, RuleId, Vantage};
+use super::vantage::Side;
 
 /// The flow a finding is about: the packet's own connection direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,11 +73,21 @@ pub struct Finding {
     /// sentence reads them.
     pub observed: u64,
     pub expected: u64,
+    /// Where this finding holds: its rule's vantage, or a narrower one
+    /// when the finding rests on what only that capture point shows
+    /// (MR-SND-003's gap in a path's path_seq: `Sender`).
+    pub vantage: Vantage,
 }
 
 impl Finding {
     pub fn rule(&self) -> &'static Rule {
         self.rule.rule()
+    }
+
+    /// Whether this finding holds at a capture taken on `host` (`None`:
+    /// unknown or in the middle), as the report counts it.
+    pub fn judged_from(&self, host: Option<IpAddr>) -> bool {
+        Side::of(self.conn.src(), self.conn.dst(), host).judges(self.vantage)
     }
 
     /// The rule's evidence sentence with this finding's numbers.

@@ -28,6 +28,8 @@
 //! - `rule.rs`, `finding.rs`, `options.rs`, `timings.rs`: a rule as data
 //!   and its id, a finding, the engine's lint options, the rules' timing
 //!   bounds;
+//! - `captured.rs`: the transmissions of the latest PSNs captured, kept
+//!   beyond the engine's window (MR-RCV-004);
 //! - one file per family: `packet`, `connection`, `sender`, `receiver`,
 //!   `network`, `rocev2`.
 //!
@@ -48,9 +50,12 @@
 //! whose destination is the host from the receiver side.
 //! [`Ctx::judges`] tells a check whether its rule applies. With `Auto`,
 //! side-specific checks run on every direction and the host is decided
-//! when the report is made ([`HostGuess`]): the findings of rules that do
-//! not apply to that host are then left out of the counts, and a consumer
-//! drops them with [`LintReport::keeps`].
+//! when the report is made ([`HostGuess`]): the findings that do not hold
+//! for that host are then left out of the counts, and a consumer drops
+//! them with [`LintReport::keeps`]. A finding holds where its rule can be
+//! judged, or, for a part of a rule only one vantage can judge (a gap in
+//! MR-SND-003's path_seq: only at the sender), where that part can
+//! ([`Finding::vantage`], recorded with [`Ctx::report_from`]).
 //!
 //! # Adding a family
 //! 1. A file `lint/<family>.rs` with `pub(super) const RULES: &[Rule]`, a
@@ -85,6 +90,7 @@
 //! flows: per-direction state lives in [`DirLint`] (made only when the
 //! lint is on), per-engine maps are capped like the engine's.
 
+mod captured;
 mod connection;
 mod context;
 mod finding;
@@ -110,10 +116,11 @@ pub use options::LintOptions;
 use registry::{FAMILIES, RULE_COUNT};
 pub use registry::{rule_count, rules};
 use report::RuleCounts;
-pub use report::{LintConfig, LintReport, RuleCount};
+pub use report::{LintConfig, LintReport, NotJudged, RuleCount};
 pub use rocev2::rnr_timer_ns;
 pub use rule::{Protocol, Rule, RuleId, RuleSet, Severity, Vantage};
 pub use timings::LintTimings;
+use vantage::SideBits;
 pub use vantage::{CapturePoint, HostGuess, Side};
 
 use crate::engine::cross_capture::CaptureCopy;
@@ -121,6 +128,10 @@ use crate::engine::direction::Direction;
 use crate::engine::rocev2::RoceTable;
 use crate::engine::verdict::Verdict;
 use crate::observation::{DataObs, FeedbackObs, MrBody, MrObs, ObsKind, Observation, RoceObs};
+
+/// The rule whose packets not judged the report counts (MR-RCV-004:
+/// echoes of PSNs beyond what is kept).
+const ECHO_REAL: RuleId = RuleId::of("MR-RCV-004");
 
 /// The lint's state of one engine direction.
 #[derive(Debug, Default)]
@@ -132,6 +143,8 @@ pub(crate) struct DirLint {
     /// `CapturePoint::Auto`: the [`HostGuess`] candidates its source is,
     /// worked out at its first packet.
     sources: Option<[bool; 2]>,
+    /// `side` and `sources` for the fast paths.
+    bits: SideBits,
     counts: RuleCounts,
     packet: packet::DirState,
     connection: connection::DirState,
@@ -294,29 +307,26 @@ impl LintState {
         let Some(lint) = self.dirs.get_mut(own as usize) else {
             return false;
         };
-        let Some(side) = lint.side else {
+        let bits = lint.bits;
+        if !bits.ready() {
             return false;
-        };
-        let sources = match (self.point, lint.sources) {
-            (CapturePoint::Auto, None) => return false,
-            (_, sources) => sources,
-        };
-        let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
-        let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
-        let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
+        }
+        let sender = bits.judges(Vantage::Sender);
+        let receiver = bits.judges(Vantage::Receiver);
         // At the sender, the receiver family records what was sent.
-        let endpoint = side.is_none_or(|s| s.judges(Vantage::Endpoint));
+        let endpoint = bits.judges(Vantage::Endpoint);
         let connection = match self.connection.steady(mr, &lint.connection) {
             Passes::FullCheck => return false,
             Passes::Unannounced => true,
             Passes::Announced(announced) => !packet::breaks_announced(mr, *announced),
         };
+        // The message's continuity last: it records the packet's piece.
         let plain = connection
             && !packet::breaks_alone(obs, mr)
-            && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v)
             && sender::path_in_order(v)
             && (!sender || sender::plain_data(&lint.sender, obs, mr, v))
-            && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v));
+            && (!receiver || receiver::plain_data(&lint.receiver, mr, d, v))
+            && packet::joins_message(&mut lint.packet, obs.frame, mr, d, v);
         if !plain {
             return false;
         }
@@ -324,9 +334,10 @@ impl LintState {
             sender::record_plain_data(&mut lint.sender, mr, d);
         }
         if receiver || endpoint && !d.trimmed {
+            let own_dir = dirs.get(own as usize).and_then(Option::as_ref);
             receiver::record_plain_data(&mut lint.receiver, mr, own_dir);
         }
-        if let Some(sources) = sources {
+        if let Some(sources) = bits.sources() {
             self.guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
         }
         true
@@ -356,21 +367,18 @@ impl LintState {
         let Ok([lint, acked]) = self.dirs.get_disjoint_mut([own as usize, p as usize]) else {
             return false;
         };
-        let (Some(_), Some(side)) = (lint.side, acked.side) else {
+        let (bits, acked_bits) = (lint.bits, acked.bits);
+        if !bits.ready() || !acked_bits.side_known() {
             return false;
-        };
-        let sources = match (self.point, lint.sources) {
-            (CapturePoint::Auto, None) => return false,
-            (_, sources) => sources,
-        };
+        }
         let connection = match self.connection.steady(mr, &lint.connection) {
             Passes::FullCheck => return false,
             Passes::Unannounced => true,
             Passes::Announced(announced) => !packet::breaks_announced(mr, *announced),
         };
-        let sender = side.is_none_or(|s| s.judges(Vantage::Sender));
-        let receiver = side.is_none_or(|s| s.judges(Vantage::Receiver));
-        let endpoint = side.is_none_or(|s| s.judges(Vantage::Endpoint));
+        let sender = acked_bits.judges(Vantage::Sender);
+        let receiver = acked_bits.judges(Vantage::Receiver);
+        let endpoint = acked_bits.judges(Vantage::Endpoint);
         let acked_dir = dirs.get(p as usize).and_then(Option::as_ref);
         let plain = connection
             && !packet::breaks_alone(obs, mr)
@@ -384,7 +392,7 @@ impl LintState {
             sender::record_ack(&mut acked.sender, obs, mr, fb, v);
         }
         receiver::record_plain_ack(&mut acked.receiver, obs, mr, fb);
-        if let Some(sources) = sources {
+        if let Some(sources) = bits.sources() {
             self.guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
         }
         true
@@ -423,21 +431,24 @@ impl LintState {
             },
         };
         let point = self.point;
+        let auto = point == CapturePoint::Auto;
         let DirLint {
             side,
             sources,
+            bits,
             counts,
             packet,
             connection,
             sender,
             receiver,
         } = lint;
-        if point == CapturePoint::Auto {
+        if auto {
             let guess = &mut self.guess;
             let sources = *sources.get_or_insert_with(|| guess.direction(&obs.src, &obs.dst));
             guess.timestamps(sources, obs.ts_ns, mr.tx_ts);
         }
         let side = *side.get_or_insert_with(|| Self::side_at(point, obs.src, obs.dst));
+        *bits = SideBits::of(Some(side), *sources, auto);
         let mut ctx = Ctx {
             obs,
             verdict: v,
@@ -466,12 +477,15 @@ impl LintState {
         if let (Some(fb), Some((p, lint))) = (fb, acknowledged) {
             let DirLint {
                 side,
+                sources,
+                bits,
                 counts,
                 sender,
                 receiver,
                 ..
             } = lint;
             ctx.side = *side.get_or_insert_with(|| Self::side_at(point, obs.dst, obs.src));
+            *bits = SideBits::of(Some(ctx.side), *sources, auto);
             ctx.own = get(p);
             ctx.reverse = true;
             ctx.counts = Some(counts);
@@ -554,13 +568,7 @@ impl LintState {
     pub fn report(&self, dirs: &[Option<Direction>], roce: &RoceTable) -> LintReport {
         let host = self.host();
         let mut counts = vec![0u64; rule_count()];
-        let mut add = |c: &RuleCounts, side: Side| {
-            for &(rule, n) in &c.0 {
-                if side.judges(rule.rule().vantage) {
-                    counts[rule.index()] += n;
-                }
-            }
-        };
+        let mut add = |c: &RuleCounts, side: Side| c.add_judged(side, &mut counts);
         add(&self.out.undirected, Side::Unknown);
         for (dir, lint) in dirs.iter().zip(&self.dirs) {
             if let Some(dir) = dir {
@@ -575,8 +583,23 @@ impl LintState {
                 add(&lint.counts, Side::of(src, dst, host));
             }
         }
+        let mut not_judged = 0;
+        for (dir, lint) in dirs.iter().zip(&self.dirs) {
+            if let Some(dir) = dir
+                && Side::of(dir.key.src, dir.key.dst, host).judges(ECHO_REAL.rule().vantage)
+            {
+                not_judged += lint.receiver.echoes_not_judged();
+            }
+        }
         LintReport {
             host,
+            not_judged: (not_judged > 0)
+                .then_some(NotJudged {
+                    rule: ECHO_REAL.rule().id,
+                    count: not_judged,
+                })
+                .into_iter()
+                .collect(),
             counts: rules()
                 .zip(counts)
                 .filter(|(_, n)| *n > 0)

@@ -63,6 +63,7 @@ pub(super) fn check_copies(
                 ev: Some(mr.ev),
                 observed: u64::from(own.ecn),
                 expected: u64::from(other.ecn),
+                vantage: ECN_KEPT.rule().vantage,
             },
         );
     }

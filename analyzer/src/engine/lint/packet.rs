@@ -248,7 +248,7 @@ impl Piece {
             frame,
             start: d.msg_offset,
             end: d.msg_offset.wrapping_add(u32::from(d.payload_len)),
-            response: d.op == DataOp::ReadResp,
+            response: matches!(d.op, DataOp::ReadResp),
         }
     }
 
@@ -425,7 +425,7 @@ pub(super) fn breaks_alone(obs: &Observation, mr: &MrObs) -> bool {
         || wrong_ecn(obs)
         || wrong_flow_label(mr).is_some()
         || match &mr.body {
-            MrBody::Data(d) if d.op == DataOp::ReadReq => read_req_not_alone(mr, d),
+            MrBody::Data(d) if matches!(d.op, DataOp::ReadReq) => read_req_not_alone(mr, d),
             MrBody::Data(d) => wrong_som(mr, d) || outside_message(d) || wrong_eom(mr, d),
             MrBody::Ctrl(_) => ctrl_not_zero(mr),
             MrBody::Feedback(fb) => wrong_sack_base(mr, fb).is_some(),
@@ -460,7 +460,7 @@ fn report_alone(ctx: &mut Ctx<'_>, mr: &MrObs) {
         ctx.report(FLOW_LABEL, Evidence::new(label, mr.ev).ev(mr.ev));
     }
     match &mr.body {
-        MrBody::Data(d) if d.op == DataOp::ReadReq => {
+        MrBody::Data(d) if matches!(d.op, DataOp::ReadReq) => {
             if read_req_not_alone(mr, d) {
                 let flags = mr.flags & (Flags::SOM | Flags::EOM);
                 ctx.report(
@@ -507,7 +507,10 @@ fn warnings(mr: &MrObs) -> WarningFlags {
 
 /// MR-PKT-012.
 fn wrong_ecn(obs: &Observation) -> bool {
-    !matches!(Ecn::from_bits(obs.ecn), Ecn::Ect0 | Ecn::Ce)
+    // ECT(0) is 0b10 and CE 0b11: the high bit tells them from Not-ECT
+    // and ECT(1) in one test.
+    const _: () = assert!(Ecn::Ect0 as u8 == 0b10 && Ecn::Ce as u8 == 0b11);
+    obs.ecn & 0b10 == 0
 }
 
 /// MR-PKT-015: the IPv6 flow label, when it is not the ev (the parser's

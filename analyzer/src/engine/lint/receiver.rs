@@ -19,6 +19,7 @@
 
 use proto_parse::metaroce::{FbFlags, Flags, NackCode, psn_diff, psn_lt};
 
+use super::captured::{Captured, Held};
 use super::rule::{Protocol, Rule, RuleId, Severity, Vantage};
 use super::{Ctx, Evidence};
 use crate::engine::direction::Direction;
@@ -207,6 +208,13 @@ pub(super) struct DirState {
     /// The intact DATA captured: at the receiver what arrived, at the
     /// sender what was sent (MR-RCV-003, 010).
     received: Received,
+    /// The transmissions captured of the latest PSNs, beyond the engine's
+    /// window (MR-RCV-004); made at the first DATA of a direction whose
+    /// start was captured.
+    captured: Option<Captured>,
+    /// Echoes MR-RCV-004 could not judge: of a PSN neither the engine's
+    /// window nor `captured` holds, and not known never captured.
+    echoes_not_judged: u64,
     /// The feedback sent last (by its tx_ts) so far (MR-RCV-001, 007).
     last_sent: Option<SentFeedback>,
     /// The oldest AR packet not yet acknowledged: frame and time.
@@ -219,6 +227,9 @@ pub(super) struct DirState {
     gaps: [Option<(u32, u64)>; RING],
     /// Some of `gaps` is set.
     gaps_pending: bool,
+    /// `ar` or `gaps_pending` is set: a DATA packet has something to
+    /// judge ([`DirState::settle`]).
+    awaiting: bool,
 }
 
 /// What MR-RCV-001 and 007 keep of a feedback: when its sender sent it
@@ -396,11 +407,7 @@ pub(super) fn check_data(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut
 /// (`LintState::metaroce`).
 #[inline(always)]
 pub(super) fn plain_data(state: &DirState, mr: &MrObs, d: &DataObs, v: &Verdict) -> bool {
-    !(state.ar.is_some()
-        || state.gaps_pending
-        || mr.flags.contains(Flags::AR)
-        || d.trimmed
-        || v.retransmission.is_some())
+    !(state.awaiting || mr.flags.contains(Flags::AR) || d.trimmed || v.retransmission.is_some())
 }
 
 /// What a [`plain_data`] packet changes: only a direction whose start was
@@ -409,6 +416,28 @@ pub(super) fn plain_data(state: &DirState, mr: &MrObs, d: &DataObs, v: &Verdict)
 pub(super) fn record_plain_data(state: &mut DirState, mr: &MrObs, own: Option<&Direction>) {
     if own.is_some_and(|dir| dir.start_seen) {
         state.received.insert(mr.psn);
+        state.record_captured(mr);
+    }
+}
+
+impl DirState {
+    /// A DATA packet captured on a direction whose start was captured
+    /// (MR-RCV-004's record beyond the engine's window).
+    #[inline(always)]
+    fn record_captured(&mut self, mr: &MrObs) {
+        self.captured
+            .get_or_insert_with(Captured::default)
+            .record(mr.psn, mr.tx_ts, mr.ev);
+    }
+
+    /// `awaiting` from what it sums up, after the checks changed them.
+    fn settle(&mut self) {
+        self.awaiting = self.ar.is_some() || self.gaps_pending;
+    }
+
+    /// Echoes MR-RCV-004 could not judge on this direction.
+    pub(super) fn echoes_not_judged(&self) -> u64 {
+        self.echoes_not_judged
     }
 }
 
@@ -433,7 +462,13 @@ fn check_data_slow(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirSt
         }
         state.gaps_pending = state.gaps.iter().any(Option::is_some);
     }
+    state.settle();
+    let start_seen = ctx.own.is_some_and(|dir| dir.start_seen);
     if d.trimmed {
+        // An arrival all the same, which feedback may echo.
+        if start_seen {
+            state.record_captured(mr);
+        }
         return;
     }
     // MR-RCV-006: an arrival of a PSN already acknowledged.
@@ -442,8 +477,9 @@ fn check_data_slow(ctx: &mut Ctx<'_>, mr: &MrObs, d: &DataObs, state: &mut DirSt
         state.duplicates[RING - 1] = Some((obs.frame, psn));
         state.duplicates_pending = true;
     }
-    if ctx.own.is_some_and(|dir| dir.start_seen) {
+    if start_seen {
         state.received.insert(psn);
+        state.record_captured(mr);
     }
 }
 
@@ -497,7 +533,7 @@ pub(super) fn plain_ack(
     let plain = in_order
         && !fb.flags.contains(FbFlags::DUP)
         && sack.iter().take(usize::from(sack_words)).all(|&w| w == 0)
-        && !(receiver && (state.ar.is_some() || state.duplicates_pending || state.gaps_pending));
+        && !(receiver && (state.awaiting || state.duplicates_pending));
     plain
         && (!endpoint
             || dir
@@ -562,7 +598,7 @@ pub(super) fn check_feedback(
     }
     let Some(dir) = ctx.own else { return };
     let complete = dir.start_seen;
-    check_echo(ctx, fb, &state.received);
+    check_echo(ctx, fb, state);
 
     // MR-RCV-003: SACK bits for PSNs that arrived (at the sender: that
     // were sent). Without the connection's start, a PSN beyond the
@@ -673,6 +709,7 @@ pub(super) fn check_feedback(
         }
         state.gaps_pending = state.gaps.iter().any(Option::is_some);
     }
+    state.settle();
 }
 
 /// MR-RCV-001 and 007: the cumulative ack and ce_count never go back
@@ -749,8 +786,10 @@ fn went_back(earlier: SentFeedback, later: SentFeedback) -> (bool, bool) {
 }
 
 /// MR-RCV-004, at either end: the echoed transmission was captured (at
-/// the sender sent, at the receiver arrived).
-fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs, received: &Received) {
+/// the sender sent, at the receiver arrived): in the engine's window, else
+/// in the lint's record of the latest PSNs ([`Captured`]); an echo of a
+/// PSN neither holds, not known never captured, is counted as not judged.
+fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs, state: &mut DirState) {
     if matches!(
         fb.kind,
         FbKind::Nack {
@@ -770,23 +809,42 @@ fn check_echo(ctx: &mut Ctx<'_>, fb: &FeedbackObs, received: &Received) {
         }
         return;
     }
-    let real = match dir.transmissions(psn) {
+    let held = match dir.transmissions(psn) {
         // The window keeps the first and the latest transmission.
-        Some(t) if t.count <= 2 => [t.first, t.last]
-            .into_iter()
-            .any(|(tx_ts, ev)| tx_ts == fb.echo_tx_ts && ev == fb.echo_ev),
-        // At the sender, where they are captured in the order sent: one
-        // of them or one between (serial arithmetic, spec 2). Elsewhere
-        // the way may reorder them: any.
-        Some(_) if !ctx.at_sender() => true,
-        Some(t) => {
-            let from_first = fb.echo_tx_ts.wrapping_sub(t.first.0) as i32;
-            from_first >= 0 && t.last.0.wrapping_sub(fb.echo_tx_ts) as i32 >= 0
-        }
-        None => !never_captured(dir, psn, received),
+        Some(t) => Some(Held {
+            count: u32::from(t.count),
+            first: t.first,
+            last: t.last,
+        }),
+        None if never_captured(dir, psn, &state.received) => None,
+        None => match state.captured.as_ref().and_then(|c| c.get(psn)) {
+            Some(held) => Some(held),
+            None => {
+                state.echoes_not_judged += 1;
+                return;
+            }
+        },
     };
-    if !real {
+    if !held.is_some_and(|h| h.names(fb.echo_tx_ts, fb.echo_ev, ctx.at_sender())) {
         ctx.report(ECHO_REAL, Evidence::new(psn, fb.echo_tx_ts).ev(fb.echo_ev));
+    }
+}
+
+impl Held {
+    /// Whether an echo of `tx_ts` and `ev` names one of these
+    /// transmissions: the first or the latest; of a PSN captured three
+    /// times or more, at a capture given as the sender's (where they are
+    /// captured in the order sent) one between them too (tx_ts in serial
+    /// arithmetic, spec 2), elsewhere (the way may reorder them) any.
+    fn names(&self, tx_ts: u32, ev: u16, at_sender: bool) -> bool {
+        if self.count <= 2 {
+            return [self.first, self.last].contains(&(tx_ts, ev));
+        }
+        if !at_sender {
+            return true;
+        }
+        let from_first = tx_ts.wrapping_sub(self.first.0) as i32;
+        from_first >= 0 && self.last.0.wrapping_sub(tx_ts) as i32 >= 0
     }
 }
 

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use super::finding::Finding;
-use super::rule::{RuleId, Severity};
+use super::rule::{RuleId, Severity, Vantage};
 use super::vantage::Side;
 
 /// Per-run severity overrides (`--allow ID`, `--deny ID`), applied by the
@@ -54,6 +54,21 @@ pub struct LintReport {
     pub counts: Vec<RuleCount>,
     /// Findings not kept for the caller (more than `MAX_PENDING` waited).
     pub findings_dropped: u64,
+    /// Per rule, the packets it could not judge although the capture
+    /// point can (what it needed had left the lint's bounded state), in
+    /// registry order, only rules with any: MR-RCV-004's echoes of a PSN
+    /// neither the engine's window nor the lint's record of the latest
+    /// PSNs holds (`docs/lint.md`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub not_judged: Vec<NotJudged>,
+}
+
+/// Packets one rule could not judge ([`LintReport::not_judged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct NotJudged {
+    pub rule: &'static str,
+    pub count: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,45 +87,95 @@ impl LintReport {
         if self.host != other.host {
             self.host = None;
         }
-        for c in &other.counts {
-            match self.counts.iter_mut().find(|m| m.rule == c.rule) {
-                Some(m) => m.count += c.count,
-                None => self.counts.push(c.clone()),
-            }
-        }
-        self.counts
-            .sort_by_key(|c| RuleId::find(c.rule).map(RuleId::index));
+        merge_per_rule(&mut self.counts, &other.counts);
         self.findings_dropped += other.findings_dropped;
+        merge_per_rule(&mut self.not_judged, &other.not_judged);
     }
 
-    /// Whether `finding`'s rule could be judged at this capture point.
+    /// Whether `finding` holds at this capture point: its rule, or the
+    /// part of it the finding rests on ([`Finding::vantage`]), can be
+    /// judged there.
     pub fn keeps(&self, finding: &Finding) -> bool {
-        Side::of(finding.conn.src(), finding.conn.dst(), self.host).judges(finding.rule().vantage)
+        finding.judged_from(self.host)
     }
 }
 
-/// Counts per rule of one direction (a short list: few rules fire).
+/// An entry of a per-rule list of a report ([`RuleCount`], [`NotJudged`]).
+trait PerRule: Clone {
+    fn rule(&self) -> &'static str;
+    fn count_mut(&mut self) -> &mut u64;
+}
+
+impl PerRule for RuleCount {
+    fn rule(&self) -> &'static str {
+        self.rule
+    }
+    fn count_mut(&mut self) -> &mut u64 {
+        &mut self.count
+    }
+}
+
+impl PerRule for NotJudged {
+    fn rule(&self) -> &'static str {
+        self.rule
+    }
+    fn count_mut(&mut self) -> &mut u64 {
+        &mut self.count
+    }
+}
+
+/// Adds `from`'s counts per rule to `into`'s, in registry order.
+fn merge_per_rule<T: PerRule>(into: &mut Vec<T>, from: &[T]) {
+    for entry in from {
+        let mut entry = entry.clone();
+        match into.iter_mut().find(|m| m.rule() == entry.rule()) {
+            Some(m) => *m.count_mut() += *entry.count_mut(),
+            None => into.push(entry),
+        }
+    }
+    into.sort_by_key(|m| RuleId::find(m.rule()).map(RuleId::index));
+}
+
+/// Counts per rule of one direction (a short list: few rules fire), each
+/// with the vantage its findings hold from ([`Finding::vantage`]: the
+/// rule's, or narrower for a part of it).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RuleCounts(pub(super) Vec<(RuleId, u64)>);
+pub(crate) struct RuleCounts(pub(super) Vec<(RuleId, Vantage, u64)>);
 
 impl RuleCounts {
-    /// The counts of the rules judged from `side`, by rule id in registry
-    /// order.
+    /// The counts of the findings that hold from `side`, by rule id in
+    /// registry order.
     pub(super) fn judged(&self, side: Side) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(RuleId, u64)> = self
-            .0
-            .iter()
-            .filter(|(r, _)| side.judges(r.rule().vantage))
-            .copied()
-            .collect();
+        let mut out: Vec<(RuleId, u64)> = Vec::new();
+        for &(rule, vantage, n) in &self.0 {
+            if side.judges(vantage) {
+                match out.iter_mut().find(|(r, _)| *r == rule) {
+                    Some((_, sum)) => *sum += n,
+                    None => out.push((rule, n)),
+                }
+            }
+        }
         out.sort_unstable();
         out.into_iter().map(|(r, n)| (r.rule().id, n)).collect()
     }
 
-    pub(super) fn add(&mut self, rule: RuleId) {
-        match self.0.iter_mut().find(|(r, _)| *r == rule) {
-            Some((_, n)) => *n += 1,
-            None => self.0.push((rule, 1)),
+    /// Adds the counts that hold from `side` to `sums` (by rule index).
+    pub(super) fn add_judged(&self, side: Side, sums: &mut [u64]) {
+        for &(rule, vantage, n) in &self.0 {
+            if side.judges(vantage) {
+                sums[rule.index()] += n;
+            }
+        }
+    }
+
+    pub(super) fn add(&mut self, rule: RuleId, vantage: Vantage) {
+        match self
+            .0
+            .iter_mut()
+            .find(|(r, v, _)| *r == rule && *v == vantage)
+        {
+            Some((_, _, n)) => *n += 1,
+            None => self.0.push((rule, vantage, 1)),
         }
     }
 }
@@ -131,11 +196,19 @@ mod test {
             host: Some(a),
             counts: vec![count("MR-PKT-002", 3), count("MR-SND-004", 1)],
             findings_dropped: 1,
+            not_judged: vec![NotJudged {
+                rule: "MR-RCV-004",
+                count: 4,
+            }],
         };
         merged.merge(&LintReport {
             host: Some(a),
             counts: vec![count("MR-PKT-001", 2), count("MR-SND-004", 5)],
             findings_dropped: 2,
+            not_judged: vec![NotJudged {
+                rule: "MR-RCV-004",
+                count: 1,
+            }],
         });
         assert_eq!(merged.host, Some(a));
         assert_eq!(
@@ -147,6 +220,13 @@ mod test {
             ]
         );
         assert_eq!(merged.findings_dropped, 3);
+        assert_eq!(
+            merged.not_judged,
+            [NotJudged {
+                rule: "MR-RCV-004",
+                count: 5
+            }]
+        );
         merged.merge(&LintReport {
             host: "10.0.0.2".parse().ok(),
             ..LintReport::default()

@@ -7,7 +7,8 @@
 //! (`Vantage::Sender`): there, what was captured is what was sent, in the
 //! order it was sent, and feedback is captured when it reached the sender.
 //! MR-SND-003 also judges, anywhere, what the tx_ts order of one sender's
-//! packets proves (`Vantage::Either`).
+//! packets proves (`Vantage::Either`); its gaps hold only at the sender
+//! (findings of vantage sender, `Ctx::report_from`).
 //! Checks on feedback get the [`Ctx`] of the direction the feedback
 //! acknowledges (the DATA direction), so the vantage and the finding's
 //! connection are that direction's.
@@ -74,10 +75,10 @@ pub(super) const RULES: &[Rule] = &[
     .with_severity(Severity::Error)
     .judged_from(Vantage::Either)
     .because(
-        "every value at the sender (`--vantage`), where path_seq is counted as packets leave \
-         (elsewhere a lost packet is a gap, a delayed one a step back); anywhere, a value at or \
-         below one of a packet sent before it (tx_ts) and a 0 on a numbered path, which no loss \
-         or delay explains",
+        "anywhere, a value at or below one of a packet sent before it (tx_ts) and a 0 on a \
+         numbered path, which no loss or delay explains; a gap or a repeat only at the sender \
+         (given or guessed), where path_seq is counted as packets leave (elsewhere a lost packet \
+         is a gap, a delayed one a step back)",
     ),
     rule(
         "MR-SND-004",
@@ -541,11 +542,15 @@ fn path_seq(ctx: &mut Ctx<'_>, mr: &MrObs) {
     }
 }
 
-/// MR-SND-003 from the engine's path state: at the sender, every value
-/// that is not the next of the path's previous packet; elsewhere (and
-/// where the capture point is unknown) what no loss or reordering on the
-/// way explains: a value at or below one the sender sent earlier, and a 0
-/// on a path that numbers its packets.
+/// MR-SND-003 from the engine's path state: anywhere, what no loss or
+/// reordering on the way explains (a value at or below one the sender
+/// sent earlier, and a 0 on a path that numbers its packets); at the
+/// sender, every value that is not the next of the path's previous
+/// packet. With the capture point guessed (`CapturePoint::Auto`) a value
+/// only the sender can judge (a gap: elsewhere a loss) is recorded as a
+/// finding of vantage sender, kept only where the host decided at the
+/// end sends the direction; at a capture given as the receiver's or
+/// unknown it is not judged.
 #[inline(never)]
 fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs) {
     if mr.checks.crc == CrcCheck::Bad {
@@ -554,13 +559,19 @@ fn check_path_seq(ctx: &mut Ctx<'_>, mr: &MrObs) {
     }
     let v = ctx.verdict;
     let seq = mr.path_seq;
-    let expected = if ctx.at_sender() || seq == 0 {
+    let anywhere = if seq == 0 {
         v.path_seq_expected
     } else {
         v.path_seq_back.map(next_seq)
     };
-    if let Some(expected) = expected {
-        ctx.report(PATH_SEQ, Evidence::new(seq, expected).ev(mr.ev));
+    let evidence = |expected: u16| Evidence::new(seq, expected).ev(mr.ev);
+    match (ctx.at_sender(), anywhere, v.path_seq_expected) {
+        (true, _, Some(expected)) => ctx.report(PATH_SEQ, evidence(expected)),
+        (false, Some(expected), _) => ctx.report(PATH_SEQ, evidence(expected)),
+        (false, None, Some(expected)) if ctx.side_guessed() => {
+            ctx.report_from(PATH_SEQ, Vantage::Sender, evidence(expected))
+        }
+        _ => {}
     }
 }
 

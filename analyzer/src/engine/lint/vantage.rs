@@ -49,6 +49,74 @@ impl Side {
     }
 }
 
+/// What a direction's side judges and which host guess candidates its
+/// source is, as bits worked out once (when its first packet decides
+/// them) for the lint's fast paths: bit `1 << vantage` for each vantage
+/// the side judges (`Sender`, `Receiver`, `Endpoint`: bits 1 to 3), and
+/// the flags below.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SideBits(u8);
+
+impl SideBits {
+    /// The side is decided: the vantage bits (1 to 3) hold. At bit 0,
+    /// `Either`'s (judged by every side); `TwoCapture`'s, bit 4, is
+    /// never set (not a side's to judge).
+    const SIDE: u8 = 1 << 0;
+    /// The host guess candidates are decided (or not needed): the
+    /// source bits hold.
+    const SOURCES: u8 = 1 << 5;
+    /// The source is the first candidate, and the second.
+    const SOURCE_A: u8 = 1 << 6;
+    const SOURCE_B: u8 = 1 << 7;
+
+    /// From a direction's side (`None`: not decided; `Some(None)`: the
+    /// capture point is guessed, every side judged) and its candidates
+    /// (`None` with `guessed`: not decided).
+    pub fn of(side: Option<Option<Side>>, sources: Option<[bool; 2]>, guessed: bool) -> SideBits {
+        let mut bits = 0;
+        if let Some(side) = side {
+            bits |= Self::SIDE;
+            for v in [Vantage::Sender, Vantage::Receiver, Vantage::Endpoint] {
+                if side.is_none_or(|s| s.judges(v)) {
+                    bits |= 1 << v as u8;
+                }
+            }
+        }
+        if let Some([a, b]) = sources {
+            bits |= Self::SOURCES;
+            bits |= if a { Self::SOURCE_A } else { 0 } | if b { Self::SOURCE_B } else { 0 };
+        } else if !guessed {
+            bits |= Self::SOURCES;
+        }
+        SideBits(bits)
+    }
+
+    /// Side and candidates decided: a packet may take a fast path.
+    #[inline(always)]
+    pub fn ready(self) -> bool {
+        self.0 & (Self::SIDE | Self::SOURCES) == Self::SIDE | Self::SOURCES
+    }
+
+    #[inline(always)]
+    pub fn side_known(self) -> bool {
+        self.0 & Self::SIDE != 0
+    }
+
+    /// Whether the side judges rules of `vantage` (`Sender`, `Receiver`
+    /// or `Endpoint`).
+    #[inline(always)]
+    pub fn judges(self, vantage: Vantage) -> bool {
+        self.0 & (1 << vantage as u8) != 0
+    }
+
+    /// The candidates the source is, `None` for none.
+    #[inline(always)]
+    pub fn sources(self) -> Option<[bool; 2]> {
+        (self.0 & (Self::SOURCE_A | Self::SOURCE_B) != 0)
+            .then_some([self.0 & Self::SOURCE_A != 0, self.0 & Self::SOURCE_B != 0])
+    }
+}
+
 /// Decides the host a capture was taken on, for `CapturePoint::Auto`.
 ///
 /// A host's capture holds only packets it sent or received, so the host is
