@@ -50,6 +50,8 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
         let mut parser = spawn_parser(scope, "mra-parse".into(), reader, decode, progress)?;
         let mut v = Verdict::default();
         // One engine while the capture has one point.
+        // The datagrams rebuilt from IP fragments in a batch, for `Recent`.
+        let mut rebuilt: Vec<(usize, Datagram)> = Vec::new();
         while let Some(mut batch) = parser.next_batch() {
             // Where a second point turned up: the item, and the datagram
             // it completed if it was an IP fragment.
@@ -57,10 +59,9 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
             // The index of the point's session among the batch's sources:
             // a copy of it is known by its index alone.
             let mut own_index = own_session.and_then(|own| batch.side.index_of(own));
-            let (items, side) = (&mut batch.items, &mut batch.side);
-            for (at, item) in items.iter_mut().enumerate() {
+            for (at, item) in batch.items.iter().enumerate() {
                 let reassembled;
-                let obs = match &*item {
+                let obs = match item {
                     Item::Packet { obs, session: None } if points.plain_is_own(0) => obs,
                     Item::Packet {
                         obs,
@@ -69,8 +70,8 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
                     Item::Packet {
                         obs,
                         session: Some(index),
-                    } if points.is_own_session(0, side.sources[usize::from(*index)]) => {
-                        let source = side.sources[usize::from(*index)];
+                    } if points.is_own_session(0, batch.side.sources[usize::from(*index)]) => {
+                        let source = batch.side.sources[usize::from(*index)];
                         own_session = Some(claim(&mut points, source, path, &stems, sink));
                         own_index = Some(*index);
                         obs
@@ -79,7 +80,7 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
                         second_point = Some((at, None));
                         break;
                     }
-                    _ => match defrag.datagram(item, side) {
+                    _ => match defrag.datagram(item, &batch.side) {
                         Some(d) => {
                             let own = match d.mirror {
                                 None => points.plain_is_own(0),
@@ -95,11 +96,7 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
                             if let Some(source) = d.mirror {
                                 own_session = Some(claim(&mut points, source, path, &stems, sink));
                             }
-                            // A packet of the batch from now on, for `Recent`.
-                            *item = Item::Packet {
-                                obs: d.obs,
-                                session: d.mirror.map(|source| side.source(source)),
-                            };
+                            rebuilt.push((at, d));
                             reassembled = d.obs;
                             &reassembled
                         }
@@ -113,6 +110,15 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
                 engine.ingest_into(obs, &mut v);
                 sink.packet(0, obs, &v, engine.messages_done());
                 sink.flow_state(0, obs, &v, &engine);
+            }
+            // A rebuilt datagram is a packet of the batch from now on, in
+            // place of the fragment that completed it.
+            for (at, d) in rebuilt.drain(..) {
+                let session = d.mirror.map(|source| batch.side.source(source));
+                batch.items[at] = Item::Packet {
+                    obs: d.obs,
+                    session,
+                };
             }
             hand_over_findings(&mut engine, 0, sink);
             if let Some((at, datagram)) = second_point {
