@@ -264,7 +264,16 @@ fn tshark_inner(capture: &Path, session_field: &str) -> Vec<String> {
         .arg(capture)
         // Frames with GRE: a copy cut into outer IP fragments shows at
         // its last fragment, reassembled (tshark's default).
-        .args(["-Y", "gre", "-T", "fields", "-E", "occurrence=l", "-E", "separator=,"])
+        .args([
+            "-Y",
+            "gre",
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=l",
+            "-E",
+            "separator=,",
+        ])
         .args(["-e", "frame.number", "-e", session_field])
         .args([
             "-e",

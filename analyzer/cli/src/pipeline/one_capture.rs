@@ -85,8 +85,7 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
                             let own = match d.mirror {
                                 None => points.plain_is_own(0),
                                 Some(source) => {
-                                    own_session == Some(source)
-                                        || points.is_own_session(0, source)
+                                    own_session == Some(source) || points.is_own_session(0, source)
                                 }
                             };
                             if !own {
@@ -130,7 +129,10 @@ pub(super) fn analyze_one<S: Sink + ?Sized>(
                     paths: &paths,
                     stems: &stems,
                 });
-                for obs in recent.packets().chain(Recent::packets_of(&batch.items[..at])) {
+                for obs in recent
+                    .packets()
+                    .chain(Recent::packets_of(&batch.items[..at]))
+                {
                     m.multi.remember(0, obs);
                 }
                 let rest = match datagram {
@@ -235,6 +237,8 @@ impl Recent {
 
     /// The point's packets of the kept batches, oldest first.
     fn packets(&self) -> impl Iterator<Item = &Observation> {
-        self.items.iter().flat_map(|items| Recent::packets_of(items))
+        self.items
+            .iter()
+            .flat_map(|items| Recent::packets_of(items))
     }
 }
