@@ -11,7 +11,8 @@ use std::process::Command;
 
 use analyzer::engine::Config;
 use metaroce_analyze::pipeline::{self, CaptureResult, NoProgress, NoSink, Options};
-use proto_parse::capture::Reader;
+use proto_parse::build::{Encap, MirrorFrameBuilder};
+use proto_parse::capture::{PcapWriter, Reader};
 use proto_parse::defrag::{self, Reassembler, Reassembly};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::mirror::MirrorKind;
@@ -177,6 +178,49 @@ fn copies_cut_into_outer_ip_fragments_are_reassembled_then_decapsulated() {
     assert!(c.ip_fragments > 20, "{c:?}");
     assert!(c.traffic.mirror_problems.is_empty(), "{:?}", c.traffic);
     assert!(c.traffic.not_analysed.is_empty(), "{:?}", c.traffic);
+}
+
+/// Packets fragmented before they were mirrored (every frame of
+/// `ip_fragments.pcap` as an ERSPAN II copy): the copies of a datagram's
+/// fragments are rebuilt into the mirrored datagram, of the session that
+/// carried them, and the analysis is the plain capture's.
+#[test]
+fn fragments_inside_mirrored_frames_are_rebuilt_in_their_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mirrored_fragments.pcap");
+    let mut reader = Reader::open(generated("ip_fragments.pcap")).unwrap();
+    let mut writer = PcapWriter::create(&path).unwrap();
+    let copy = MirrorFrameBuilder::new(
+        "192.0.2.3".parse().unwrap(),
+        "198.51.100.9".parse().unwrap(),
+        Encap::ErspanII { session: 3, seq: 0 },
+    );
+    while let Some(record) = reader.next_record() {
+        let record = record.unwrap();
+        writer
+            .write_frame(record.ts_ns, &copy.build(record.data))
+            .unwrap();
+    }
+    writer.flush().unwrap();
+    drop(writer);
+    let apart = analyze(&["ip_fragments.pcap"]);
+    let opts = Options::new(DecodeConfig::default(), Config::default());
+    let mirrored = pipeline::analyze(&[path], &opts, &mut NoSink, &NoProgress).unwrap();
+    assert_eq!(mirrored.len(), 1, "one point: the session");
+    assert_eq!(mirrored[0].mirror.map(|m| m.session), Some(3));
+    let (c, a) = (&mirrored[0].report.capture, &apart[0].report.capture);
+    let counts = |c: &analyzer::engine::CaptureReport| {
+        (
+            c.ip_fragments,
+            c.reassembled_datagrams,
+            c.incomplete_datagrams,
+            c.incomplete_fragments,
+            c.metaroce_packets,
+            c.rocev2_packets,
+        )
+    };
+    assert_eq!(counts(c), counts(a));
+    assert_eq!(without_capture(&mirrored), without_capture(&apart));
 }
 
 #[test]

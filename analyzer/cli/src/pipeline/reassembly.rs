@@ -4,15 +4,17 @@
 //! analysed like any other packet. The common frame never comes here.
 //!
 //! A mirror's copy whose outer IP datagram the collector path cut into
-//! fragments is rebuilt here, then decapsulated like any copy: the
-//! datagram names its mirror session, and the census of the copies
-//! rebuilt (`Census::mirrored`) joins the parsing thread's at the end.
+//! fragments is rebuilt here, then decapsulated like any copy; a packet
+//! that was fragmented before it was mirrored is rebuilt from the copies
+//! of its fragments (one datagram per session). Either way the datagram
+//! names its mirror session, and the census of the datagrams rebuilt from
+//! mirrors (`Census::mirrored`) joins the parsing thread's at the end.
 
 use proto_parse::defrag::{Reassembler, Reassembly};
 use proto_parse::frame::{DecodeConfig, LinkType};
 use proto_parse::mirror::MirrorSource;
 
-use analyzer::engine::Observation;
+use analyzer::engine::{MirrorTag, Observation};
 use analyzer::traffic::Census;
 
 use super::ReadStats;
@@ -60,31 +62,36 @@ impl Defrag {
             return None;
         };
         let link = LinkType::from(u32::from(linktype));
-        let Reassembly::Datagram(ip) =
-            self.reassembler
-                .push(ts_ns, link, side.fragment(start, end))
-        else {
-            return None;
-        };
-        match Observation::decode_full(frame, ts_ns, LinkType::Raw, ip, &self.decode) {
-            (Some(obs), None) => Some(Datagram { obs, mirror: None }),
-            (Some(mut obs), Some(tag)) => {
-                self.census.mirrored(&tag);
-                if let Some(switch_ts) = tag.switch_ts_ns {
-                    obs.ts_ns = switch_ts;
-                }
-                Some(Datagram {
-                    obs,
-                    mirror: Some(tag.source),
-                })
-            }
-            (None, Some(_)) => {
+        let (obs, outer) = {
+            let Reassembly::Datagram(ip) =
+                self.reassembler
+                    .push(ts_ns, link, side.fragment(start, end))
+            else {
+                return None;
+            };
+            let (obs, tag) =
+                Observation::decode_full(frame, ts_ns, LinkType::Raw, ip, &self.decode);
+            if obs.is_none() && tag.is_some() {
                 // A copy of other traffic, or one that broke inside: named.
                 self.census.other(LinkType::Raw, ip, &self.decode);
-                None
             }
-            (None, None) => None,
+            (obs, tag)
+        };
+        let mut obs = obs?;
+        // Fragments inside mirrored frames: the datagram is the mirrored
+        // packet, of the session that carried them.
+        let tag = outer.or_else(|| self.reassembler.mirror().as_ref().map(MirrorTag::of));
+        let Some(tag) = tag else {
+            return Some(Datagram { obs, mirror: None });
+        };
+        self.census.mirrored(&tag);
+        if let Some(switch_ts) = tag.switch_ts_ns {
+            obs.ts_ns = switch_ts;
         }
+        Some(Datagram {
+            obs,
+            mirror: Some(tag.source),
+        })
     }
 
     /// The capture ended: what never completed is counted, and the
