@@ -142,63 +142,77 @@ impl UdpFrameBuilder {
         range: Range<usize>,
         more: bool,
     ) -> Vec<u8> {
-        assert!(
-            range.start.is_multiple_of(8),
-            "fragment offsets are in 8-byte units"
-        );
-        let whole = self.build(payload);
-        let ip_start = self.ip_start();
-        let offset = IpFragOffset::try_new((range.start / 8) as u16).expect("offset fits 13 bits");
-        let mut frame = whole[..ip_start].to_vec();
-        let piece = match self.src.ip() {
-            IpAddr::V4(_) => {
-                let (mut header, rest) =
-                    Ipv4Header::from_slice(&whole[ip_start..]).expect("built above");
-                let piece = &rest[range];
-                header.identification = id as u16;
-                header.dont_fragment = false;
-                header.more_fragments = more;
-                header.fragment_offset = offset;
-                header
-                    .set_payload_len(piece.len())
-                    .expect("a piece of one datagram fits");
-                header.write(&mut frame).expect("writing to a Vec");
-                piece
-            }
-            IpAddr::V6(_) => {
-                let (mut header, rest) =
-                    Ipv6Header::from_slice(&whole[ip_start..]).expect("built above");
-                let piece = &rest[range];
-                header.next_header = IpNumber::IPV6_FRAGMENTATION_HEADER;
-                header.payload_length = (Ipv6FragmentHeader::LEN + piece.len()) as u16;
-                header.write(&mut frame).expect("writing to a Vec");
-                Ipv6FragmentHeader::new(IpNumber::UDP, offset, more, id)
-                    .write(&mut frame)
-                    .expect("writing to a Vec");
-                piece
-            }
-        };
-        frame.extend_from_slice(piece);
-        frame
+        ip_fragment(&self.build(payload), self.ip_start(), id, range, more)
     }
 
     /// The datagram for `payload` cut into fragments of at most `max_piece`
     /// bytes of IP payload (rounded down to 8), in order: what a sender's IP
     /// layer puts on a link whose MTU is too small for it.
     pub fn build_fragments(&self, payload: &[u8], id: u32, max_piece: usize) -> Vec<Vec<u8>> {
-        let piece = (max_piece / 8 * 8).max(8);
-        let total = UDP_HEADER_LEN + payload.len();
-        (0..total)
-            .step_by(piece)
-            .map(|start| {
-                let end = (start + piece).min(total);
-                self.build_fragment(payload, id, start..end, end < total)
-            })
-            .collect()
+        ip_fragments(&self.build(payload), self.ip_start(), id, max_piece)
     }
 }
 
-const UDP_HEADER_LEN: usize = 8;
+/// One IP fragment of the frame `whole` (link header, then an IPv4 or
+/// IPv6 header without extension headers at `ip_start`, then the IP
+/// payload): bytes `range` of its IP payload under the same link header,
+/// with identification `id` and the more-fragments flag `more`; IPv6 gets
+/// a fragment header naming the original next header. Panics when
+/// `range.start` is not a multiple of 8 or lies beyond the datagram
+/// (emitting is trusted).
+fn ip_fragment(whole: &[u8], ip_start: usize, id: u32, range: Range<usize>, more: bool) -> Vec<u8> {
+    assert!(
+        range.start.is_multiple_of(8),
+        "fragment offsets are in 8-byte units"
+    );
+    let offset = IpFragOffset::try_new((range.start / 8) as u16).expect("offset fits 13 bits");
+    let mut frame = whole[..ip_start].to_vec();
+    let piece = if whole[ip_start] >> 4 == 4 {
+        let (mut header, rest) = Ipv4Header::from_slice(&whole[ip_start..]).expect("built above");
+        let piece = &rest[range];
+        header.identification = id as u16;
+        header.dont_fragment = false;
+        header.more_fragments = more;
+        header.fragment_offset = offset;
+        header
+            .set_payload_len(piece.len())
+            .expect("a piece of one datagram fits");
+        header.write(&mut frame).expect("writing to a Vec");
+        piece
+    } else {
+        let (mut header, rest) = Ipv6Header::from_slice(&whole[ip_start..]).expect("built above");
+        let piece = &rest[range];
+        let next = header.next_header;
+        header.next_header = IpNumber::IPV6_FRAGMENTATION_HEADER;
+        header.payload_length = (Ipv6FragmentHeader::LEN + piece.len()) as u16;
+        header.write(&mut frame).expect("writing to a Vec");
+        Ipv6FragmentHeader::new(next, offset, more, id)
+            .write(&mut frame)
+            .expect("writing to a Vec");
+        piece
+    };
+    frame.extend_from_slice(piece);
+    frame
+}
+
+/// The frame `whole` (as for [`ip_fragment`]) cut into fragments of at
+/// most `max_piece` bytes of IP payload (rounded down to 8), in order.
+fn ip_fragments(whole: &[u8], ip_start: usize, id: u32, max_piece: usize) -> Vec<Vec<u8>> {
+    let piece = (max_piece / 8 * 8).max(8);
+    let header_len = if whole[ip_start] >> 4 == 4 {
+        usize::from(whole[ip_start] & 0x0F) * 4
+    } else {
+        Ipv6Header::LEN
+    };
+    let total = whole.len() - ip_start - header_len;
+    (0..total)
+        .step_by(piece)
+        .map(|start| {
+            let end = (start + piece).min(total);
+            ip_fragment(whole, ip_start, id, start..end, end < total)
+        })
+        .collect()
+}
 
 /// How a switch wraps a mirrored frame ([`MirrorFrameBuilder`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,6 +319,24 @@ impl MirrorFrameBuilder {
         out.extend_from_slice(frame);
         gre::Packet::new_unchecked(&mut out[..]).fill_checksum();
         out
+    }
+
+    /// The whole mirrored frame as it crosses a collector path of `mtu`
+    /// bytes (IP packets, outer header included): one frame when it fits,
+    /// else the outer IP datagram cut into fragments of identification
+    /// `id`, in order (IPv6: with a fragment header, as the switch's IP
+    /// layer sends them).
+    pub fn build_fragments(&self, frame: &[u8], id: u32, mtu: usize) -> Vec<Vec<u8>> {
+        let whole = self.build(frame);
+        const ETHERNET: usize = 14;
+        if whole.len() - ETHERNET <= mtu {
+            return vec![whole];
+        }
+        let max_piece = match self.switch {
+            IpAddr::V4(_) => mtu - Ipv4Header::MIN_LEN,
+            IpAddr::V6(_) => mtu - Ipv6Header::LEN - Ipv6FragmentHeader::LEN,
+        };
+        ip_fragments(&whole, ETHERNET, id, max_piece)
     }
 
     /// The whole mirrored frame. Panics when switch and collector are of

@@ -33,6 +33,7 @@ use etherparse::{
 };
 
 use crate::frame::{self, DecodeConfig, Ip, LinkType, Vlans};
+use crate::mirror::{Mirror, MirrorSource};
 
 /// Bounds of a [`Reassembler`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +97,9 @@ pub enum Reassembly<'r> {
 }
 
 /// Identifies a datagram's pieces (RFC 791 and RFC 8200: addresses,
-/// identification, protocol; and the VLANs it was captured on).
+/// identification, protocol; and the VLANs it was captured on, and the
+/// mirror session whose copies carried them: two sessions' copies of one
+/// datagram are two datagrams).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Key {
     src: IpAddr,
@@ -104,6 +107,7 @@ struct Key {
     id: u32,
     protocol: u8,
     vlans: Vlans,
+    mirror: Option<MirrorSource>,
 }
 
 /// One datagram waiting for pieces.
@@ -143,6 +147,8 @@ pub struct Reassembler {
     stats: ReassemblyStats,
     /// The last datagram rebuilt.
     out: Vec<u8>,
+    /// The mirror whose copy carried the fragment that completed it.
+    out_mirror: Option<Mirror>,
 }
 
 impl Default for Reassembler {
@@ -160,11 +166,22 @@ impl Reassembler {
             expired_at: 0,
             stats: ReassemblyStats::default(),
             out: Vec::new(),
+            out_mirror: None,
         }
     }
 
     pub fn stats(&self) -> ReassemblyStats {
         self.stats
+    }
+
+    /// The mirror (GRE, ERSPAN, VXLAN) whose copy carried the fragment that
+    /// completed the datagram last handed back, when the fragments were
+    /// inside mirrored frames: the datagram is then the mirrored packet,
+    /// without the mirror's layers. `None` for a datagram of plain
+    /// fragments, or of a copy whose outer datagram was fragmented (its
+    /// mirror is inside the datagram).
+    pub fn mirror(&self) -> Option<Mirror> {
+        self.out_mirror
     }
 
     /// Datagrams waiting for pieces now.
@@ -178,10 +195,11 @@ impl Reassembler {
     /// route did not take.
     pub fn push(&mut self, ts_ns: u64, link: LinkType, data: &[u8]) -> Reassembly<'_> {
         let frame = frame::decode(link, data, &DecodeConfig::default());
+        let mirror = frame.mirror;
         let Some(piece) = frame
             .ip
             .as_ref()
-            .and_then(|ip| piece(ip, data, frame.vlans))
+            .and_then(|ip| piece(ip, data, frame.vlans, mirror.map(|m| m.source())))
         else {
             return Reassembly::NotFragment;
         };
@@ -246,6 +264,7 @@ impl Reassembler {
         let (payload, _) = done.buf.take_bufs();
         if rebuild(&header, piece.key.protocol, &payload, &mut self.out) {
             self.stats.datagrams += 1;
+            self.out_mirror = mirror;
             Reassembly::Datagram(&self.out)
         } else {
             self.count_incomplete(done.fragments);
@@ -325,12 +344,17 @@ pub fn is_fragment(link: LinkType, data: &[u8]) -> bool {
         && frame
             .ip
             .as_ref()
-            .is_some_and(|ip| piece(ip, data, frame.vlans).is_some())
+            .is_some_and(|ip| piece(ip, data, frame.vlans, None).is_some())
 }
 
 /// The fragment fields of the IP layer `ip` of frame `data`; `None` when
 /// it is not a fragment.
-fn piece<'a>(ip: &Ip<'a>, data: &'a [u8], vlans: Vlans) -> Option<Piece<'a>> {
+fn piece<'a>(
+    ip: &Ip<'a>,
+    data: &'a [u8],
+    vlans: Vlans,
+    mirror: Option<MirrorSource>,
+) -> Option<Piece<'a>> {
     let payload_start = ip.offset + ip.headers.len();
     let wire_end = ip.offset + ip.wire_len;
     let payload = data.get(payload_start..wire_end.min(data.len()))?;
@@ -372,6 +396,7 @@ fn piece<'a>(ip: &Ip<'a>, data: &'a [u8], vlans: Vlans) -> Option<Piece<'a>> {
             id,
             protocol: ip.protocol,
             vlans,
+            mirror,
         },
         offset,
         more,

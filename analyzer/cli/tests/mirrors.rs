@@ -11,7 +11,9 @@ use std::process::Command;
 
 use analyzer::engine::Config;
 use metaroce_analyze::pipeline::{self, CaptureResult, NoProgress, NoSink, Options};
-use proto_parse::capture::Reader;
+use proto_parse::build::{Encap, MirrorFrameBuilder};
+use proto_parse::capture::{PcapWriter, Reader};
+use proto_parse::defrag::{self, Reassembler, Reassembly};
 use proto_parse::frame::{self, DecodeConfig, LinkType};
 use proto_parse::mirror::MirrorKind;
 use serde_json::Value;
@@ -94,6 +96,131 @@ fn two_mirror_sessions_in_one_capture_match_like_two_captures() {
         );
         assert!(merged.capture.traffic.mirror_problems.is_empty());
     }
+}
+
+/// A collector that sees plain frames first (here the sender's link) and
+/// a mirror session's copies later: the plain frames are a capture point
+/// of their own from the first one on, and the copies of a transmission
+/// seen at both points match, as with the two captures given apart.
+#[test]
+fn plain_frames_before_a_mirror_session_are_a_point_matched_like_a_capture() {
+    let apart = analyze(&["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"]);
+    let name = "mirror_plain_first.pcap";
+    // The capture starts with 26 plain frames, then the first copy.
+    let mut reader = Reader::open(generated(name)).unwrap();
+    let mut first_copy = None;
+    while let Some(record) = reader.next_record() {
+        let record = record.unwrap();
+        let f = frame::decode(LinkType::Ethernet, record.data, &DecodeConfig::default());
+        if f.mirror.is_some() {
+            first_copy = Some(record.index);
+            break;
+        }
+    }
+    assert_eq!(first_copy, Some(27));
+    let mixed = analyze(&[name]);
+    assert_eq!(mixed.len(), 2, "the plain point and the session");
+    assert_eq!(
+        (mixed[0].mirror, mixed[0].stem.as_str()),
+        (None, "mirror_plain_first")
+    );
+    let m = mixed[1].mirror.expect("a mirror session");
+    assert_eq!((m.session, m.switch.to_string()), (2, "192.0.2.2".into()));
+    for (i, r) in mixed.iter().enumerate() {
+        assert_eq!(
+            r.report.capture.metaroce_packets, apart[i].report.capture.metaroce_packets,
+            "point {i}"
+        );
+    }
+    let (got, want) = (without_capture(&mixed), without_capture(&apart));
+    assert_eq!(got["between_captures"], want["between_captures"]);
+    assert_eq!(got, want);
+}
+
+/// Copies the collector path cut into outer IP fragments (IPv4 and IPv6)
+/// are reassembled, then decapsulated: each session is its point, and the
+/// analysis is the two captures'; the fragments are counted as the
+/// generator wrote them (`mirror_fragments.expected.json`).
+#[test]
+fn copies_cut_into_outer_ip_fragments_are_reassembled_then_decapsulated() {
+    let apart = analyze(&["multipath_loss_sender.pcap", "multipath_loss_receiver.pcap"]);
+    let cut = analyze(&["mirror_fragments.pcap"]);
+    assert_eq!(cut.len(), 2, "two sessions");
+    let names: Vec<&str> = cut.iter().map(|r| r.stem.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "mirror_fragments-erspan3-192.0.2.1-s1",
+            "mirror_fragments-erspan2-2001_db8__2-s2"
+        ]
+    );
+    for (i, r) in cut.iter().enumerate() {
+        assert_eq!(
+            r.report.capture.metaroce_packets, apart[i].report.capture.metaroce_packets,
+            "point {i}"
+        );
+    }
+    assert_eq!(without_capture(&cut), without_capture(&apart));
+    let merged = pipeline::merge_reports(&cut).unwrap();
+    let c = &merged.capture;
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(generated("mirror_fragments.expected.json")).unwrap(),
+    )
+    .unwrap();
+    let counted = serde_json::json!({
+        "ip_fragments": c.ip_fragments,
+        "reassembled_datagrams": c.reassembled_datagrams,
+        "incomplete_datagrams": c.incomplete_datagrams,
+        "incomplete_fragments": c.incomplete_fragments,
+        "decapsulated": c.traffic.decapsulated,
+    });
+    assert_eq!(counted, expected);
+    assert!(c.ip_fragments > 20, "{c:?}");
+    assert!(c.traffic.mirror_problems.is_empty(), "{:?}", c.traffic);
+    assert!(c.traffic.not_analysed.is_empty(), "{:?}", c.traffic);
+}
+
+/// Packets fragmented before they were mirrored (every frame of
+/// `ip_fragments.pcap` as an ERSPAN II copy): the copies of a datagram's
+/// fragments are rebuilt into the mirrored datagram, of the session that
+/// carried them, and the analysis is the plain capture's.
+#[test]
+fn fragments_inside_mirrored_frames_are_rebuilt_in_their_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mirrored_fragments.pcap");
+    let mut reader = Reader::open(generated("ip_fragments.pcap")).unwrap();
+    let mut writer = PcapWriter::create(&path).unwrap();
+    let copy = MirrorFrameBuilder::new(
+        "192.0.2.3".parse().unwrap(),
+        "198.51.100.9".parse().unwrap(),
+        Encap::ErspanII { session: 3, seq: 0 },
+    );
+    while let Some(record) = reader.next_record() {
+        let record = record.unwrap();
+        writer
+            .write_frame(record.ts_ns, &copy.build(record.data))
+            .unwrap();
+    }
+    writer.flush().unwrap();
+    drop(writer);
+    let apart = analyze(&["ip_fragments.pcap"]);
+    let opts = Options::new(DecodeConfig::default(), Config::default());
+    let mirrored = pipeline::analyze(&[path], &opts, &mut NoSink, &NoProgress).unwrap();
+    assert_eq!(mirrored.len(), 1, "one point: the session");
+    assert_eq!(mirrored[0].mirror.map(|m| m.session), Some(3));
+    let (c, a) = (&mirrored[0].report.capture, &apart[0].report.capture);
+    let counts = |c: &analyzer::engine::CaptureReport| {
+        (
+            c.ip_fragments,
+            c.reassembled_datagrams,
+            c.incomplete_datagrams,
+            c.incomplete_fragments,
+            c.metaroce_packets,
+            c.rocev2_packets,
+        )
+    };
+    assert_eq!(counts(c), counts(a));
+    assert_eq!(without_capture(&mirrored), without_capture(&apart));
 }
 
 #[test]
@@ -179,7 +306,18 @@ fn tshark_inner(capture: &Path, session_field: &str) -> Vec<String> {
     let out = Command::new("tshark")
         .arg("-r")
         .arg(capture)
-        .args(["-T", "fields", "-E", "occurrence=l", "-E", "separator=,"])
+        // Frames with GRE: a copy cut into outer IP fragments shows at
+        // its last fragment, reassembled (tshark's default).
+        .args([
+            "-Y",
+            "gre",
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=l",
+            "-E",
+            "separator=,",
+        ])
         .args(["-e", "frame.number", "-e", session_field])
         .args([
             "-e",
@@ -210,16 +348,29 @@ fn tshark_inner(capture: &Path, session_field: &str) -> Vec<String> {
         .collect()
 }
 
+/// The same fields from our decode, a copy cut into outer IP fragments
+/// at the fragment that completes it (as tshark shows it).
 fn ours(capture: &Path) -> Vec<String> {
     let mut reader = Reader::open(capture).unwrap();
+    let mut reassembler = Reassembler::default();
     let mut lines = Vec::new();
+    let cfg = DecodeConfig::default();
     while let Some(record) = reader.next_record() {
         let record = record.unwrap();
-        let f = frame::decode(
-            LinkType::from(u32::from(record.linktype)),
-            record.data,
-            &DecodeConfig::default(),
-        );
+        let link = LinkType::from(u32::from(record.linktype));
+        let datagram;
+        let (link, data) = if defrag::is_fragment(link, record.data) {
+            match reassembler.push(record.ts_ns, link, record.data) {
+                Reassembly::Datagram(ip) => {
+                    datagram = ip.to_vec();
+                    (LinkType::Raw, &datagram[..])
+                }
+                _ => continue,
+            }
+        } else {
+            (link, record.data)
+        };
+        let f = frame::decode(link, data, &cfg);
         let m = f.mirror.expect("every frame is mirrored");
         let (ip, udp) = (f.ip.unwrap(), f.udp.unwrap());
         lines.push(format!(
@@ -236,6 +387,7 @@ fn tshark_finds_the_same_frames_inside_the_mirrors() {
         ("mirror_erspan2.pcap", "erspan.spanid"),
         ("mirror_erspan3.pcap", "erspan.spanid"),
         ("mirror_gre.pcap", "gre.key"),
+        ("mirror_fragments.pcap", "erspan.spanid"),
     ] {
         let capture = generated(name);
         let theirs = tshark_inner(&capture, session);

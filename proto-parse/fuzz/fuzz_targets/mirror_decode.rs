@@ -2,12 +2,18 @@
 //! or UDP 4789 prefix, so that GRE, ERSPAN II/III and VXLAN and the frame
 //! they carry are reached on every run; `frame::ipv4_mirror`, the hot
 //! loops' shortcut, checked against `frame::decode`; the headers' `Repr`s
-//! round-trip.
+//! round-trip; and a copy of the bytes cut into outer IP fragments on the
+//! collector path (IPv4 or IPv6) decodes, once `defrag::Reassembler` has
+//! rebuilt it, as the copy sent whole.
 #![no_main]
 
+use std::net::IpAddr;
+
 use libfuzzer_sys::fuzz_target;
+use proto_parse::build::{Encap, MirrorFrameBuilder};
+use proto_parse::defrag::{Reassembler, Reassembly};
 use proto_parse::frame::{DecodeConfig, LinkType, decode, ipv4_mirror};
-use proto_parse::mirror::{erspan, gre, vxlan};
+use proto_parse::mirror::{Mirror, erspan, gre, vxlan};
 
 /// Ethernet / IPv4 (protocol 47) with the total length set later.
 const V4_GRE: [u8; 34] = [
@@ -15,8 +21,60 @@ const V4_GRE: [u8; 34] = [
     192, 0, 2, 1, 198, 51, 100, 9,
 ];
 
+/// A mirror's layers without its frame offsets (a rebuilt datagram is raw
+/// IP: 14 bytes fewer before them).
+fn layers(m: Mirror, shift: usize) -> Mirror {
+    Mirror { offset: m.offset - shift, inner_offset: m.inner_offset - shift, ..m }
+}
+
+/// `body` as the frame of a copy cut into outer IP fragments for a
+/// collector path of a small MTU, rebuilt: the same mirror and mirrored
+/// frame as the copy sent whole.
+fn outer_fragments(selector: u8, body: &[u8]) {
+    let (switch, collector): (IpAddr, IpAddr) = if selector & 0x10 != 0 {
+        ("2001:db8::1".parse().unwrap(), "2001:db8::9".parse().unwrap())
+    } else {
+        ("192.0.2.1".parse().unwrap(), "198.51.100.9".parse().unwrap())
+    };
+    let encap = match selector % 3 {
+        0 => Encap::ErspanII { session: 7, seq: 1 },
+        1 => Encap::ErspanIII { session: 7, seq: 1, switch_time_ns: 1_700_000_000_123_456_789 },
+        _ => Encap::Gre { key: Some(9), seq: Some(1), checksum: selector & 0x40 != 0 },
+    };
+    let b = MirrorFrameBuilder::new(switch, collector, encap);
+    let mtu = 96 + usize::from(selector & 0x0F) * 8;
+    let cfg = DecodeConfig::default();
+    let whole = b.build(body);
+    let sent = decode(LinkType::Ethernet, &whole, &cfg);
+    let mut r = Reassembler::default();
+    let mut rebuilt = None;
+    let pieces = b.build_fragments(body, 0x1234, mtu);
+    let cut = pieces.len() > 1;
+    for piece in pieces {
+        let _ = decode(LinkType::Ethernet, &piece, &cfg).error;
+        if let Reassembly::Datagram(ip) = r.push(0, LinkType::Ethernet, &piece) {
+            rebuilt = Some(ip.to_vec());
+        }
+    }
+    if !cut {
+        assert!(rebuilt.is_none());
+        return;
+    }
+    let ip = rebuilt.expect("every piece given, in order");
+    let got = decode(LinkType::Raw, &ip, &cfg);
+    assert_eq!(got.mirror.map(|m| layers(m, 0)), sent.mirror.map(|m| layers(m, 14)));
+    assert_eq!(
+        got.udp.map(|u| (u.src_port, u.dst_port, u.payload)),
+        sent.udp.map(|u| (u.src_port, u.dst_port, u.payload))
+    );
+    assert_eq!(got.error.is_some(), sent.error.is_some());
+}
+
 fuzz_target!(|input: &[u8]| {
     let Some((&selector, body)) = input.split_first() else { return };
+    if selector & 0x20 != 0 {
+        outer_fragments(selector, body);
+    }
     let mut frame = V4_GRE.to_vec();
     match selector % 4 {
         0 => {} // GRE as given

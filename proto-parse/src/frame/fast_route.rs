@@ -46,20 +46,71 @@ const FAST_PAYLOAD: usize = FAST_UDP + UDP_HEADER_LEN;
 /// every byte of mutated frames below).
 #[inline]
 pub fn ipv4_udp(link: LinkType, data: &[u8]) -> Option<Ipv4Udp<'_>> {
-    if link != LinkType::Ethernet {
-        return None;
+    CommonIpv4::of(link, data)?.udp()
+}
+
+/// The common frame's Ethernet and IPv4 headers, checked once for the
+/// hot loops' two routes: [`CommonIpv4::udp`] is [`ipv4_udp`] and
+/// [`CommonIpv4::mirror`] is [`ipv4_mirror`] on the same frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommonIpv4<'a> {
+    data: &'a [u8],
+    /// The IP protocol (17 UDP, 47 GRE...).
+    pub protocol: u8,
+}
+
+impl<'a> CommonIpv4<'a> {
+    /// Ethernet II without a tag and IPv4 with a 20-byte header, not a
+    /// fragment, with the bytes of a UDP header after it (every common
+    /// mirror has as many: GRE and ERSPAN or an Ethernet header); `None`
+    /// for any other frame.
+    #[inline(always)]
+    pub fn of(link: LinkType, data: &'a [u8]) -> Option<CommonIpv4<'a>> {
+        if link != LinkType::Ethernet {
+            return None;
+        }
+        let h = data.first_chunk::<FAST_PAYLOAD>()?;
+        let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+        let common = be16(12) == ETH_IPV4
+            && h[FAST_IP] == 0x45 // version 4, IHL 5
+            && be16(FAST_IP + 6) & 0x3FFF == 0; // neither MF nor a fragment offset
+        common.then_some(CommonIpv4 {
+            data,
+            protocol: h[FAST_IP + 9],
+        })
     }
+
+    /// [`ipv4_udp`] of this frame.
+    #[inline(always)]
+    pub fn udp(self) -> Option<Ipv4Udp<'a>> {
+        match self.protocol {
+            IP_UDP => udp_after_ip(self.data),
+            _ => None,
+        }
+    }
+
+    /// [`ipv4_mirror`] of this frame.
+    #[inline(always)]
+    pub fn mirror(self) -> Option<Ipv4Mirror<'a>> {
+        match self.protocol {
+            IP_GRE => mirror_after_ip(self.data),
+            _ => None,
+        }
+    }
+}
+
+/// IP protocols of the two routes.
+pub const IP_UDP: u8 = IpNumber::UDP.0;
+pub const IP_GRE: u8 = IpNumber::GRE.0;
+
+/// UDP after the common IPv4 header ([`CommonIpv4::of`]).
+#[inline(always)]
+fn udp_after_ip(data: &[u8]) -> Option<Ipv4Udp<'_>> {
     let h = data.first_chunk::<FAST_PAYLOAD>()?;
     let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
     let ip_total = usize::from(be16(FAST_IP + 2));
     let udp_len = usize::from(be16(FAST_UDP + 4));
-    let common = be16(12) == ETH_IPV4
-        && h[FAST_IP] == 0x45 // version 4, IHL 5
-        && be16(FAST_IP + 6) & 0x3FFF == 0 // neither MF nor a fragment offset
-        && h[FAST_IP + 9] == IpNumber::UDP.0
-        && udp_len >= UDP_HEADER_LEN
-        && FAST_IP + 20 + udp_len <= FAST_IP + ip_total;
-    if !common {
+    if udp_len < UDP_HEADER_LEN || FAST_IP + 20 + udp_len > FAST_IP + ip_total {
         return None;
     }
     let udp_end = FAST_UDP + udp_len;
@@ -98,19 +149,17 @@ pub struct Ipv4Mirror<'a> {
 /// of mutated and cut mirrors.
 #[inline(always)]
 pub fn ipv4_mirror(link: LinkType, data: &[u8]) -> Option<Ipv4Mirror<'_>> {
-    if link != LinkType::Ethernet {
-        return None;
-    }
+    CommonIpv4::of(link, data)?.mirror()
+}
+
+/// GRE (and ERSPAN) after the common IPv4 header ([`CommonIpv4::of`]).
+#[inline(always)]
+fn mirror_after_ip(data: &[u8]) -> Option<Ipv4Mirror<'_>> {
     let h = data.first_chunk::<FAST_GRE_PAYLOAD>()?;
     let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
     let ip_total = usize::from(be16(FAST_IP + 2));
     let flags = be16(FAST_UDP);
-    let common = be16(12) == ETH_IPV4
-        && h[FAST_IP] == 0x45
-        && be16(FAST_IP + 6) & 0x3FFF == 0
-        && h[FAST_IP + 9] == IpNumber::GRE.0
-        && flags & (GRE_ROUTING | GRE_VERSION) == 0;
-    if !common {
+    if flags & (GRE_ROUTING | GRE_VERSION) != 0 {
         return None;
     }
     // The GRE header and what follows, in the IP packet's captured bytes.

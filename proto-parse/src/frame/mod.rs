@@ -44,7 +44,7 @@ use crate::metaroce;
 use crate::mirror::Mirror;
 use crate::rocev2::IcrcStatus;
 pub use config::{DecodeConfig, PortChoice};
-pub use fast_route::{Ipv4Mirror, Ipv4Udp, ipv4_mirror, ipv4_udp};
+pub use fast_route::{CommonIpv4, IP_GRE, IP_UDP, Ipv4Mirror, Ipv4Udp, ipv4_mirror, ipv4_udp};
 pub use layers::{Ecn, Ip, RoceV2, Udp, Vlans};
 
 const ETH_IPV4: u16 = 0x0800;

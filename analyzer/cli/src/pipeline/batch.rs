@@ -70,6 +70,11 @@ impl Side {
             .map(|at| at as u16)
     }
 
+    /// The bytes of an `Item::Fragment` of this batch.
+    pub(super) fn fragment(&self, start: usize, end: usize) -> &[u8] {
+        &self.fragment_bytes[start..end]
+    }
+
     pub(super) fn clear(&mut self) {
         self.fragment_bytes.clear();
         self.sources.clear();
@@ -121,11 +126,6 @@ impl Batch {
         }
         self.raw.clear();
         self.raw_bytes.clear();
-    }
-
-    /// The bytes of an `Item::Fragment` of this batch.
-    pub(super) fn fragment(&self, start: usize, end: usize) -> &[u8] {
-        &self.side.fragment_bytes[start..end]
     }
 }
 

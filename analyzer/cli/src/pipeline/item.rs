@@ -9,9 +9,9 @@
 //! docs/mirrors.md).
 
 use proto_parse::defrag;
-use proto_parse::frame::{DecodeConfig, LinkType};
+use proto_parse::frame::{self, CommonIpv4, DecodeConfig, LinkType};
 
-use analyzer::engine::Observation;
+use analyzer::engine::{MirrorTag, Observation};
 
 use super::batch::Side;
 
@@ -66,27 +66,35 @@ impl Item {
         side: &mut Side,
     ) -> Item {
         let link = LinkType::from(u32::from(linktype));
-        match Observation::decode_common(index, ts_ns, link, data, decode) {
-            Some(Some(obs)) => Item::Packet { obs, session: None },
-            Some(None) => Item::not_observed(index, ts_ns, linktype, data, decode, side),
-            None => match Observation::common_mirrored_udp(link, data) {
-                Some((udp, tag)) => {
-                    side.census.mirrored(&tag);
-                    let session = side.source(tag.source);
-                    let packet_ts = tag.switch_ts_ns.unwrap_or(ts_ns);
-                    match Observation::of_common_udp(index, packet_ts, &udp, decode) {
-                        Some(Some(obs)) => Item::Packet {
-                            obs,
-                            session: Some(session),
-                        },
-                        _ => Item::in_counted_mirror(
-                            index, ts_ns, packet_ts, session, linktype, data, decode, side,
-                        ),
+        // The Ethernet and IPv4 headers are checked once for both routes.
+        if let Some(ip) = CommonIpv4::of(link, data) {
+            if let Some(udp) = ip.udp() {
+                match Observation::of_common_udp(index, ts_ns, &udp, decode) {
+                    Some(Some(obs)) => return Item::Packet { obs, session: None },
+                    Some(None) => {
+                        return Item::not_observed(index, ts_ns, linktype, data, decode, side);
                     }
+                    None => {}
                 }
-                None => Item::uncommon(index, ts_ns, linktype, data, decode, side),
-            },
+            } else if let Some(m) = ip.mirror()
+                && let Some(udp) = frame::ipv4_udp(LinkType::Ethernet, m.inner)
+            {
+                let tag = MirrorTag::of(&m.mirror);
+                side.census.mirrored(&tag);
+                let session = side.source(tag.source);
+                let packet_ts = tag.switch_ts_ns.unwrap_or(ts_ns);
+                return match Observation::of_common_udp(index, packet_ts, &udp, decode) {
+                    Some(Some(obs)) => Item::Packet {
+                        obs,
+                        session: Some(session),
+                    },
+                    _ => Item::in_counted_mirror(
+                        index, ts_ns, packet_ts, session, linktype, data, decode, side,
+                    ),
+                };
+            }
         }
+        Item::uncommon(index, ts_ns, linktype, data, decode, side)
     }
 
     /// A frame the common routes did not take, through the full decode.

@@ -126,13 +126,13 @@ pub(super) fn analyze_many<S: Sink + ?Sized>(
             let src = &mut sources[i];
             let item = src.batch.items[src.pos];
             src.pos += 1;
-            multi.item(i, &item, &src.batch, &mut src.defrag, sink);
+            multi.item(i, &item, &src.batch.side, &mut src.defrag, sink);
         }
         sources
             .into_iter()
             .map(|s| {
                 let mut read = s.parser.join()?;
-                read.reassembly = s.defrag.finish();
+                s.defrag.finish(&mut read);
                 Ok(read)
             })
             .collect()

@@ -7,10 +7,11 @@ use std::io;
 use std::path::PathBuf;
 
 use analyzer::engine::{Config, MultiEngine, Observation};
+use proto_parse::mirror::MirrorSource;
 
-use super::batch::Batch;
+use super::batch::Side;
 use super::item::Item;
-use super::reassembly::Defrag;
+use super::reassembly::{Datagram, Defrag};
 use super::{CaptureResult, ReadStats, Sink, hand_over_findings};
 use crate::points::{Assigned, CapturePoint, Points};
 
@@ -26,27 +27,17 @@ pub(super) struct Multi<'a> {
 }
 
 impl Multi<'_> {
-    /// The point an item of file `file` belongs to, made (and announced
-    /// to the sink) if new.
+    /// The point of a packet of file `file`, plain or of mirror session
+    /// `source`, made (and announced to the sink) if new.
     fn point_of<S: Sink + ?Sized>(
         &mut self,
         file: usize,
-        item: &Item,
-        batch: &Batch,
+        source: Option<MirrorSource>,
         sink: &mut S,
     ) -> usize {
-        let assigned = match item {
-            Item::Packet {
-                session: Some(index),
-                ..
-            } => {
-                let source = batch.side.sources[usize::from(*index)];
-                self.points.session(file, source, self.stems)
-            }
-            Item::Packet { session: None, .. } | Item::Fragment { .. } => {
-                self.points.plain(file, self.stems)
-            }
-            Item::Other { .. } => Assigned::Known(file),
+        let assigned = match source {
+            Some(source) => self.points.session(file, source, self.stems),
+            None => self.points.plain(file, self.stems),
         };
         match assigned {
             Assigned::Known(p) => p,
@@ -63,31 +54,41 @@ impl Multi<'_> {
     }
 
     /// One item of file `file`, in capture order (several files: merged
-    /// by timestamp).
+    /// by timestamp); `side` is its batch's.
     pub(super) fn item<S: Sink + ?Sized>(
         &mut self,
         file: usize,
         item: &Item,
-        batch: &Batch,
+        side: &Side,
         defrag: &mut Defrag,
         sink: &mut S,
     ) {
-        let reassembled;
-        let obs = match item {
-            Item::Packet { obs, .. } => Some(obs),
-            _ => {
-                reassembled = defrag.datagram(item, batch);
-                reassembled.as_ref()
-            }
-        };
-        let Some(obs) = obs else {
-            // Other frames count in the file's own point.
-            self.points.saw(file, item.ts_ns(), false);
-            self.multi.ingest_other(file, item.ts_ns());
+        if let Item::Packet { obs, session } = item {
+            let source = session.map(|index| side.sources[usize::from(index)]);
+            let i = self.point_of(file, source, sink);
+            self.observed(i, obs, sink);
             return;
-        };
-        let i = self.point_of(file, item, batch, sink);
-        self.observed(i, obs, sink);
+        }
+        match defrag.datagram(item, side) {
+            Some(datagram) => self.datagram(file, &datagram, sink),
+            None => {
+                // Other frames count in the file's own point.
+                self.points.saw(file, item.ts_ns(), false);
+                self.multi.ingest_other(file, item.ts_ns());
+            }
+        }
+    }
+
+    /// A datagram of file `file` rebuilt from IP fragments, plain or a
+    /// mirror's copy.
+    pub(super) fn datagram<S: Sink + ?Sized>(
+        &mut self,
+        file: usize,
+        datagram: &Datagram,
+        sink: &mut S,
+    ) {
+        let i = self.point_of(file, datagram.mirror, sink);
+        self.observed(i, &datagram.obs, sink);
     }
 
     /// A packet of point `i`.
