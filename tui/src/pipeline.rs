@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
+use analyzer::engine::MirrorTag;
 use analyzer::traffic::{self, Census};
 use analyzer::{Config, Engine, Observation};
 use proto_parse::defrag::{self, Reassembler, Reassembly};
@@ -241,23 +242,41 @@ impl Pipeline {
                 }
                 (Some(obs), tag.map(|t| t.source))
             }
-            (None, _) => (self.reassemble(link, ts_ns, data), None),
+            (None, _) => self.reassemble(link, ts_ns, data),
         }
     }
 
-    /// A frame the fast route did not take: if it is the IP fragment that
-    /// completes a datagram, the datagram's observation (at this frame).
-    fn reassemble(&mut self, link: LinkType, ts_ns: u64, data: &[u8]) -> Option<Observation> {
+    /// A frame the decode routes did not take: if it is the IP fragment
+    /// that completes a datagram, the datagram's observation (at this
+    /// frame) and, for a mirror's copy, its session: a copy whose outer
+    /// datagram the collector path cut, or a packet cut before it was
+    /// mirrored (the session that carried its fragments).
+    fn reassemble(
+        &mut self,
+        link: LinkType,
+        ts_ns: u64,
+        data: &[u8],
+    ) -> (Option<Observation>, Option<MirrorSource>) {
         if !defrag::is_fragment(link, data) {
             self.census.other(link, data, &self.decode);
-            return None;
+            return (None, None);
         }
-        match self.reassembler.push(ts_ns, link, data) {
-            Reassembly::Datagram(ip) => {
-                Observation::decode(self.frame_no, ts_ns, LinkType::Raw, ip, &self.decode)
+        let Reassembly::Datagram(ip) = self.reassembler.push(ts_ns, link, data) else {
+            return (None, None);
+        };
+        let (obs, outer) =
+            Observation::decode_full(self.frame_no, ts_ns, LinkType::Raw, ip, &self.decode);
+        if obs.is_none() {
+            if outer.is_some() {
+                self.census.other(LinkType::Raw, ip, &self.decode);
             }
-            Reassembly::Held | Reassembly::NotFragment => None,
+            return (None, None);
         }
+        let tag = outer.or_else(|| self.reassembler.mirror().as_ref().map(MirrorTag::of));
+        if let Some(tag) = &tag {
+            self.census.mirrored(tag);
+        }
+        (obs, tag.map(|t| t.source))
     }
 
     /// Moves the capture clock without a packet (stalls become visible).

@@ -96,3 +96,46 @@ fn a_collector_shows_each_connection_from_one_capture_point() {
         "{line}"
     );
 }
+
+#[test]
+fn copies_cut_into_outer_fragments_keep_their_session() {
+    // Every copy of a 1,122-byte frame cut into two outer IP fragments by
+    // the collector path (ERSPAN III over IPv4 from 192.0.2.1, ERSPAN II
+    // over IPv6 from 2001:db8::2): rebuilt, then decapsulated to their
+    // session, as the copies sent whole.
+    let cut = replay("mirror_fragments.pcap");
+    let sender = replay("multipath_loss_sender.pcap");
+    let json = |s: &Snapshot| serde_json::to_value(&s.report).unwrap();
+    let (c, s) = (json(&cut), json(&sender));
+    assert_eq!(
+        comparable(c["directions"].clone(), -7_000),
+        comparable(s["directions"].clone(), 0)
+    );
+    let points: Vec<_> = cut
+        .points
+        .iter()
+        .map(|p| (p.name.as_str(), p.packets, p.copies_not_analysed))
+        .collect();
+    assert_eq!(
+        points,
+        [
+            ("ERSPAN III 192.0.2.1 session 1", 32, 0),
+            ("ERSPAN II 2001:db8::2 session 2", 30, 30)
+        ]
+    );
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::fixture("mirror_fragments.expected.json")).unwrap(),
+    )
+    .unwrap();
+    for key in [
+        "ip_fragments",
+        "reassembled_datagrams",
+        "incomplete_datagrams",
+    ] {
+        assert_eq!(c["capture"][key], expected[key], "{key}");
+    }
+    assert_eq!(
+        c["capture"]["traffic"]["decapsulated"],
+        expected["decapsulated"]
+    );
+}
