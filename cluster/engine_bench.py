@@ -23,13 +23,18 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pyarrow.compute as pc  # noqa: E402
-import pyarrow.fs as pafs  # noqa: E402
 
 import metaroce  # noqa: E402
-from metaroce_cluster import between, fabric, inputs  # noqa: E402
+from metaroce_cluster import between, fabric  # noqa: E402
 
 LOOKBACK_NS = 1_000_000  # job.py's --lookback-ns default
 TOP = 5  # job.py's --top default
+
+
+def host_dirs(root, table):
+    """``{host: path}`` of a table of a local export root."""
+    base = os.path.join(root, f"table={table}")
+    return {c[len("host="):]: os.path.join(base, c) for c in sorted(os.listdir(base)) if c.startswith("host=")}
 
 
 class Clock:
@@ -51,9 +56,8 @@ def main():
     p.add_argument("--cores", type=int, default=2, help="the job's cores (its default bucket count)")
     args = p.parse_args()
 
-    fs = pafs.LocalFileSystem()
-    packets = inputs.host_dirs(fs, args.exports, "packets")
-    captures = inputs.host_dirs(fs, args.exports, "captures")
+    packets = host_dirs(args.exports, "packets")
+    captures = host_dirs(args.exports, "captures")
     items = [(h, packets.get(h), captures.get(h)) for h in sorted(set(packets) | set(captures))]
     buckets = between.default_buckets(items, args.cores)
     columns = between.STRING_COLUMNS + ["malformed"] + between.INT_COLUMNS + between.LIST_COLUMNS
