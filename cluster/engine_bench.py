@@ -9,7 +9,10 @@ each phase, the matched transmissions, and the engine's matched/s per
 core over shard + pass 1 + pass 2 (the engine's share of the job's
 ``match s``; reading Parquet and assembling are apart).
 
-    python cluster/engine_bench.py EXPORTS_DIR [--cores N]
+    python cluster/engine_bench.py EXPORTS_DIR [--cores N] [--report FILE]
+
+(``--report``: the assembled report, whose ``between_captures`` is the
+job's and ``report --json``'s, written to FILE.)
 
 (``cluster/bench.sh`` runs it beside the Spark job.)
 """
@@ -54,6 +57,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("exports")
     p.add_argument("--cores", type=int, default=2, help="the job's cores (its default bucket count)")
+    p.add_argument("--report", help="write the assembled report (JSON) there")
     args = p.parse_args()
 
     packets = host_dirs(args.exports, "packets")
@@ -109,6 +113,9 @@ def main():
     out.update({k: round(v, 3) for k, v in clock.cpu.items()})
     out["engine s"] = round(engine, 3)
     out["engine matched/s/core"] = round(matched / engine) if engine > 0 else None
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(done, f)
     json.dump(out, sys.stdout)
     print()
 
