@@ -17,6 +17,10 @@
 #                   (phases "map and load" + "clock offsets" + "between
 #                   captures")
 #   matched/s/core  matched transmissions / match s / 2 cores
+#   engine s        the same engine calls without Spark, one process
+#                   (cluster/engine_bench.py): CPU s of shard + pass 1 +
+#                   pass 2 (its JSON, on stderr, has every phase)
+#   engine m/s/core matched transmissions / engine s
 #   rest s          the report assembled: fabric views, incidents, culprits
 #   x report        spark s / report s
 #   tables s        with --tables: a second run with --tables, its
@@ -42,9 +46,9 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 
-printf '%9s %10s %10s %9s %11s %10s %8s %8s %8s %15s %7s %9s %8s %6s\n' \
+printf '%9s %10s %10s %9s %11s %10s %8s %8s %8s %15s %8s %15s %7s %9s %8s %6s\n' \
     size packets matched "report s" "py report s" "map s/host" "spark s" "fixed s" "match s" \
-    "matched/s/core" "rest s" "x report" "tables s" equal
+    "matched/s/core" "engine s" "engine m/s/core" "rest s" "x report" "tables s" equal
 for size in "${sizes[@]}"; do
     hosts="${size%x*}" iterations="${size#*x}"
     d="$work/$size"
@@ -64,6 +68,7 @@ PY
     t3=$(now)
     cluster/postmortem.sh --master 'local[2]' --out "$d/out" "$d/exports" >"$d/log" 2>&1 || { tail -30 "$d/log"; exit 1; }
     t4=$(now)
+    "$venv/bin/python" cluster/engine_bench.py "$d/exports" >"$d/engine.json"
     if [ -n "$tables" ]; then
         cluster/postmortem.sh --master 'local[2]' --out "$d/out-tables" --tables "$d/exports" >"$d/log-tables" 2>&1 ||
             { tail -30 "$d/log-tables"; exit 1; }
@@ -95,9 +100,11 @@ tables = "-"
 if os.path.exists(f"{d}/out-tables/report.json"):
     tables = f'{json.load(open(f"{d}/out-tables/report.json"))["phases_s"]["tables written"]:.1f}'
 report_s, spark_s = t1 - t0, t4 - t3
+engine = json.load(open(f"{d}/engine.json"))
 print(f"{size:>9} {packets:10,d} {matched:10,d} {report_s:9.2f} {t2 - t1:11.2f} {(t3 - t2) / hosts:10.2f} "
       f"{spark_s:8.1f} {ph['spark start to first task']:8.1f} {match_s:8.1f} {matched / match_s / 2:15,.0f} "
-      f"{rest:7.1f} {spark_s / report_s:9.1f} {tables:>8} {equal:>6}")
+      f"{engine['engine s']:8.1f} {engine['engine matched/s/core']:15,d} {rest:7.1f} {spark_s / report_s:9.1f} {tables:>8} {equal:>6}")
 print("           phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in ph.items()), file=sys.stderr)
+print("           engine alone (CPU): " + ", ".join(f"{k} {v}" for k, v in engine.items()), file=sys.stderr)
 PY
 done

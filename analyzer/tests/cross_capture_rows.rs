@@ -37,7 +37,7 @@ fn obs(frame: u64, ts: u64, from_a: bool, mr: MrObs) -> Observation {
 }
 
 /// (capture, observation) in capture-time order.
-fn captures() -> Vec<(u8, Observation)> {
+fn captures() -> Vec<(u16, Observation)> {
     let mut events = Vec::new();
     let t0 = 1_000_000_000u64;
     let mut frame = 0;
@@ -87,7 +87,7 @@ fn path_of(tx: &Transmission) -> FlowPath {
     }
 }
 
-type PathKey = (u8, u8, String);
+type PathKey = (u16, u16, String);
 
 #[test]
 fn partitioned_rows_give_the_single_matchers_report() {
@@ -107,7 +107,7 @@ fn partitioned_rows_give_the_single_matchers_report() {
         *s = (s.0.min(o.ts_ns), s.1.max(o.ts_ns));
     }
     // Three partitions by transmission, each in capture-time order.
-    let mut matched: Vec<(u8, u8, FlowPath, i64)> = Vec::new();
+    let mut matched: Vec<(u16, u16, FlowPath, i64)> = Vec::new();
     let mut unmatched = Vec::new();
     for part in 0..3u32 {
         let mut m = CrossCapture::for_rows(cfg(), &spans);
@@ -130,7 +130,7 @@ fn partitioned_rows_give_the_single_matchers_report() {
         unmatched.extend(m.take_unmatched());
     }
     // Sums per path, then the context the reduce builds from them.
-    let key = |a: u8, b: u8, p: &FlowPath| -> PathKey { (a, b, format!("{p:?}")) };
+    let key = |a: u16, b: u16, p: &FlowPath| -> PathKey { (a, b, format!("{p:?}")) };
     let mut sums: BTreeMap<PathKey, (FlowPath, u64, i64, i64, i128)> = BTreeMap::new();
     for (a, b, p, d) in &matched {
         let e = sums
@@ -143,7 +143,7 @@ fn partitioned_rows_give_the_single_matchers_report() {
     }
     let mut ctx = CrossCapture::new(cfg());
     for (c, &(first, last)) in spans.iter().enumerate() {
-        ctx.set_span(c as u8, first, last);
+        ctx.set_span(c as u16, first, last);
     }
     for ((a, b, _), (p, n, min, max, sum)) in &sums {
         let sums = PathSums {
@@ -166,9 +166,9 @@ fn partitioned_rows_give_the_single_matchers_report() {
                 dst_conn: p.dst_conn,
                 ev: p.ev,
             };
-            let a = pair.capture_a as u8;
+            let a = pair.capture_a as u16;
             direction.insert(
-                key(a, pair.capture_b as u8, &path),
+                key(a, pair.capture_b as u16, &path),
                 (p.upstream == u64::from(a), pair.clock_offset_ns),
             );
         }

@@ -41,7 +41,7 @@ fn loss_delay(tx: u64, lost: u64, owd: &Buckets) -> Value {
 }
 
 fn fabric(p: &Partials) -> (Value, Value, Value) {
-    let mut hosts: FxHashMap<(u8, Option<u8>), (u64, u64, Buckets)> = FxHashMap::default();
+    let mut hosts: FxHashMap<(u16, Option<u16>), (u64, u64, Buckets)> = FxHashMap::default();
     let mut evs: FxHashMap<u16, (u64, u64, Buckets)> = FxHashMap::default();
     for (k, v) in &p.paths {
         for e in [
@@ -361,7 +361,7 @@ pub fn assemble(
             .into_iter()
             .map(|(s, pa)| json!({ "switches": s, "paths": pa }))
             .collect();
-        let mut unmatched: Vec<(u8, u64)> = p.unmatched.iter().map(|(&c, &n)| (c, n)).collect();
+        let mut unmatched: Vec<(u16, u64)> = p.unmatched.iter().map(|(&c, &n)| (c, n)).collect();
         unmatched.sort_unstable();
         let out = json!({
             "between_captures": cross.report(),

@@ -16,7 +16,8 @@
 //!    the report by [`crate::assemble`].
 
 use analyzer::engine::{
-    CrossCapture, Fate, FlowPath, Hist, MergeConfig, Offsets, PathSums, one_way_delay,
+    CrossCapture, FRAME_NUMBER_MASK, Fate, FlowPath, Hist, MAX_CAPTURES, MergeConfig, Offsets,
+    PathSums, one_way_delay,
 };
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -30,8 +31,8 @@ use crate::matching::value_error;
 /// A path between captures `a < b`: a flow and its ev.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PathKey {
-    pub a: u8,
-    pub b: u8,
+    pub a: u16,
+    pub b: u16,
     pub flow: Flow,
     pub ev: u16,
 }
@@ -40,33 +41,10 @@ pub struct PathKey {
 /// (`down`; `None` for a lost transmission of a flow never delivered).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct FabricPath {
-    pub up: u8,
-    pub down: Option<u8>,
+    pub up: u16,
+    pub down: Option<u16>,
     pub flow: Flow,
     pub ev: u16,
-}
-
-impl Flow {
-    pub fn path(&self, ev: u16) -> FlowPath {
-        FlowPath {
-            rocev2: self.rocev2,
-            src: self.src,
-            dst: self.dst,
-            src_conn: self.src_conn,
-            dst_conn: self.dst_conn,
-            ev,
-        }
-    }
-
-    pub fn of_path(p: &FlowPath) -> Flow {
-        Flow {
-            rocev2: p.rocev2,
-            src: p.src,
-            dst: p.dst,
-            src_conn: p.src_conn,
-            dst_conn: p.dst_conn,
-        }
-    }
 }
 
 /// Counts per histogram bucket (its lowest value), with the exact
@@ -163,9 +141,9 @@ pub struct Partials {
     pub owd: FxHashMap<PathKey, Buckets>,
     /// `between_captures`: per (capture, flow, ev), transmissions lost
     /// between the capture points and those whose fate is unknown.
-    pub fates: FxHashMap<(u8, Flow, u16), (u64, u64)>,
+    pub fates: FxHashMap<(u16, Flow, u16), (u64, u64)>,
     /// Per capture: its transmissions matched in no other capture.
-    pub unmatched: FxHashMap<u8, u64>,
+    pub unmatched: FxHashMap<u16, u64>,
     pub paths: FxHashMap<FabricPath, PathStats>,
     pub hops: FxHashMap<(FabricPath, u32), HopStats>,
     /// Per (incident, path) and per (incident, switch).
@@ -238,8 +216,9 @@ impl Matched {
             let (blob, _) = Sightings::decode(bytes)
                 .map_err(|e| format!("a bucket blob does not decode: {e}"))?;
             let capture = match remap.get(blob.host as usize) {
-                Some(&c) if c >= 0 => u8::try_from(c)
-                    .map_err(|_| "the engine matches at most 256 captures".to_string())?,
+                Some(&c) if c >= 0 => u16::try_from(c).map_err(|_| {
+                    format!("capture {c}: the engine matches at most {MAX_CAPTURES} captures")
+                })?,
                 _ => continue,
             };
             s.append(blob, capture, &mut flows);
@@ -252,11 +231,11 @@ impl Matched {
         };
         let mut cross = CrossCapture::for_rows(cfg, spans);
         // A copy is named by (capture, frame).
-        let mut index: FxHashMap<(u8, u64), u32> = FxHashMap::default();
+        let mut index: FxHashMap<(u16, u64), u32> = FxHashMap::default();
         let mut pairs = Vec::new();
         for (i, row) in s.rows.iter().enumerate() {
             let tx = row.transmission(s.flow(row));
-            let frame = row.frame & ((1 << 48) - 1);
+            let frame = row.frame & FRAME_NUMBER_MASK;
             match cross.observe_transmission(row.capture, &tx, row.ts, frame, row.ecn) {
                 Some(other) => {
                     if let Some(j) = index.remove(&(other.capture, other.frame)) {
@@ -430,7 +409,7 @@ pub struct Context {
     /// Per path: (its packets reach a first, the pair's clock offset).
     pub direction: FxHashMap<PathKey, (bool, i64)>,
     /// Per (upstream capture, flow): the captures its packets reached.
-    pub downs: FxHashMap<(u8, Flow), Vec<u8>>,
+    pub downs: FxHashMap<(u16, Flow), Vec<u16>>,
 }
 
 impl Context {
@@ -443,9 +422,9 @@ impl Context {
         let cross = matcher_of_paths(spans, paths)?;
         let offsets = cross.offsets();
         let mut direction = FxHashMap::default();
-        let mut downs: FxHashMap<(u8, Flow), Vec<u8>> = FxHashMap::default();
+        let mut downs: FxHashMap<(u16, Flow), Vec<u16>> = FxHashMap::default();
         for pair in cross.report() {
-            let (a, b) = (pair.capture_a as u8, pair.capture_b as u8);
+            let (a, b) = (pair.capture_a as u16, pair.capture_b as u16);
             for p in &pair.paths {
                 let flow = Flow::of_path(&FlowPath::of(p));
                 let a_first = p.upstream == u64::from(a);
@@ -507,7 +486,7 @@ pub fn match_partials(
         let s = &m.s;
         let ctx = Context::new(&spans, &paths)?;
         let mut out = Partials::default();
-        let t_ref = |c: u8, ts: u64| -> i64 {
+        let t_ref = |c: u16, ts: u64| -> i64 {
             ts as i64 - to_ref.get(usize::from(c)).copied().unwrap_or(0)
         };
         let inside = |t: i64| {
@@ -519,7 +498,7 @@ pub fn match_partials(
         };
         let mut local: Vec<BucketPath> = Vec::new();
         // (a, b, flow, ev) -> its index in `local`.
-        let mut local_of: FxHashMap<(u8, u8, u32, u16), usize> = FxHashMap::default();
+        let mut local_of: FxHashMap<(u16, u16, u32, u16), usize> = FxHashMap::default();
         for &(j, i) in &m.pairs {
             let (rj, ri) = (&s.rows[j as usize], &s.rows[i as usize]);
             let (a, b) = (rj.capture.min(ri.capture), rj.capture.max(ri.capture));
@@ -632,7 +611,7 @@ pub fn match_partials(
                 Fate::Lost => counts.0 += 1,
                 Fate::Unknown => counts.1 += 1,
             }
-            let downs: Vec<Option<u8>> = match ctx.downs.get(&(capture, flow)) {
+            let downs: Vec<Option<u16>> = match ctx.downs.get(&(capture, flow)) {
                 Some(d) => d.iter().map(|&d| Some(d)).collect(),
                 None => vec![None],
             };
@@ -684,8 +663,11 @@ pub fn path_list(bytes: &[u8]) -> PyResult<PathList> {
 pub fn matcher_of_paths(spans: &[(u64, u64)], list: &PathList) -> PyResult<CrossCapture> {
     let mut cross = CrossCapture::new(MergeConfig::default());
     for (c, &(first, last)) in spans.iter().enumerate() {
-        let c =
-            u8::try_from(c).map_err(|_| value_error("the engine matches at most 256 captures"))?;
+        let c = u16::try_from(c).map_err(|_| {
+            value_error(format!(
+                "capture {c}: the engine matches at most {MAX_CAPTURES} captures"
+            ))
+        })?;
         cross.set_span(c, first, last);
     }
     for (k, v) in list {
@@ -697,13 +679,13 @@ pub fn matcher_of_paths(spans: &[(u64, u64)], list: &PathList) -> PyResult<Cross
 /// Clock offsets estimated from the summed paths: `[(a, b, clock of b
 /// minus clock of a)]` of the pairs whose offset could be estimated.
 #[pyfunction]
-pub fn offsets(spans: Vec<(u64, u64)>, paths: PyBackedBytes) -> PyResult<Vec<(u8, u8, i64)>> {
+pub fn offsets(spans: Vec<(u64, u64)>, paths: PyBackedBytes) -> PyResult<Vec<(u16, u16, i64)>> {
     let ctx = Context::new(&spans, &paths)?;
     Ok(ctx
         .cross
         .report()
         .iter()
         .filter(|r| r.offset_estimated)
-        .map(|r| (r.capture_a as u8, r.capture_b as u8, r.clock_offset_ns))
+        .map(|r| (r.capture_a as u16, r.capture_b as u16, r.clock_offset_ns))
         .collect())
 }

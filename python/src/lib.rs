@@ -5,7 +5,8 @@
 //! - [`report`]: `report(paths, ...)`, what `metaroce-analyze report
 //!   --json` prints, as a dict;
 //! - the Spark reduce (cluster/metaroce_cluster/between.py): [`shard`]
-//!   cuts a host's sightings into bucket blobs ([`blob`]), [`buckets`]
+//!   cuts a host's sightings into bucket blobs (the engine's
+//!   `analyzer::engine::blob`), [`buckets`]
 //!   matches one bucket of every host once and reads the match twice
 //!   (path sums, then mergeable partials), [`assemble`]
 //!   turns the summed partials into the report;
@@ -19,7 +20,8 @@
 #![allow(unsafe_code)]
 
 mod assemble;
-mod blob;
+/// The sightings' wire format, the engine's own.
+use analyzer::engine::blob;
 mod buckets;
 mod columns;
 mod matching;

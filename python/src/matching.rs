@@ -19,7 +19,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use analyzer::engine::{
-    CrossCapture, Fate, FlowPath, Hist, MergeConfig, PathSums, Transmission, one_way_delay,
+    CrossCapture, Fate, FlowPath, Hist, MAX_CAPTURES, MergeConfig, PathSums, Transmission,
+    one_way_delay,
 };
 use arrow_array::builder::{BooleanBuilder, Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::cast::AsArray;
@@ -206,7 +207,7 @@ struct Out {
 }
 
 /// A copy: (capture, ts, frame).
-type Copy3 = (u8, u64, u64);
+type Copy3 = (u16, u64, u64);
 
 impl Out {
     fn push(
@@ -262,10 +263,10 @@ impl Out {
     }
 }
 
-fn capture_index(c: i32) -> PyResult<u8> {
-    u8::try_from(c).map_err(|_| {
+fn capture_index(c: i32) -> PyResult<u16> {
+    u16::try_from(c).map_err(|_| {
         value_error(format!(
-            "capture {c}: the engine matches at most 256 captures (0..=255)"
+            "capture {c}: the engine matches at most {MAX_CAPTURES} captures (0..{MAX_CAPTURES})"
         ))
     })
 }
@@ -289,9 +290,9 @@ impl Matcher {
     #[new]
     #[pyo3(signature = (spans, *, window_ns = 1_000_000_000))]
     fn new(spans: Vec<(u64, u64)>, window_ns: u64) -> PyResult<Self> {
-        if spans.len() > 256 {
+        if spans.len() > MAX_CAPTURES {
             return Err(value_error(format!(
-                "{} captures: the engine matches at most 256",
+                "{} captures: the engine matches at most {MAX_CAPTURES}",
                 spans.len()
             )));
         }

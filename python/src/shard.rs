@@ -22,18 +22,6 @@ use rustc_hash::{FxHashMap, FxHasher};
 use crate::blob::{Flow, FlowIndex, Row, Sightings};
 use crate::matching::{Cols, Ips, PyBatch, value_error};
 
-impl Flow {
-    pub fn of(tx: &Transmission) -> Flow {
-        Flow {
-            rocev2: tx.rocev2,
-            src: tx.src,
-            dst: tx.dst,
-            src_conn: tx.src_conn,
-            dst_conn: tx.dst_conn,
-        }
-    }
-}
-
 /// The bucket of a transmission: the same on every executor (FxHash has
 /// no per-process seed).
 fn bucket_of(tx: &Transmission, buckets: u32) -> u32 {

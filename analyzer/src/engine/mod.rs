@@ -63,9 +63,10 @@ pub use crate::observation::{
     CrcCheck, CtrlObs, DataObs, FbKind, FeedbackObs, FlowLabel, MirrorTag, MrBody, MrChecks, MrObs,
     ObsKind, Observation, RoceObs,
 };
+pub use cross_capture::blob;
 pub use cross_capture::{
-    CaptureCopy, CrossCapture, Fate, FlowPath, MergeConfig, MultiEngine, Offsets, PathSums,
-    Transmission, one_way_delay,
+    CaptureCopy, CrossCapture, FRAME_NUMBER_MASK, Fate, FlowPath, MAX_CAPTURES, MergeConfig,
+    MultiEngine, Offsets, PathSums, Transmission, one_way_delay,
 };
 pub use direction::DirSize;
 pub use hist::{Hist, Summary};

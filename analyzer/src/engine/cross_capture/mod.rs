@@ -27,8 +27,10 @@
 //! what a transmission is; `report` the clock offsets and the
 //! `between_captures` report; `rows` the row mode of a reduce over many
 //! captures' rows (the Spark job); `multi` [`MultiEngine`], the engines of
-//! several captures beside one matcher.
+//! several captures beside one matcher; `blob` the row mode's sightings
+//! as bytes (what the Spark job moves between its tasks).
 
+pub mod blob;
 mod multi;
 mod report;
 mod rows;
@@ -47,6 +49,13 @@ use report::{END_MARGIN_DELAYS, PathDeltas};
 use rows::Rows;
 pub use rows::{FlowPath, PathSums};
 pub use transmission::Transmission;
+
+/// Most captures one matcher tells apart: a capture is a `u16` index.
+pub const MAX_CAPTURES: usize = 1 << u16::BITS;
+
+/// A [`CaptureCopy`]'s frame number is the frame's modulo 2^40 (a
+/// sighting packs it beside its capture and ECN in 64 bits).
+pub const FRAME_NUMBER_MASK: u64 = (1 << Sighting::FRAME_BITS) - 1;
 
 /// Settings of the cross-capture matcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,34 +113,40 @@ struct TxKey {
 #[derive(Debug, Clone, Copy)]
 struct Sighting {
     ts: u64,
-    /// The frame number (low 48 bits), the capture (8 bits) and the IP
-    /// ECN codepoint (8 bits): [`Sighting::copy`] unpacks them.
+    /// The frame number (low 40 bits), the capture (16 bits) and the IP
+    /// ECN codepoint (8 bits): [`Sighting::copy`] unpacks them. A frame
+    /// number past 2^40 (a trillion frames into one capture) is kept
+    /// modulo 2^40: it only names the frame in findings and unmatched
+    /// rows, the matching never reads it.
     packed: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Sighting>() == 16);
 
 impl Sighting {
-    const FRAME_BITS: u32 = 48;
+    const FRAME_BITS: u32 = 40;
+    const ECN_SHIFT: u32 = Self::FRAME_BITS + u16::BITS;
 
-    fn new(capture: u8, ts_ns: u64, frame: u64, ecn: u8) -> Sighting {
-        let frame = frame & ((1 << Self::FRAME_BITS) - 1);
+    fn new(capture: u16, ts_ns: u64, frame: u64, ecn: u8) -> Sighting {
+        let frame = frame & FRAME_NUMBER_MASK;
         Sighting {
             ts: ts_ns,
-            packed: frame | u64::from(capture) << Self::FRAME_BITS | u64::from(ecn) << 56,
+            packed: frame
+                | u64::from(capture) << Self::FRAME_BITS
+                | u64::from(ecn) << Self::ECN_SHIFT,
         }
     }
 
-    fn capture(&self) -> u8 {
-        (self.packed >> Self::FRAME_BITS) as u8
+    fn capture(&self) -> u16 {
+        (self.packed >> Self::FRAME_BITS) as u16
     }
 
     fn copy(&self) -> CaptureCopy {
         CaptureCopy {
             capture: self.capture(),
-            frame: self.packed & ((1 << Self::FRAME_BITS) - 1),
+            frame: self.packed & FRAME_NUMBER_MASK,
             ts_ns: self.ts,
-            ecn: (self.packed >> 56) as u8,
+            ecn: (self.packed >> Self::ECN_SHIFT) as u8,
         }
     }
 }
@@ -141,8 +156,8 @@ impl Sighting {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaptureCopy {
     /// The capture (0-based).
-    pub capture: u8,
-    /// Its frame number in that capture.
+    pub capture: u16,
+    /// Its frame number in that capture, modulo 2^40 ([`FRAME_NUMBER_MASK`]).
     pub frame: u64,
     pub ts_ns: u64,
     /// The IP ECN codepoint it was captured with.
@@ -151,7 +166,7 @@ pub struct CaptureCopy {
 
 impl CaptureCopy {
     /// `obs`, captured in `capture`.
-    pub fn of(capture: u8, obs: &Observation) -> CaptureCopy {
+    pub fn of(capture: u16, obs: &Observation) -> CaptureCopy {
         CaptureCopy {
             capture,
             frame: obs.frame,
@@ -170,12 +185,12 @@ pub struct CrossCapture {
     first_ts: Vec<Option<u64>>,
     last_ts: Vec<u64>,
     /// (capture a, capture b, flow, ev) -> deltas.
-    deltas: FxHashMap<(u8, u8, FlowId, u16), PathDeltas>,
+    deltas: FxHashMap<(u16, u16, FlowId, u16), PathDeltas>,
     /// (capture, flow, ev) -> transmissions never matched.
-    unmatched: FxHashMap<(u8, FlowId, u16), u64>,
+    unmatched: FxHashMap<(u16, FlowId, u16), u64>,
     /// (capture, flow, ev) -> transmissions unmatched at the end whose
     /// copy could still have been on its way when the other capture ended.
-    unknown: FxHashMap<(u8, FlowId, u16), u64>,
+    unknown: FxHashMap<(u16, FlowId, u16), u64>,
     rng: u64,
     /// Row mode ([`CrossCapture::for_rows`]).
     rows: Option<Rows>,
@@ -183,11 +198,11 @@ pub struct CrossCapture {
 
 /// Clock offsets between capture pairs, as [`CrossCapture::report`]
 /// estimates them: the context of [`CrossCapture::fate_at_end`].
-pub struct Offsets(FxHashMap<(u8, u8), i64>);
+pub struct Offsets(FxHashMap<(u16, u16), i64>);
 
 impl Offsets {
     /// Clock of `to` minus clock of `from` (0 when not estimated).
-    fn between(&self, from: u8, to: u8) -> i128 {
+    fn between(&self, from: u16, to: u16) -> i128 {
         if from < to {
             self.0.get(&(from, to)).map_or(0, |&o| i128::from(o))
         } else {
@@ -216,7 +231,7 @@ impl CrossCapture {
     /// Capture `capture` ran from `first_ts_ns` to `last_ts_ns`, as when
     /// its first and last frames had been [`CrossCapture::tick`]ed, but
     /// without moving the window (`newest`).
-    pub fn set_span(&mut self, capture: u8, first_ts_ns: u64, last_ts_ns: u64) {
+    pub fn set_span(&mut self, capture: u16, first_ts_ns: u64, last_ts_ns: u64) {
         let ci = usize::from(capture);
         if self.first_ts.len() <= ci {
             self.first_ts.resize(ci + 1, None);
@@ -244,7 +259,7 @@ impl CrossCapture {
 
     /// Notes that capture `capture` was running at `ts_ns` (every frame,
     /// whatever its protocol).
-    pub fn tick(&mut self, capture: u8, ts_ns: u64) {
+    pub fn tick(&mut self, capture: u16, ts_ns: u64) {
         let ci = usize::from(capture);
         if self.first_ts.len() <= ci {
             self.first_ts.resize(ci + 1, None);
@@ -258,7 +273,7 @@ impl CrossCapture {
     /// One packet of capture `capture`. When it is the copy of a
     /// transmission already seen in another capture and not yet matched,
     /// the two are matched and that other copy is returned.
-    pub fn observe(&mut self, capture: u8, obs: &Observation) -> Option<CaptureCopy> {
+    pub fn observe(&mut self, capture: u16, obs: &Observation) -> Option<CaptureCopy> {
         self.tick(capture, obs.ts_ns);
         let tx = Transmission::of(obs)?;
         self.sighting(&tx, Sighting::new(capture, obs.ts_ns, obs.frame, obs.ecn))
@@ -399,7 +414,7 @@ impl CrossCapture {
         &self,
         offsets: &Offsets,
         tx: &Transmission,
-        capture: u8,
+        capture: u16,
         ts_ns: u64,
     ) -> Option<Fate> {
         self.fate_of(offsets, &tx.key(), Sighting::new(capture, ts_ns, 0, 0))
@@ -411,9 +426,9 @@ impl CrossCapture {
             return None;
         }
         let c = seen.capture();
-        let at = |o: u8| i128::from(seen.ts) + offsets.between(c, o);
+        let at = |o: u16| i128::from(seen.ts) + offsets.between(c, o);
         // (capture, end margin) of each capture downstream of this one.
-        let downstream: Vec<(u8, i128)> = (0..captures as u8)
+        let downstream: Vec<(u16, i128)> = (0..captures as u16)
             .filter(|&o| o != c)
             .filter_map(|o| {
                 let (a, b) = (c.min(o), c.max(o));

@@ -3,7 +3,7 @@
 
 use super::super::report::BetweenReport;
 use super::super::{Config, Engine, MsgDone, Report, Verdict};
-use super::{CaptureCopy, CrossCapture, MergeConfig};
+use super::{CaptureCopy, CrossCapture, MAX_CAPTURES, MergeConfig};
 use crate::observation::Observation;
 
 /// Several captures analysed together: one engine per capture plus the
@@ -12,13 +12,13 @@ pub struct MultiEngine {
     engines: Vec<Engine>,
     cross: CrossCapture,
     /// The capture of the copy the last packet ingested was matched with.
-    matched: Option<u8>,
+    matched: Option<u16>,
 }
 
 impl MultiEngine {
     pub fn new(captures: usize, cfg: Config, merge: MergeConfig) -> Self {
         MultiEngine {
-            engines: (0..captures.clamp(1, 255))
+            engines: (0..captures.clamp(1, MAX_CAPTURES))
                 .map(|_| Engine::new(cfg))
                 .collect(),
             cross: CrossCapture::new(merge),
@@ -41,13 +41,14 @@ impl MultiEngine {
     /// a capture analysed alone until a second capture point turned up.
     pub fn remember(&mut self, capture: usize, obs: &Observation) {
         let c = capture.min(self.engines.len() - 1);
-        self.cross.observe(c as u8, obs);
+        self.cross.observe(c as u16, obs);
     }
 
     /// Adds a capture point (a mirror session found in a capture) and
-    /// returns its index. Past 255 points the last one takes the rest.
+    /// returns its index. Past [`MAX_CAPTURES`] points the last one takes
+    /// the rest.
     pub fn add_capture(&mut self, cfg: Config) -> usize {
-        if self.engines.len() < 255 {
+        if self.engines.len() < MAX_CAPTURES {
             self.engines.push(Engine::new(cfg));
         }
         self.engines.len() - 1
@@ -60,11 +61,11 @@ impl MultiEngine {
     /// ingested earlier: [`MultiEngine::matched_capture`] names the other.
     pub fn ingest(&mut self, capture: usize, obs: &Observation) -> Verdict {
         let c = capture.min(self.engines.len() - 1);
-        let matched = self.cross.observe(c as u8, obs);
+        let matched = self.cross.observe(c as u16, obs);
         let v = self.engines[c].ingest(obs);
         self.matched = matched.map(|m| m.capture);
         if let Some(other) = matched {
-            self.copies_matched(obs, CaptureCopy::of(c as u8, obs), other);
+            self.copies_matched(obs, CaptureCopy::of(c as u16, obs), other);
         }
         v
     }
@@ -96,7 +97,7 @@ impl MultiEngine {
 
     pub fn ingest_other(&mut self, capture: usize, ts_ns: u64) {
         let c = capture.min(self.engines.len() - 1);
-        self.cross.tick(c as u8, ts_ns);
+        self.cross.tick(c as u16, ts_ns);
         self.engines[c].ingest_other(ts_ns);
     }
 

@@ -72,8 +72,8 @@ impl CrossCapture {
     /// the pair when that one has no match; `None` without any.
     pub(super) fn max_delay(
         &self,
-        a: u8,
-        b: u8,
+        a: u16,
+        b: u16,
         offset: i64,
         flow: FlowId,
         ev: u16,
@@ -94,13 +94,13 @@ impl CrossCapture {
             self.report()
                 .iter()
                 .filter(|r| r.offset_estimated)
-                .map(|r| ((r.capture_a as u8, r.capture_b as u8), r.clock_offset_ns))
+                .map(|r| ((r.capture_a as u16, r.capture_b as u16), r.clock_offset_ns))
                 .collect(),
         )
     }
 
     pub fn report(&self) -> Vec<BetweenReport> {
-        let mut pairs: Vec<(u8, u8)> = self.deltas.keys().map(|k| (k.0, k.1)).collect();
+        let mut pairs: Vec<(u16, u16)> = self.deltas.keys().map(|k| (k.0, k.1)).collect();
         pairs.sort_unstable();
         pairs.dedup();
         let mut out = Vec::new();

@@ -114,7 +114,7 @@ impl CrossCapture {
     pub fn for_rows(cfg: MergeConfig, spans: &[(u64, u64)]) -> Self {
         let mut m = CrossCapture::new(cfg);
         for (c, &(first, last)) in spans.iter().enumerate() {
-            m.set_span(c as u8, first, last);
+            m.set_span(c as u16, first, last);
         }
         m.rows = Some(Rows::default());
         m
@@ -125,7 +125,7 @@ impl CrossCapture {
     /// the IP ECN codepoint `ecn`.
     pub fn observe_transmission(
         &mut self,
-        capture: u8,
+        capture: u16,
         tx: &Transmission,
         ts_ns: u64,
         frame: u64,
@@ -187,7 +187,7 @@ impl CrossCapture {
 
     /// The reduce's last step: the matches of path `path` between
     /// captures `a < b`, summed over the partitions.
-    pub fn add_path(&mut self, a: u8, b: u8, path: &FlowPath, sums: PathSums) {
+    pub fn add_path(&mut self, a: u16, b: u16, path: &FlowPath, sums: PathSums) {
         let d = self
             .deltas
             .entry((a, b, path.flow(), path.ev))
@@ -213,7 +213,7 @@ impl CrossCapture {
     /// lowest value is `bucket` ([`Hist::bucket_lowest`]): the report's
     /// delay summary comes from these counts, which give the percentiles
     /// all the samples give.
-    pub fn add_one_way_delays(&mut self, a: u8, b: u8, path: &FlowPath, bucket: u64, count: u64) {
+    pub fn add_one_way_delays(&mut self, a: u16, b: u16, path: &FlowPath, bucket: u64, count: u64) {
         if let Some(d) = self.deltas.get_mut(&(a, b, path.flow(), path.ev)) {
             d.owd_buckets.push((bucket, count));
         }
@@ -221,7 +221,7 @@ impl CrossCapture {
 
     /// `count` transmissions of path `path` captured in `capture` and not
     /// at the next capture point, with their fate.
-    pub fn add_unmatched(&mut self, capture: u8, path: &FlowPath, fate: Fate, count: u64) {
+    pub fn add_unmatched(&mut self, capture: u16, path: &FlowPath, fate: Fate, count: u64) {
         let counts = match fate {
             Fate::Lost => &mut self.unmatched,
             Fate::Unknown => &mut self.unknown,

@@ -1,6 +1,8 @@
-//! The reduce's sightings as bytes: what Spark moves from a host's task
-//! to its bucket's partition ([`crate::shard`]), and what a bucket keeps
-//! between its two passes ([`crate::buckets`]).
+//! The reduce's sightings as bytes: what the Spark job (the `metaroce`
+//! Python package) moves from a host's task to its bucket's partition,
+//! and what a bucket keeps between its two passes. The format is the
+//! engine's, beside the row mode that reads it ([`super::rows`]), so it
+//! is tested without Python.
 //!
 //! Fixed-width little-endian columns, not a self-describing format: a
 //! bucket holds millions of rows, and encoding or decoding them is a copy
@@ -9,18 +11,51 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use analyzer::engine::Transmission;
-use serde::{Deserialize, Serialize};
+use super::{FlowPath, Transmission};
 
 /// A flow as the matcher keys it: a MetaRoCE direction, or a RoCEv2 flow
 /// (`src_conn` 0, `dst_conn` its destination QP).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Flow {
     pub rocev2: bool,
     pub src: IpAddr,
     pub dst: IpAddr,
     pub src_conn: u32,
     pub dst_conn: u32,
+}
+
+impl Flow {
+    pub fn of(tx: &Transmission) -> Flow {
+        Flow {
+            rocev2: tx.rocev2,
+            src: tx.src,
+            dst: tx.dst,
+            src_conn: tx.src_conn,
+            dst_conn: tx.dst_conn,
+        }
+    }
+
+    pub fn path(&self, ev: u16) -> FlowPath {
+        FlowPath {
+            rocev2: self.rocev2,
+            src: self.src,
+            dst: self.dst,
+            src_conn: self.src_conn,
+            dst_conn: self.dst_conn,
+            ev,
+        }
+    }
+
+    pub fn of_path(p: &FlowPath) -> Flow {
+        Flow {
+            rocev2: p.rocev2,
+            src: p.src,
+            dst: p.dst,
+            src_conn: p.src_conn,
+            dst_conn: p.dst_conn,
+        }
+    }
 }
 
 /// A switch a copy crossed (HOP_TELEMETRY): switch id, queue depth, hop
@@ -30,9 +65,9 @@ pub type Hop = (u32, u16, u16);
 /// One sighting: the transmission's key beyond its flow (an index into
 /// [`Sightings::flows`]), where and when it was captured, and its hops
 /// (`hop_count` entries of [`Sightings::hops`] from `hop_start`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Row {
-    pub capture: u8,
+    pub capture: u16,
     pub ptype: u8,
     pub ecn: u8,
     pub ev: u16,
@@ -46,17 +81,17 @@ pub struct Row {
     pub frame: u64,
 }
 
-const ROW_BYTES: usize = 1 + 1 + 1 + 2 + 2 + 2 + 4 + 4 + 4 + 4 + 8 + 8;
+const ROW_BYTES: usize = 2 + 1 + 1 + 2 + 2 + 2 + 4 + 4 + 4 + 4 + 8 + 8;
 const FLOW_BYTES: usize = 1 + 17 + 17 + 4 + 4;
 const HOP_BYTES: usize = 8;
-/// "MRS1": the format's tag and version.
-const MAGIC: u32 = 0x3153_524d;
+/// "MRS2": the format's tag and version (2: the capture is a `u16`).
+const MAGIC: u32 = 0x3253_524d;
 
 /// Sightings with their flows and hops: one host's sightings of one
 /// bucket (`host` its index in the job's list of hosts read, `capture`
 /// 0), or a bucket's sightings of every host (`host` [`Sightings::ALL`],
 /// `capture` set).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Sightings {
     pub host: u32,
     pub flows: Vec<Flow>,
@@ -107,7 +142,7 @@ impl<'a> Reader<'a> {
 
     /// Fails unless every byte was read.
     pub fn end(&self) -> Result<(), String> {
-        match self.bytes.len() - self.at {
+        match self.bytes.len().saturating_sub(self.at) {
             0 => Ok(()),
             n => Err(format!("{n} bytes left over after byte {}", self.at)),
         }
@@ -119,7 +154,7 @@ impl<'a> Reader<'a> {
             return Err(format!(
                 "truncated at byte {} reading {what} ({n} bytes wanted, {} left)",
                 self.at,
-                self.bytes.len() - self.at
+                self.bytes.len().saturating_sub(self.at)
             ));
         };
         let s = &self.bytes[self.at..end];
@@ -188,7 +223,8 @@ impl Sightings {
             out.extend_from_slice(&f.dst_conn.to_le_bytes());
         }
         for r in &self.rows {
-            out.extend_from_slice(&[r.capture, r.ptype, r.ecn]);
+            out.extend_from_slice(&r.capture.to_le_bytes());
+            out.extend_from_slice(&[r.ptype, r.ecn]);
             for v in [r.ev, r.path_seq, r.hop_count] {
                 out.extend_from_slice(&v.to_le_bytes());
             }
@@ -255,18 +291,18 @@ impl Sightings {
         let row_bytes = r.take(rows * ROW_BYTES, "the rows")?;
         for (i, s) in row_bytes.chunks_exact(ROW_BYTES).enumerate() {
             let row = Row {
-                capture: s[0],
-                ptype: s[1],
-                ecn: s[2],
-                ev: u16::from_le_bytes(le(s, 3)),
-                path_seq: u16::from_le_bytes(le(s, 5)),
-                hop_count: u16::from_le_bytes(le(s, 7)),
-                flow: u32::from_le_bytes(le(s, 9)),
-                psn: u32::from_le_bytes(le(s, 13)),
-                tx_ts: u32::from_le_bytes(le(s, 17)),
-                hop_start: u32::from_le_bytes(le(s, 21)),
-                ts: u64::from_le_bytes(le(s, 25)),
-                frame: u64::from_le_bytes(le(s, 33)),
+                capture: u16::from_le_bytes(le(s, 0)),
+                ptype: s[2],
+                ecn: s[3],
+                ev: u16::from_le_bytes(le(s, 4)),
+                path_seq: u16::from_le_bytes(le(s, 6)),
+                hop_count: u16::from_le_bytes(le(s, 8)),
+                flow: u32::from_le_bytes(le(s, 10)),
+                psn: u32::from_le_bytes(le(s, 14)),
+                tx_ts: u32::from_le_bytes(le(s, 18)),
+                hop_start: u32::from_le_bytes(le(s, 22)),
+                ts: u64::from_le_bytes(le(s, 26)),
+                frame: u64::from_le_bytes(le(s, 34)),
             };
             if row.flow as usize >= flows {
                 return Err(format!("row {i} names flow {} of {flows}", row.flow));
@@ -300,7 +336,7 @@ impl Sightings {
     }
 
     /// Adds another host's sightings, its rows in capture `capture`.
-    pub fn append(&mut self, other: Sightings, capture: u8, flow_index: &mut FlowIndex) {
+    pub fn append(&mut self, other: Sightings, capture: u16, flow_index: &mut FlowIndex) {
         let flows: Vec<u32> = other
             .flows
             .iter()
@@ -327,5 +363,161 @@ impl FlowIndex {
             flows.push(*flow);
             (flows.len() - 1) as u32
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn flow(i: u8, v6: bool) -> Flow {
+        let (src, dst) = if v6 {
+            (
+                IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, u16::from(i))),
+                IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, u16::from(i))),
+            )
+        } else {
+            (IpAddr::from([10, 0, 0, i]), IpAddr::from([10, 0, 1, i]))
+        };
+        Flow {
+            rocev2: v6,
+            src,
+            dst,
+            src_conn: u32::from(i) * 3,
+            dst_conn: u32::from(i) * 5 + 1,
+        }
+    }
+
+    fn row(capture: u16, flow: u32, i: u32, hop_start: u32, hop_count: u16) -> Row {
+        Row {
+            capture,
+            ptype: (i % 7) as u8,
+            ecn: (i % 4) as u8,
+            ev: (i * 11) as u16,
+            path_seq: (i * 13) as u16,
+            hop_count,
+            flow,
+            psn: i * 17,
+            tx_ts: i * 19,
+            hop_start,
+            ts: u64::from(i) * 1_000_003,
+            frame: (1 << 45) + u64::from(i),
+        }
+    }
+
+    /// Two flows (IPv4 and IPv6), three rows (one with two hops, a
+    /// capture past 255), three hops.
+    fn sample() -> Sightings {
+        Sightings {
+            host: 7,
+            flows: vec![flow(1, false), flow(2, true)],
+            rows: vec![
+                row(0, 0, 1, 0, 0),
+                row(300, 1, 2, 0, 2),
+                row(u16::MAX, 0, 3, 2, 1),
+            ],
+            hops: vec![(1, 2, 3), (4, 5, 6), (u32::MAX, u16::MAX, 0)],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let s = sample();
+        let bytes = s.encode();
+        let (back, end) = Sightings::decode(&bytes).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(end, bytes.len());
+        assert_eq!(back.hops(&back.rows[1]), &s.hops[0..2]);
+        assert_eq!(back.flow(&back.rows[1]), &s.flows[1]);
+    }
+
+    #[test]
+    fn decode_stops_at_its_end() {
+        let mut bytes = sample().encode();
+        let len = bytes.len();
+        bytes.extend_from_slice(b"kept bucket");
+        assert_eq!(Sightings::decode(&bytes).unwrap().1, len);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let bytes = sample().encode();
+        for n in 0..bytes.len() {
+            let err = Sightings::decode(&bytes[..n]).expect_err("truncated blob decoded");
+            assert!(!err.is_empty(), "{n}");
+        }
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let good = sample().encode();
+        let mut tag = good.clone();
+        tag[0] ^= 1;
+        assert!(
+            Sightings::decode(&tag)
+                .unwrap_err()
+                .contains("not a sightings blob")
+        );
+        // Row 0's flow index (bytes 10.. of the row) past the flows.
+        let rows_at = 20 + 2 * FLOW_BYTES;
+        let mut flow_ix = good.clone();
+        flow_ix[rows_at + 10] = 9;
+        let err = Sightings::decode(&flow_ix).unwrap_err();
+        assert!(err.contains("row 0 names flow 9 of 2"), "{err}");
+        // Row 2's hop count (bytes 8..) runs past the hops.
+        let mut hops = good.clone();
+        hops[rows_at + 2 * ROW_BYTES + 8] = 5;
+        let err = Sightings::decode(&hops).unwrap_err();
+        assert!(err.contains("row 2's hops"), "{err}");
+        // The first flow's address family.
+        let mut family = good.clone();
+        family[20 + 1] = 5;
+        let err = Sightings::decode(&family).unwrap_err();
+        assert!(err.contains("address family 5 (legal: 4, 6)"), "{err}");
+        // A count larger than the bytes that follow allocates nothing.
+        let mut count = good;
+        count[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = Sightings::decode(&count).unwrap_err();
+        assert!(err.contains("announced"), "{err}");
+    }
+
+    #[test]
+    fn append_renumbers_flows_hops_and_capture() {
+        let mut all = Sightings {
+            host: Sightings::ALL,
+            ..Sightings::default()
+        };
+        let mut index = FlowIndex::default();
+        all.append(sample(), 1000, &mut index);
+        all.append(sample(), 1001, &mut index);
+        assert_eq!(all.flows.len(), 2);
+        assert_eq!(all.rows.len(), 6);
+        assert_eq!(all.hops.len(), 6);
+        let last = all.rows[5];
+        assert_eq!(last.capture, 1001);
+        assert_eq!(all.hops(&last), &sample().hops[2..3]);
+        assert_eq!(all.flow(&last), &sample().flows[0]);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = Sightings::decode(&bytes);
+        }
+
+        #[test]
+        fn corrupted_blobs_never_panic(at in 0usize..200, byte in any::<u8>()) {
+            let mut bytes = sample().encode();
+            let at = at % bytes.len();
+            bytes[at] = byte;
+            if let Ok((s, end)) = Sightings::decode(&bytes) {
+                prop_assert!(end <= bytes.len());
+                for r in &s.rows {
+                    let _ = (s.flow(r), s.hops(r));
+                }
+            }
+        }
     }
 }
