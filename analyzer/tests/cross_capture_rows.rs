@@ -14,7 +14,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use analyzer::engine::{
-    CrossCapture, FlowPath, Hist, MergeConfig, MrObs, ObsKind, Observation, PathSums, Transmission,
+    CrossCapture, FlowPath, Hist, MergeConfig, MrObs, Observation, PathSums, Transmission,
     one_way_delay,
 };
 
@@ -23,17 +23,7 @@ const OFFSET: u64 = 5_000_000;
 fn obs(frame: u64, ts: u64, from_a: bool, mr: MrObs) -> Observation {
     let (a, b) = (common::ip("10.3.0.1"), common::ip("10.3.0.2"));
     let (src, dst) = if from_a { (a, b) } else { (b, a) };
-    Observation {
-        frame,
-        ts_ns: ts,
-        src,
-        dst,
-        src_port: 0xC000,
-        dst_port: 4794,
-        ecn: 0,
-        malformed: false,
-        kind: ObsKind::MetaRoce(mr),
-    }
+    common::metaroce_observation(frame, ts, src, dst, mr)
 }
 
 /// (capture, observation) in capture-time order.

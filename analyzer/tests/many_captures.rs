@@ -9,7 +9,7 @@
 
 mod common;
 
-use analyzer::engine::{Config, MAX_CAPTURES, MergeConfig, MultiEngine, ObsKind, Observation};
+use analyzer::engine::{Config, MAX_CAPTURES, MergeConfig, MultiEngine, Observation};
 
 const CAPTURES: usize = 320;
 // The scale: a job of 1,024 hosts is one matching.
@@ -42,17 +42,7 @@ fn events() -> Vec<(usize, Observation)> {
                 } else {
                     (host(b), host(a))
                 };
-                let obs = Observation {
-                    frame,
-                    ts_ns: ts + clock_ahead(c),
-                    src,
-                    dst,
-                    src_port: 0xC000,
-                    dst_port: 4794,
-                    ecn: 0,
-                    malformed: false,
-                    kind: ObsKind::MetaRoce(mr),
-                };
+                let obs = common::metaroce_observation(frame, ts + clock_ahead(c), src, dst, mr);
                 (c, obs)
             };
             let frame = u64::from(i) * 2;

@@ -43,21 +43,21 @@ fn comparable(v: Value, shift_ns: i64) -> Value {
     }
 }
 
-#[test]
-fn a_collector_shows_each_connection_from_one_capture_point() {
-    let mirrored = replay("mirror_erspan3.pcap");
+/// `collector`, a replay of `multipath_loss` mirrored from the sender's
+/// link (session 1 of 192.0.2.1, first) and the receiver's (`receiver`),
+/// shows the sender's point: a replay of `multipath_loss_sender.pcap` on
+/// the collector's clock, which records each copy 7 us later. The
+/// receiver's session carried 30 copies of the same connection, counted
+/// and not analysed again. Returns the collector's report as JSON.
+fn shows_the_sender_point(collector: &Snapshot, receiver: &str) -> Value {
     let sender = replay("multipath_loss_sender.pcap");
     let json = |s: &Snapshot| serde_json::to_value(&s.report).unwrap();
-    let (m, s) = (json(&mirrored), json(&sender));
-    // The live view runs on the collector's clock: it records each copy
-    // 7 us after the sender's capture did.
+    let (c, s) = (json(collector), json(&sender));
     assert_eq!(
-        comparable(m["directions"].clone(), -7_000),
+        comparable(c["directions"].clone(), -7_000),
         comparable(s["directions"].clone(), 0)
     );
-    // Both sessions are capture points; the receiver's switch carried 30
-    // copies of the same connection, counted and not analysed again.
-    let points: Vec<_> = mirrored
+    let points: Vec<_> = collector
         .points
         .iter()
         .map(|p| (p.name.as_str(), p.packets, p.copies_not_analysed))
@@ -66,9 +66,16 @@ fn a_collector_shows_each_connection_from_one_capture_point() {
         points,
         [
             ("ERSPAN III 192.0.2.1 session 1", 32, 0),
-            ("ERSPAN III 192.0.2.2 session 2", 30, 30)
+            (receiver, 30, 30)
         ]
     );
+    c
+}
+
+#[test]
+fn a_collector_shows_each_connection_from_one_capture_point() {
+    let mirrored = replay("mirror_erspan3.pcap");
+    let m = shows_the_sender_point(&mirrored, "ERSPAN III 192.0.2.2 session 2");
     assert_eq!(m["capture"]["traffic"]["decapsulated"]["erspan3"], 62);
 
     // The exporter names the points too.
@@ -104,25 +111,7 @@ fn copies_cut_into_outer_fragments_keep_their_session() {
     // over IPv6 from 2001:db8::2): rebuilt, then decapsulated to their
     // session, as the copies sent whole.
     let cut = replay("mirror_fragments.pcap");
-    let sender = replay("multipath_loss_sender.pcap");
-    let json = |s: &Snapshot| serde_json::to_value(&s.report).unwrap();
-    let (c, s) = (json(&cut), json(&sender));
-    assert_eq!(
-        comparable(c["directions"].clone(), -7_000),
-        comparable(s["directions"].clone(), 0)
-    );
-    let points: Vec<_> = cut
-        .points
-        .iter()
-        .map(|p| (p.name.as_str(), p.packets, p.copies_not_analysed))
-        .collect();
-    assert_eq!(
-        points,
-        [
-            ("ERSPAN III 192.0.2.1 session 1", 32, 0),
-            ("ERSPAN II 2001:db8::2 session 2", 30, 30)
-        ]
-    );
+    let c = shows_the_sender_point(&cut, "ERSPAN II 2001:db8::2 session 2");
     let expected: Value = serde_json::from_str(
         &std::fs::read_to_string(common::fixture("mirror_fragments.expected.json")).unwrap(),
     )
