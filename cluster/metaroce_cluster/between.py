@@ -59,6 +59,21 @@ def _engine(driver_version):
     return metaroce
 
 
+def load_engine(spark, driver_version):
+    """A task per core imports the engine (checked against the driver's)
+    and pyarrow's Parquet reader, so the reduce's first tasks start on
+    Python workers that hold them."""
+
+    def load(_):
+        import pyarrow.parquet  # noqa: F401 -- loaded for the tasks that follow
+
+        _engine(driver_version)
+        return []
+
+    sc = spark.sparkContext
+    sc.parallelize(range(sc.defaultParallelism), sc.defaultParallelism).foreachPartition(load)
+
+
 def _fail_first_attempt():
     """Fault injection for the tests (METAROCE_TEST_FAIL_FIRST_ATTEMPT on
     the executors): partition 0's first attempt fails after its work."""
@@ -147,10 +162,12 @@ def default_buckets(items, cores):
 def read_hosts(spark, items, buckets, driver_version):
     """Tasks of several hosts ``items[i] = (host, packets dir, captures
     dir)`` (either dir may be None) read each host and cut its sightings
-    into blobs; Spark moves them to one partition per bucket. Returns
-    ``(blobs, infos)``: the RDD of ``(bucket, blob)`` (partition
-    ``buckets`` holds the hosts' infos instead) and per host ``{index,
-    rows, first, last, stalls, captures, problems}``, in host order."""
+    into blobs; Spark moves them to one partition per bucket. Returns the
+    RDD of ``(bucket, value)``, not yet computed (pass 1 runs it): a
+    value is a blob, or a host's info ``{index, rows, first, last,
+    captures, problems}``, which every bucket receives (pass 1 decides
+    from them which hosts are analysed, without a job of its own), or
+    ``(index, stalls)``, which bucket 0 receives."""
     columns = STRING_COLUMNS + ["malformed"] + INT_COLUMNS + LIST_COLUMNS
 
     def read(item):
@@ -159,32 +176,27 @@ def read_hosts(spark, items, buckets, driver_version):
         index, (host, packets_dir, captures_dir) = item
         metaroce = _engine(driver_version)
         problems = []
-        info = {"index": index, "rows": 0, "first": None, "last": None, "stalls": [], "captures": None,
-                "problems": problems}
+        info = {"index": index, "rows": 0, "first": None, "last": None, "captures": None, "problems": problems}
         caps = _read(captures_dir, None, problems)
         if caps is not None and caps.num_rows:
             info["captures"] = {k: v[0] for k, v in caps.slice(0, 1).to_pydict().items()}
         table = _read(packets_dir, columns, problems)
-        blobs = []
+        blobs, stalls = [], []
         if table is not None and table.num_rows:
             table = _packets(table)
             batches = table.to_batches()
             info["rows"] = table.num_rows
             mm = pc.min_max(table.column("ts_ns")).as_py()
             info["first"], info["last"] = mm["min"], mm["max"]
-            info["stalls"] = metaroce.stalls(batches)
+            stalls = metaroce.stalls(batches)
             blobs = metaroce.shard(batches, index, buckets)
-        return [(buckets, info)] + blobs
+        return [(b, info) for b in range(buckets)] + [(0, (index, stalls))] + blobs
 
     sc = spark.sparkContext
     # A task per core, each reading its share of the hosts: a task costs
     # more than a small host.
     tasks = max(1, min(len(items), sc.defaultParallelism))
-    blobs = sc.parallelize(list(enumerate(items)), tasks).flatMap(read).partitionBy(buckets + 1, lambda b: b)
-    # Only the infos' partition: the blobs stay in the shuffle's files
-    # for the first pass.
-    infos = sc.runJob(blobs, lambda it: [v for _, v in it], [buckets])
-    return blobs, sorted(infos, key=lambda i: i["index"])
+    return sc.parallelize(list(enumerate(items)), tasks).flatMap(read).partitionBy(buckets, lambda b: b)
 
 
 def _kept_path(job, bucket):
@@ -196,50 +208,65 @@ def _kept_path(job, bucket):
     return os.path.join(SparkFiles.getRootDirectory(), f"metaroce-kept-{job}-{bucket}")
 
 
-def match_buckets(blobs, spans, remap, driver_version, window_ns=WINDOW_NS):
-    """Pass 1: the engine's matcher over each bucket. Each task keeps its
-    bucket as matched in a file of its executor for pass 2 and returns
-    the bucket's paths' sums. Returns ``(paths, job)``: the sums summed
-    (bytes, for ``metaroce.offsets`` and pass 2) and the token that names
-    the kept files."""
+def _split(values):
+    """A bucket's values: ``(blobs, infos in host order, stalls)``."""
+    blobs, infos, stalls = [], [], []
+    for v in values:
+        if isinstance(v, bytes):
+            blobs.append(v)
+        elif isinstance(v, dict):
+            infos.append(v)
+        else:
+            stalls.append(v)
+    return blobs, sorted(infos, key=lambda i: i["index"]), sorted(stalls)
+
+
+def match_buckets(blobs, analysed, driver_version, window_ns=WINDOW_NS):
+    """Pass 1: the engine's matcher over each bucket. Each task decides
+    from the hosts' infos which hosts are analysed (``analysed(infos) ->
+    (spans, remap)``, the function the driver runs on the same infos),
+    keeps its bucket as matched in a file of its executor for pass 2 and
+    returns the bucket's paths' sums. Returns ``(paths, job, infos,
+    stalls)``: the sums summed (bytes, for ``metaroce.offsets`` and pass
+    2), the token that names the kept files, the hosts' infos and their
+    stalls ``[(index, stalls)]``."""
     job = uuid.uuid4().hex
-    buckets = blobs.getNumPartitions() - 1
 
     def run(i, it):
-        if i >= buckets:
-            return
+        parts, infos, stalls = _split(v for _, v in it)
         metaroce = _engine(driver_version)
-        paths, kept = metaroce.match_paths([b for _, b in it], spans, remap, window_ns=window_ns)
+        spans, remap = analysed(infos)
+        paths, kept = metaroce.match_paths(parts, spans, remap, window_ns=window_ns)
         path = _kept_path(job, i)
         # Written whole, then renamed: a reader sees all of it or nothing.
         with open(f"{path}.{os.getpid()}", "wb") as f:
             f.write(kept)
         os.replace(f"{path}.{os.getpid()}", path)
-        yield paths
+        yield paths, (infos, stalls) if i == 0 else None
 
     import metaroce
 
-    return metaroce.merge_paths(blobs.mapPartitionsWithIndex(run).collect()), job
+    done = blobs.mapPartitionsWithIndex(run).collect()
+    infos, stalls = done[0][1]
+    return metaroce.merge_paths([paths for paths, _ in done]), job, infos, stalls
 
 
 def partials(blobs, job, spans, remap, paths, to_ref, windows, driver_version, window_ns=WINDOW_NS):
     """Pass 2: every bucket's partials (bytes, for ``metaroce.assemble``),
     from the bucket pass 1 kept on this executor; a task that runs
-    elsewhere, or again, matches its bucket's blobs anew (the same
-    matches: the engine is deterministic)."""
+    elsewhere, or again, matches its bucket anew from the shuffled blobs
+    (the same matches: the engine is deterministic)."""
     shared = blobs.context.broadcast(paths)
-    buckets = blobs.getNumPartitions() - 1
 
     def run(i, it):
-        if i >= buckets:
-            return
         metaroce = _engine(driver_version)
         path = _kept_path(job, i)
         try:
             with open(path, "rb") as f:
                 kept = f.read()
         except FileNotFoundError:
-            _, kept = metaroce.match_paths([b for _, b in it], spans, remap, window_ns=window_ns)
+            parts = [v for _, v in it if isinstance(v, bytes)]
+            _, kept = metaroce.match_paths(parts, spans, remap, window_ns=window_ns)
         out = metaroce.match_partials(kept, spans, shared.value, to_ref, windows)
         if os.path.exists(path):
             os.remove(path)

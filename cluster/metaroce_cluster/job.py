@@ -99,20 +99,20 @@ def load(spark, args, messages):
     return sorted(items), roots, hosts_of_root
 
 
-def hosts_analysed(items, infos, messages):
+def hosts_analysed(items, infos, version, messages):
     """The hosts analysed, in name order (``capture``: index), from what
     each host's task read; ``remap[i]``: the capture of ``items[i]`` (-1:
-    left out)."""
-    ours = engine_version()
+    left out). A pure function of its arguments: pass 1's tasks run it
+    on the same infos as the driver."""
     hosts, remap = [], []
     for (h, _, _), info in zip(items, infos):
         for p in info["problems"]:
             messages.append(f"host {h}: {p}")
         n, s = info["rows"], info["captures"]
         remap.append(-1)
-        if s is not None and s.get("engine_version") != ours:
+        if s is not None and s.get("engine_version") != version:
             messages.append(f"host {h}: exported by the engine {s.get('engine_version') or 'of an older build'}, "
-                            f"this job runs {ours}: its per-packet verdicts are that engine's")
+                            f"this job runs {version}: its per-packet verdicts are that engine's")
         if s is None and n == 0:
             messages.append(f"host {h}: its export has neither a readable packets table nor a captures table: skipped")
             continue
@@ -136,6 +136,11 @@ def hosts_analysed(items, infos, messages):
     return hosts, remap
 
 
+def spans_of(hosts):
+    """Each analysed host's capture span, as the engine takes them."""
+    return [(h["first_ts_ns"] or 0, h["last_ts_ns"] or 0) for h in hosts]
+
+
 def overlap_messages(hosts, messages):
     for h in hosts:
         if h["first_ts_ns"] is None:
@@ -152,17 +157,25 @@ def run(spark, args):
     items, roots, hosts_of_root = load(spark, args, messages)
     version = engine_version()
     buckets = args.buckets or between.default_buckets(items, spark.sparkContext.defaultParallelism)
-    blobs, infos = between.read_hosts(spark, items, buckets, version)
-    hosts, remap = hosts_analysed(items, infos, messages)
     phases.done("map and load")
+    blobs = between.read_hosts(spark, items, buckets, version)
+
+    def analysed(infos):
+        hosts, remap = hosts_analysed(items, infos, version, [])
+        return spans_of(hosts), remap
+
+    # The hosts' tables read and matched in one job: its tasks decide
+    # which hosts are analysed as the driver does below.
+    paths, job, infos, host_stalls = between.match_buckets(blobs, analysed, version, args.window_ns)
+    hosts, remap = hosts_analysed(items, infos, version, messages)
+    phases.done("hosts read and matched")
     overlap_messages(hosts, messages)
     report = {"capture": {"files": len(hosts)}, "hosts": hosts, "between_captures": [], "fabric": {},
               "incidents": [], "messages": messages}
     if not any(h["packets"] for h in hosts):
         messages.append("no host has packets to analyse")
         return report
-    spans = [(h["first_ts_ns"] or 0, h["last_ts_ns"] or 0) for h in hosts]
-    paths, job = between.match_buckets(blobs, spans, remap, version, args.window_ns)
+    spans = spans_of(hosts)
     offsets = {(a, b): o for a, b, o in metaroce_module().offsets(spans, paths)}
     phases.done("clock offsets")
 
@@ -177,7 +190,7 @@ def run(spark, args):
     for h in hosts:
         h["clock_to_reference_ns"] = to_ref.get(h["capture"], 0) if ref_of.get(h["capture"]) == 0 else None
     report["capture"]["reference_clock"] = name[0]
-    stalls = fabric.stalls([(remap[i["index"]], i["stalls"]) for i in infos], name, to_ref)
+    stalls = fabric.stalls([(remap[index], found) for index, found in host_stalls], name, to_ref)
     incidents = fabric.incidents(stalls)
     windows = [(i["start_ns"] - args.lookback_ns, i["end_ns"]) for i in incidents]
 
@@ -234,8 +247,9 @@ def main(argv=None):
         .getOrCreate()
     )
     # The fixed cost: from spark-submit's start (postmortem.sh's clock) to
-    # the end of a first one-task job.
-    spark.sparkContext.parallelize([0], 1).count()
+    # the end of a first job, a task per core that loads the engine (the
+    # Python workers are reused by the tasks that follow).
+    between.load_engine(spark, engine_version())
     submitted = os.environ.get("METAROCE_SUBMIT_EPOCH")
     fixed = round(time.time() - float(submitted), 3) if submitted else None
     report = run(spark, args)
