@@ -343,7 +343,7 @@ pub fn assemble(
         let mut cross = matcher_of_paths(&spans, &list)?;
         for (k, b) in &p.owd {
             let path = k.flow.path(k.ev);
-            for (&bucket, &n) in &b.counts {
+            for (bucket, n) in b.counts() {
                 cross.add_one_way_delays(k.a, k.b, &path, bucket, n);
             }
         }

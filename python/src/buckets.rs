@@ -47,20 +47,55 @@ pub struct FabricPath {
     pub ev: u16,
 }
 
-/// Counts per histogram bucket (its lowest value), with the exact
-/// extremes.
+/// Samples as counts per histogram bucket, with the exact extremes and
+/// sum. Recorded into the engine's histogram (an array increment: a
+/// bucket records millions of delays); sent between tasks as (bucket
+/// lowest value, count) pairs, which rebuild it exactly
+/// ([`Hist::from_buckets`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(into = "BucketCounts", from = "BucketCounts")]
 pub struct Buckets {
-    pub counts: FxHashMap<u64, u64>,
+    hist: Hist,
     pub min: u64,
     pub max: u64,
     pub sum: u64,
 }
 
+/// [`Buckets`] as sent.
+#[derive(Serialize, Deserialize)]
+struct BucketCounts {
+    counts: Vec<(u64, u64)>,
+    min: u64,
+    max: u64,
+    sum: u64,
+}
+
+impl From<Buckets> for BucketCounts {
+    fn from(b: Buckets) -> Self {
+        BucketCounts {
+            counts: b.counts().collect(),
+            min: b.min,
+            max: b.max,
+            sum: b.sum,
+        }
+    }
+}
+
+impl From<BucketCounts> for Buckets {
+    fn from(c: BucketCounts) -> Self {
+        Buckets {
+            hist: Hist::from_buckets(c.min, c.max, &c.counts),
+            min: c.min,
+            max: c.max,
+            sum: c.sum,
+        }
+    }
+}
+
 impl Default for Buckets {
     fn default() -> Self {
         Buckets {
-            counts: FxHashMap::default(),
+            hist: Hist::new(),
             min: u64::MAX,
             max: 0,
             sum: 0,
@@ -70,28 +105,33 @@ impl Default for Buckets {
 
 impl Buckets {
     pub fn record(&mut self, v: u64) {
-        *self.counts.entry(Hist::bucket_lowest(v)).or_default() += 1;
+        self.hist.record(v);
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         self.sum = self.sum.saturating_add(v);
     }
 
     pub fn add(&mut self, o: &Buckets) {
-        for (&b, &n) in &o.counts {
-            *self.counts.entry(b).or_default() += n;
-        }
+        self.hist.add(&o.hist);
         self.min = self.min.min(o.min);
         self.max = self.max.max(o.max);
         self.sum = self.sum.saturating_add(o.sum);
     }
 
     pub fn count(&self) -> u64 {
-        self.counts.values().sum()
+        self.hist.len()
+    }
+
+    /// `(bucket lowest value, count)` of every bucket that holds samples.
+    pub fn counts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.hist
+            .inner()
+            .iter_recorded()
+            .map(|v| (Hist::bucket_lowest(v.value_iterated_to()), v.count_at_value()))
     }
 
     pub fn hist(&self) -> Hist {
-        let counts: Vec<(u64, u64)> = self.counts.iter().map(|(&b, &n)| (b, n)).collect();
-        Hist::from_buckets(self.min, self.max, &counts)
+        self.hist.clone()
     }
 }
 
