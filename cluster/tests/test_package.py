@@ -4,6 +4,7 @@
 polars."""
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 import metaroce
@@ -63,3 +64,33 @@ def test_the_binary_and_the_wheel_run_one_engine(captures8, binaries, tmp_path):
     version = metaroce.engine_version()
     assert version.startswith(metaroce.__version__ + "+") and len(version) > len(metaroce.__version__) + 8
     assert captures.column("engine_version").to_pylist() == [version]
+
+
+def test_bucket_blobs_are_packed_and_a_damaged_one_is_named(captures8):
+    """``shard``'s blobs cross Spark zstd-compressed; the bucket step
+    unpacks them, and bytes that are not such a blob (cut, or raw) raise
+    an error that names them, never a crash."""
+    table = metaroce.read_packets(captures8["captures"][0])
+    # The columns as the job casts them (between._packets: int64, as Spark's longs).
+    def as_job(field):
+        if pa.types.is_integer(field.type):
+            return pa.int64()
+        if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
+            return pa.list_(pa.int64())
+        return field.type
+
+    columns = {f.name: table.column(f.name).cast(as_job(f)) for f in table.schema}
+    blobs = metaroce.shard(pa.table(columns).to_batches(), 0, 2)
+    assert [b for b, _ in blobs] == [0, 1]
+    for _, blob in blobs:
+        assert blob[:4] == b"\x28\xb5\x2f\xfd", "a zstd frame"
+    spans = [(0, 2**63)]
+    sums, kept = metaroce.match_paths([blobs[0][1]], spans, [0])
+    assert kept
+    for damaged in (blobs[0][1][: len(blobs[0][1]) // 2], b"MRS2 raw, not packed"):
+        try:
+            metaroce.match_paths([damaged], spans, [0])
+        except ValueError as e:
+            assert "a bucket blob does not decode" in str(e) and "compressed bucket blob" in str(e), e
+        else:
+            raise AssertionError("a damaged blob must raise")

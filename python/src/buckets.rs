@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::blob::{Flow, FlowIndex, Reader, Sightings};
 use crate::matching::value_error;
+use crate::packed::unpack;
 
 /// A path between captures `a < b`: a flow and its ev.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -253,7 +254,8 @@ impl Matched {
         };
         let mut flows = FlowIndex::default();
         for bytes in blobs {
-            let (blob, _) = Sightings::decode(bytes)
+            let (blob, _) = unpack(bytes)
+                .and_then(|raw| Sightings::decode(&raw))
                 .map_err(|e| format!("a bucket blob does not decode: {e}"))?;
             let capture = match remap.get(blob.host as usize) {
                 Some(&c) if c >= 0 => u16::try_from(c).map_err(|_| {

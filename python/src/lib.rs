@@ -6,7 +6,7 @@
 //!   --json` prints, as a dict;
 //! - the Spark reduce (cluster/metaroce_cluster/between.py): [`shard`]
 //!   cuts a host's sightings into bucket blobs (the engine's
-//!   `analyzer::engine::blob`), [`buckets`]
+//!   `analyzer::engine::blob`, compressed to cross Spark: [`packed`]), [`buckets`]
 //!   matches one bucket of every host once and reads the match twice
 //!   (path sums, then mergeable partials), [`assemble`]
 //!   turns the summed partials into the report;
@@ -25,6 +25,7 @@ use analyzer::engine::blob;
 mod buckets;
 mod columns;
 mod matching;
+mod packed;
 mod packets;
 mod report;
 mod shard;

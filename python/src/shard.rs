@@ -1,7 +1,8 @@
 //! The reduce's first step, in the task that reads one host's `packets`
 //! table: its sightings (the rows the matcher keys, [`Transmission::
 //! matchable`]) cut into buckets by a 64-bit hash of the transmission key,
-//! each bucket one compact blob ([`Sightings`]). Spark moves these
+//! each bucket one compact blob ([`Sightings`], compressed:
+//! [`crate::packed`]). Spark moves these
 //! few large values to one partition per bucket (every sighting of a
 //! transmission, whatever its host, lands in the same bucket), never a row
 //! per packet; [`crate::buckets`] matches a bucket.
@@ -21,6 +22,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::blob::{Flow, FlowIndex, Row, Sightings};
 use crate::matching::{Cols, Ips, PyBatch, value_error};
+use crate::packed::pack;
 
 /// The bucket of a transmission: the same on every executor (FxHash has
 /// no per-process seed).
@@ -186,12 +188,11 @@ pub fn shard(
                 });
             }
         }
-        Ok(out
-            .into_iter()
+        out.into_iter()
             .enumerate()
             .filter(|(_, b)| !b.rows.is_empty())
-            .map(|(i, b)| (i as u32, b.encode()))
-            .collect())
+            .map(|(i, b)| Ok((i as u32, pack(&b.encode()).map_err(value_error)?)))
+            .collect()
     })?;
     Ok(blobs
         .into_iter()
