@@ -125,10 +125,12 @@ impl Buckets {
 
     /// `(bucket lowest value, count)` of every bucket that holds samples.
     pub fn counts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.hist
-            .inner()
-            .iter_recorded()
-            .map(|v| (Hist::bucket_lowest(v.value_iterated_to()), v.count_at_value()))
+        self.hist.inner().iter_recorded().map(|v| {
+            (
+                Hist::bucket_lowest(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        })
     }
 
     pub fn hist(&self) -> Hist {
