@@ -11,11 +11,11 @@
 #                   exports: the whole reduce, Spark start included
 #   fixed s         Spark start to the end of its first task (spark-submit
 #                   started; the session made; a one-task job run)
-#   match s         the reduce's matching: hosts' packets read and cut into
-#                   bucket blobs, the blobs moved, pass 1 (the matching) and
-#                   pass 2 (the kept match read)
-#                   (phases "map and load" + "clock offsets" + "between
-#                   captures")
+#   match s         the reduce's matching: the exports listed, hosts'
+#                   packets read and cut into bucket blobs, the blobs moved,
+#                   pass 1 (the matching) and pass 2 (the kept match read)
+#                   (phases "map and load" + "hosts read and matched" +
+#                   "clock offsets" + "between captures")
 #   matched/s/core  matched transmissions / match s / 2 cores
 #   engine s        the same engine calls without Spark, one process
 #                   (cluster/engine_bench.py): CPU s of shard + pass 1 +
@@ -94,7 +94,7 @@ else:
 packets = sum(h["packets"] for h in r["hosts"])
 matched = sum(b["matched_packets"] for b in r["between_captures"])
 ph = r["phases_s"]
-match_s = ph["map and load"] + ph["clock offsets"] + ph["between captures"]
+match_s = ph["map and load"] + ph["hosts read and matched"] + ph["clock offsets"] + ph["between captures"]
 rest = ph["fabric views and incidents"]
 tables = "-"
 if os.path.exists(f"{d}/out-tables/report.json"):

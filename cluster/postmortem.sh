@@ -84,9 +84,12 @@ if [ -n "$executor_env" ]; then
                   --conf "spark.pyspark.driver.python=$PYSPARK_PYTHON")
 fi
 # What the job needs of Spark and no more: no web UI, Python workers
-# reused between tasks, Arrow between the JVM and Python.
+# reused between tasks, Arrow between the JVM and Python, a bucket's
+# partials (a few MB) returned with its task's status rather than
+# fetched from the executor afterwards.
 "$spark_submit" --master "$master" \
     --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false --conf spark.log.level=WARN \
     --conf spark.python.worker.reuse=true --conf spark.sql.execution.arrow.pyspark.enabled=true \
+    --conf spark.task.maxDirectResultSize=64m \
     --py-files "$work/metaroce_cluster.zip" "${submit_args[@]}" \
     "$here/main.py" --analyzer "$analyzer" "${job_args[@]}"

@@ -5,26 +5,30 @@ all computed by the engine (the ``metaroce`` package, python/). Spark
 moves a few large values; no matching rule and no per-packet row is
 handled here.
 
+0. :func:`load_engine`: a task per core loads the engine (checked
+   against the driver's) in the Python worker the reduce's tasks reuse.
 1. :func:`read_hosts`: tasks of several hosts each read a host's
    ``packets`` columns the engine needs (pyarrow) and ``metaroce.shard``
    cuts its sightings into buckets by a 64-bit hash of the transmission
-   key: one compact blob per (host, bucket). The task also returns the
-   host's row count, span, stalls and ``captures`` row (small). Spark
-   moves the blobs to one partition per bucket: every sighting of a
-   transmission, whatever its host, lands in the same one.
-2. :func:`match_buckets`: per bucket, ``metaroce.match_paths`` runs the
-   engine's matcher once (sorting by capture time inside) and returns
-   each path's sums of ``ts_b - ts_a`` and the bucket as matched, which
-   the task keeps in a file of its executor; the sums, summed on the
-   driver (``metaroce.merge_paths``), give the clock offsets
-   (``metaroce.offsets``).
+   key: one compact blob per (host, bucket), zstd-compressed. Every
+   bucket also receives each host's info (row count, span, ``captures``
+   row: small) and stalls. Spark moves them to one partition per bucket:
+   every sighting of a transmission, whatever its host, lands in the
+   same one.
+2. :func:`match_buckets` (the job that computes step 1): per bucket, the
+   task decides from the infos which hosts are analysed, as the driver
+   does after it, and ``metaroce.match_paths`` runs the engine's matcher
+   once (sorting by capture time inside); it returns each path's sums of
+   ``ts_b - ts_a`` and keeps the bucket as matched in a file of its
+   executor. The sums, summed on the driver (``metaroce.merge_paths``),
+   give the clock offsets (``metaroce.offsets``).
 3. :func:`partials`: per bucket, ``metaroce.match_partials`` reads the
    kept matches knowing the offsets, the reference clock and the
    incidents' windows, and returns mergeable partials (delay histogram
    counts, fate counts, per-path, per-switch and per-incident sums);
    ``metaroce.assemble`` on the driver turns them into the report.
 
-A task that fails is retried from its input (the shuffled blobs, which
+A task that fails is retried from its input (the shuffled values, which
 Spark keeps; a bucket not kept on the executor that runs its second
 pass is matched again there); only the result of its successful
 attempt reaches the driver.
@@ -127,9 +131,18 @@ def _packets(table):
               + [pa.field(c, pa.int64()) for c in INT_COLUMNS]
               + [pa.field(c, pa.list_(pa.int64())) for c in LIST_COLUMNS])
     n = table.num_rows
-    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type)
-               for f in fields]
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+    def typed(f):
+        if f.name not in table.column_names:
+            return pa.nulls(n, f.type)
+        column = table.column(f.name)
+        t = column.type
+        if f.type == pa.string() and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+            # The engine reads every string layout: no copy.
+            return column
+        return column.cast(f.type)
+
+    return pa.table({f.name: typed(f) for f in fields})
 
 
 # Packet rows per bucket at most, by default: a bucket's sightings are

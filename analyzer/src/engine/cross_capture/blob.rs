@@ -6,8 +6,12 @@
 //!
 //! Fixed-width little-endian columns, not a self-describing format: a
 //! bucket holds millions of rows, and encoding or decoding them is a copy
-//! per field. Decoding checks every length and index and fails with a
-//! message naming what is wrong, never panics.
+//! per field. The rows and the hops are stored column by column, and the
+//! row columns that grow along a capture (`ts`, `frame`, `hop_start`) as
+//! the difference from the row before: the job compresses the blobs to
+//! move them, and columns of small, alike values compress to a fraction
+//! of interleaved rows. Decoding checks every length and index and fails
+//! with a message naming what is wrong, never panics.
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -84,8 +88,8 @@ pub struct Row {
 const ROW_BYTES: usize = 2 + 1 + 1 + 2 + 2 + 2 + 4 + 4 + 4 + 4 + 8 + 8;
 const FLOW_BYTES: usize = 1 + 17 + 17 + 4 + 4;
 const HOP_BYTES: usize = 8;
-/// "MRS2": the format's tag and version (2: the capture is a `u16`).
-const MAGIC: u32 = 0x3253_524d;
+/// "MRS3": the format's tag and version (3: columns, differences).
+const MAGIC: u32 = 0x3353_524d;
 
 /// Sightings with their flows and hops: one host's sightings of one
 /// bucket (`host` its index in the job's list of hosts read, `capture`
@@ -190,6 +194,35 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// One fixed-width field of every item, in item order.
+fn put_column<T, const N: usize>(out: &mut Vec<u8>, items: &[T], field: impl Fn(&T) -> [u8; N]) {
+    for item in items {
+        out.extend_from_slice(&field(item));
+    }
+}
+
+/// A growing field as differences from the value before (the first from
+/// 0), each `width` bytes: the low bytes of the wrapping difference,
+/// which the wrapping sum of the decoder undoes.
+fn put_differences(out: &mut Vec<u8>, values: impl Iterator<Item = u64>, width: usize) {
+    let mut last = 0u64;
+    for v in values {
+        out.extend_from_slice(&v.wrapping_sub(last).to_le_bytes()[..width]);
+        last = v;
+    }
+}
+
+/// The columns of a section whose length was checked: each taken in turn.
+struct Columns<'a>(&'a [u8]);
+
+impl<'a> Columns<'a> {
+    fn next(&mut self, len: usize) -> &'a [u8] {
+        let (column, rest) = self.0.split_at(len);
+        self.0 = rest;
+        column
+    }
+}
+
 fn le<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
     let mut a = [0; N];
     a.copy_from_slice(&s[at..at + N]);
@@ -222,23 +255,22 @@ impl Sightings {
             out.extend_from_slice(&f.src_conn.to_le_bytes());
             out.extend_from_slice(&f.dst_conn.to_le_bytes());
         }
-        for r in &self.rows {
-            out.extend_from_slice(&r.capture.to_le_bytes());
-            out.extend_from_slice(&[r.ptype, r.ecn]);
-            for v in [r.ev, r.path_seq, r.hop_count] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            for v in [r.flow, r.psn, r.tx_ts, r.hop_start] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.extend_from_slice(&r.ts.to_le_bytes());
-            out.extend_from_slice(&r.frame.to_le_bytes());
-        }
-        for &(sw, q, lat) in &self.hops {
-            out.extend_from_slice(&sw.to_le_bytes());
-            out.extend_from_slice(&q.to_le_bytes());
-            out.extend_from_slice(&lat.to_le_bytes());
-        }
+        let rows = &self.rows;
+        put_column(&mut out, rows, |r| r.capture.to_le_bytes());
+        put_column(&mut out, rows, |r| [r.ptype]);
+        put_column(&mut out, rows, |r| [r.ecn]);
+        put_column(&mut out, rows, |r| r.ev.to_le_bytes());
+        put_column(&mut out, rows, |r| r.path_seq.to_le_bytes());
+        put_column(&mut out, rows, |r| r.hop_count.to_le_bytes());
+        put_column(&mut out, rows, |r| r.flow.to_le_bytes());
+        put_column(&mut out, rows, |r| r.psn.to_le_bytes());
+        put_column(&mut out, rows, |r| r.tx_ts.to_le_bytes());
+        put_differences(&mut out, rows.iter().map(|r| u64::from(r.hop_start)), 4);
+        put_differences(&mut out, rows.iter().map(|r| r.ts), 8);
+        put_differences(&mut out, rows.iter().map(|r| r.frame), 8);
+        put_column(&mut out, &self.hops, |h| h.0.to_le_bytes());
+        put_column(&mut out, &self.hops, |h| h.1.to_le_bytes());
+        put_column(&mut out, &self.hops, |h| h.2.to_le_bytes());
         out
     }
 
@@ -288,21 +320,45 @@ impl Sightings {
                 dst_conn: r.u32("a flow")?,
             });
         }
-        let row_bytes = r.take(rows * ROW_BYTES, "the rows")?;
-        for (i, s) in row_bytes.chunks_exact(ROW_BYTES).enumerate() {
+        let mut columns = Columns(r.take(rows * ROW_BYTES, "the rows")?);
+        let (capture, ptype, ecn) = (
+            columns.next(2 * rows),
+            columns.next(rows),
+            columns.next(rows),
+        );
+        let (ev, path_seq, hop_count) = (
+            columns.next(2 * rows),
+            columns.next(2 * rows),
+            columns.next(2 * rows),
+        );
+        let (flow, psn, tx_ts) = (
+            columns.next(4 * rows),
+            columns.next(4 * rows),
+            columns.next(4 * rows),
+        );
+        let (hop_start, ts, frame) = (
+            columns.next(4 * rows),
+            columns.next(8 * rows),
+            columns.next(8 * rows),
+        );
+        let (mut last_hop_start, mut last_ts, mut last_frame) = (0u32, 0u64, 0u64);
+        for i in 0..rows {
+            last_hop_start = last_hop_start.wrapping_add(u32::from_le_bytes(le(hop_start, 4 * i)));
+            last_ts = last_ts.wrapping_add(u64::from_le_bytes(le(ts, 8 * i)));
+            last_frame = last_frame.wrapping_add(u64::from_le_bytes(le(frame, 8 * i)));
             let row = Row {
-                capture: u16::from_le_bytes(le(s, 0)),
-                ptype: s[2],
-                ecn: s[3],
-                ev: u16::from_le_bytes(le(s, 4)),
-                path_seq: u16::from_le_bytes(le(s, 6)),
-                hop_count: u16::from_le_bytes(le(s, 8)),
-                flow: u32::from_le_bytes(le(s, 10)),
-                psn: u32::from_le_bytes(le(s, 14)),
-                tx_ts: u32::from_le_bytes(le(s, 18)),
-                hop_start: u32::from_le_bytes(le(s, 22)),
-                ts: u64::from_le_bytes(le(s, 26)),
-                frame: u64::from_le_bytes(le(s, 34)),
+                capture: u16::from_le_bytes(le(capture, 2 * i)),
+                ptype: ptype[i],
+                ecn: ecn[i],
+                ev: u16::from_le_bytes(le(ev, 2 * i)),
+                path_seq: u16::from_le_bytes(le(path_seq, 2 * i)),
+                hop_count: u16::from_le_bytes(le(hop_count, 2 * i)),
+                flow: u32::from_le_bytes(le(flow, 4 * i)),
+                psn: u32::from_le_bytes(le(psn, 4 * i)),
+                tx_ts: u32::from_le_bytes(le(tx_ts, 4 * i)),
+                hop_start: last_hop_start,
+                ts: last_ts,
+                frame: last_frame,
             };
             if row.flow as usize >= flows {
                 return Err(format!("row {i} names flow {} of {flows}", row.flow));
@@ -315,12 +371,17 @@ impl Sightings {
             }
             out.rows.push(row);
         }
-        let hop_bytes = r.take(hops * HOP_BYTES, "the hops")?;
-        out.hops.extend(hop_bytes.chunks_exact(HOP_BYTES).map(|s| {
+        let mut columns = Columns(r.take(hops * HOP_BYTES, "the hops")?);
+        let (switch, queue, latency) = (
+            columns.next(4 * hops),
+            columns.next(2 * hops),
+            columns.next(2 * hops),
+        );
+        out.hops.extend((0..hops).map(|i| {
             (
-                u32::from_le_bytes(le(s, 0)),
-                u16::from_le_bytes(le(s, 4)),
-                u16::from_le_bytes(le(s, 6)),
+                u32::from_le_bytes(le(switch, 4 * i)),
+                u16::from_le_bytes(le(queue, 2 * i)),
+                u16::from_le_bytes(le(latency, 2 * i)),
             )
         }));
         Ok((out, r.at))
@@ -460,15 +521,17 @@ mod tests {
                 .unwrap_err()
                 .contains("not a sightings blob")
         );
-        // Row 0's flow index (bytes 10.. of the row) past the flows.
+        // Row 0's flow index (the flow column follows 10 bytes of
+        // columns per row) past the flows.
         let rows_at = 20 + 2 * FLOW_BYTES;
         let mut flow_ix = good.clone();
-        flow_ix[rows_at + 10] = 9;
+        flow_ix[rows_at + 3 * 10] = 9;
         let err = Sightings::decode(&flow_ix).unwrap_err();
         assert!(err.contains("row 0 names flow 9 of 2"), "{err}");
-        // Row 2's hop count (bytes 8..) runs past the hops.
+        // Row 2's hop count (the column after 8 bytes per row) runs past
+        // the hops.
         let mut hops = good.clone();
-        hops[rows_at + 2 * ROW_BYTES + 8] = 5;
+        hops[rows_at + 3 * 8 + 2 * 2] = 5;
         let err = Sightings::decode(&hops).unwrap_err();
         assert!(err.contains("row 2's hops"), "{err}");
         // The first flow's address family.
@@ -502,6 +565,29 @@ mod tests {
     }
 
     proptest! {
+        /// The differences hold whatever the order: a bucket's rows
+        /// sorted by time have their hops out of order, and times and
+        /// frames may be anywhere in their range.
+        #[test]
+        fn any_rows_round_trip(
+            fields in proptest::collection::vec((any::<u64>(), any::<u64>(), 0u32..4, 0u32..10_000), 0..40),
+        ) {
+            let mut s = sample();
+            s.rows = fields
+                .iter()
+                .map(|&(ts, frame, hop_start, i)| Row {
+                    ts,
+                    frame,
+                    hop_start,
+                    hop_count: (hop_start < 3).into(),
+                    flow: i % 2,
+                    ..row(i as u16, 0, i, 0, 0)
+                })
+                .collect();
+            let bytes = s.encode();
+            prop_assert_eq!(Sightings::decode(&bytes).unwrap(), (s, bytes.len()));
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = Sightings::decode(&bytes);
