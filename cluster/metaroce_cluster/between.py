@@ -12,7 +12,7 @@ handled here.
    cuts its sightings into buckets by a 64-bit hash of the transmission
    key: one compact blob per (host, bucket), zstd-compressed. Every
    bucket also receives each host's info (row count, span, ``captures``
-   row: small) and stalls. Spark moves them to one partition per bucket:
+   row: small), and bucket 0 its stalls. Spark moves them to one partition per bucket:
    every sighting of a transmission, whatever its host, lands in the
    same one.
 2. :func:`match_buckets` (the job that computes step 1): per bucket, the

@@ -1,7 +1,7 @@
 //! A sightings blob as it crosses Spark: zstd-compressed (level 1). What
 //! the job moves from a host's task to its bucket's partition is Spark's
 //! costliest step (pickled, piped to the JVM, written to and read from
-//! the shuffle), and the fixed-width rows compress to about 40 %.
+//! the shuffle), and the blob's columns compress to about a quarter.
 //! The kept match between a bucket's two passes stays on its executor's
 //! disk uncompressed: there, compressing costs more than it saves.
 
