@@ -87,7 +87,7 @@ def test_bucket_blobs_are_packed_and_a_damaged_one_is_named(captures8):
     spans = [(0, 2**63)]
     sums, kept = metaroce.match_paths([blobs[0][1]], spans, [0])
     assert kept
-    for damaged in (blobs[0][1][: len(blobs[0][1]) // 2], b"MRS2 raw, not packed"):
+    for damaged in (blobs[0][1][: len(blobs[0][1]) // 2], b"MRS3 raw, not packed"):
         try:
             metaroce.match_paths([damaged], spans, [0])
         except ValueError as e:
