@@ -25,7 +25,7 @@ use pyo3::types::PyBytes;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::blob::{Flow, FlowIndex, Reader, Sightings};
+use crate::blob::{Flow, FlowIndex, Reader, Row, Sightings};
 use crate::matching::value_error;
 
 /// A path between captures `a < b`: a flow and its ev.
@@ -279,7 +279,7 @@ impl Matched {
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<Matched, String> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Matched, String> {
         let (s, at) = Sightings::decode(bytes)?;
         let mut r = Reader::new(bytes, at);
         let rows = s.rows.len() as u32;
@@ -368,7 +368,7 @@ pub fn match_paths(
 }
 
 /// The path of a match of rows `j` and `i` and its `ts_b - ts_a`.
-fn path_of(s: &Sightings, j: u32, i: u32) -> (PathKey, i64) {
+pub(crate) fn path_of(s: &Sightings, j: u32, i: u32) -> (PathKey, i64) {
     let (rj, ri) = (&s.rows[j as usize], &s.rows[i as usize]);
     let (a, b) = if rj.capture < ri.capture {
         (rj, ri)
@@ -452,6 +452,42 @@ impl Context {
             downs,
         })
     }
+
+    /// A matched path's direction: (its packets reach a first, the pair's
+    /// clock offset).
+    pub fn direction_of(&self, key: &PathKey) -> PyResult<(bool, i64)> {
+        self.direction.get(key).copied().ok_or_else(|| {
+            value_error(format!(
+                "a match of a path the first pass did not sum: {key:?} (the two passes saw \
+                 different sightings)"
+            ))
+        })
+    }
+
+    /// What became of an unmatched transmission: `left` (the window) as
+    /// the matcher judged it, else the engine's rule at the end of the
+    /// captures; `None`: it counts in neither `lost_between` nor
+    /// `unknown`.
+    pub fn fate(&self, s: &Sightings, row: &Row, left: Option<Fate>) -> Option<Fate> {
+        left.or_else(|| {
+            self.cross.fate_at_end(
+                &self.offsets,
+                &row.transmission(s.flow(row)),
+                row.capture,
+                row.ts,
+            )
+        })
+    }
+
+    /// The downstream captures of a lost transmission of `flow` sent from
+    /// `up`: where its flow's other packets arrived (`None` when none
+    /// did).
+    pub fn downs_of(&self, up: u16, flow: &Flow) -> Vec<Option<u16>> {
+        match self.downs.get(&(up, *flow)) {
+            Some(d) => d.iter().map(|&d| Some(d)).collect(),
+            None => vec![None],
+        }
+    }
 }
 
 /// One path of a bucket in pass 2, its direction looked up once: what
@@ -506,12 +542,7 @@ pub fn match_partials(
                 Some(&l) => l,
                 None => {
                     let (key, _) = path_of(s, j, i);
-                    let Some(&(a_first, offset)) = ctx.direction.get(&key) else {
-                        return Err(value_error(format!(
-                            "a match of a path the first pass did not sum: {key:?} (the two \
-                             passes saw different sightings)"
-                        )));
-                    };
+                    let (a_first, offset) = ctx.direction_of(&key)?;
                     let (up, down) = if a_first { (a, b) } else { (b, a) };
                     local.push(BucketPath {
                         key,
@@ -598,25 +629,16 @@ pub fn match_partials(
             let capture = row.capture;
             let flow = *s.flow(row);
             *out.unmatched.entry(capture).or_default() += 1;
-            let fate = match left {
-                Some(f) => Some(f),
-                None => {
-                    ctx.cross
-                        .fate_at_end(&ctx.offsets, &row.transmission(&flow), capture, row.ts)
-                }
+            let Some(fate) = ctx.fate(s, row, left) else {
+                continue;
             };
-            let Some(fate) = fate else { continue };
             let counts = out.fates.entry((capture, flow, row.ev)).or_default();
             match fate {
                 Fate::Lost => counts.0 += 1,
                 Fate::Unknown => counts.1 += 1,
             }
-            let downs: Vec<Option<u16>> = match ctx.downs.get(&(capture, flow)) {
-                Some(d) => d.iter().map(|&d| Some(d)).collect(),
-                None => vec![None],
-            };
             let t = t_ref(capture, row.ts);
-            for down in downs {
+            for down in ctx.downs_of(capture, &flow) {
                 let path = FabricPath {
                     up: capture,
                     down,

@@ -28,6 +28,7 @@ mod matching;
 mod packets;
 mod report;
 mod shard;
+mod tables;
 
 use pyo3::prelude::*;
 
@@ -51,6 +52,7 @@ fn metaroce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(buckets::merge_paths, m)?)?;
     m.add_function(wrap_pyfunction!(buckets::offsets, m)?)?;
     m.add_function(wrap_pyfunction!(buckets::match_partials, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::match_tables, m)?)?;
     m.add_function(wrap_pyfunction!(assemble::assemble, m)?)?;
     m.add_class::<matching::Matcher>()?;
     m.add_class::<matching::Between>()?;
