@@ -418,7 +418,7 @@ impl Context {
         Context::of_list(spans, &path_list(paths)?)
     }
 
-    pub fn of_list(spans: &[(u64, u64)], paths: &PathList) -> PyResult<Context> {
+    fn of_list(spans: &[(u64, u64)], paths: &PathList) -> PyResult<Context> {
         let cross = matcher_of_paths(spans, paths)?;
         let offsets = cross.offsets();
         let mut direction = FxHashMap::default();
