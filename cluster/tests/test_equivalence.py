@@ -5,11 +5,16 @@ are equal, counts with zero tolerance; and it names the scenario's culprit
 (``--tables``) hold, row by row, what the report counts."""
 
 import math
+import os
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
+from conftest import POSTMORTEM, run
 
 PER_TRANSMISSION = ("matched", "lost", "transmissions", "hops")
 LISTS = ("fabric_hosts", "fabric_evs", "fabric_switches", "stalls", "incident_switches", "incident_paths")
@@ -244,3 +249,60 @@ def test_the_tables_have_the_documented_columns(job8):
     for name, columns in expected.items():
         schema = pq.read_schema(root / name / "part-00000.parquet")
         assert " ".join(f"{f.name}:{f.type}" for f in schema) == columns, name
+
+
+def test_a_retried_bucket_replaces_its_parts(binaries, job8, tmp_path):
+    """In ``local[2,2]`` a task may fail once: pass 2's partition 0
+    fails after its work (its parts written) and is retried. Each table
+    keeps one part per bucket and the same rows as the run without a
+    failure."""
+    out = tmp_path / "retried"
+    env = dict(os.environ, METAROCE_TEST_FAIL_FIRST_ATTEMPT="1")
+    done = run([POSTMORTEM, "--master", "local[2,2]", "--analyzer", binaries[0], "--out", out, "--tables",
+                Path(job8["dir"]) / "out" / "exports"], env=env)
+    assert "partition 0 fails on its first attempt" in done.stderr
+    for name in PER_TRANSMISSION:
+        parts = sorted(p.name for p in (out / "tables" / name).iterdir())
+        assert parts == ["part-00000.parquet", "part-00001.parquet"], name
+        again = pq.read_table(out / "tables" / name)
+        first = pq.read_table(Path(job8["dir"]) / "out" / "tables" / name)
+        assert again.num_rows == first.num_rows > 0, name
+        assert again.sort_by([(c, "ascending") for c in again.column_names]).equals(
+            first.sort_by([(c, "ascending") for c in first.column_names])), name
+
+
+def sightings(packets, capture):
+    """The columns ``metaroce.Matcher`` reads of one capture's MetaRoCE and
+    RoCEv2 rows (``read_packets``' table)."""
+    p = packets.filter(pc.is_in(packets["proto"], pa.array(["metaroce", "rocev2"])))
+    rocev2 = pc.equal(p["proto"], "rocev2")
+
+    def col(name):
+        return pc.fill_null(pc.cast(p[name], pa.int64()), 0)
+
+    return pa.table({
+        "rocev2": rocev2, "malformed": p["malformed"], "src": p["src"], "dst": p["dst"],
+        "src_conn": pc.if_else(rocev2, 0, col("src_conn")),
+        "dst_conn": pc.if_else(rocev2, col("dest_qp"), col("dst_conn")),
+        "type_code": col("type_code"), "psn": col("psn"), "tx_ts": col("tx_ts"),
+        "ev": pc.if_else(rocev2, col("src_port"), col("ev")), "path_seq": col("path_seq"),
+        "ts": col("ts_ns"), "capture": pa.array([capture] * p.num_rows, pa.int32()),
+        "frame": col("frame"), "ecn": col("ecn"),
+    })
+
+
+def test_the_row_matcher_matches_what_the_report_counts(job8):
+    """``metaroce.Matcher``, the package's matching over Arrow batches in
+    capture-time order: its matched rows per path are the report's."""
+    import metaroce
+
+    hosts = job8["report"]["hosts"]
+    table = pa.concat_tables(sightings(metaroce.read_packets(str(c)), i) for i, c in enumerate(job8["captures"]))
+    table = table.sort_by([("ts", "ascending"), ("capture", "ascending"), ("frame", "ascending")])
+    matcher = metaroce.Matcher([(h["first_ts_ns"], h["last_ts_ns"]) for h in hosts])
+    rows = [matcher.observe(b) for b in table.to_batches(max_chunksize=10_000)] + [matcher.finish()]
+    found = pa.Table.from_batches(rows).to_pylist()
+    matched = Counter((r["ca"], r["cb"]) + path_key(r) for r in found if r["state"] == "matched")
+    assert matched == {k: p["matched"] for k, p in report_paths(job8["report"]).items() if p["matched"]}
+    assert sum(matched.values()) > 40_000
+    assert {r["state"] for r in found} <= {"matched", "left", "waiting"}
