@@ -259,6 +259,18 @@ impl Matched {
         })
     }
 
+    /// What pass 2 reads: the kept bucket decoded, and the context of
+    /// the summed paths ([`merge_paths`]'s bytes).
+    pub(crate) fn read(
+        kept: &[u8],
+        spans: &[(u64, u64)],
+        paths: &[u8],
+    ) -> PyResult<(Matched, Context)> {
+        let m = Matched::decode(kept)
+            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))?;
+        Ok((m, Context::new(spans, paths)?))
+    }
+
     fn encode(&self) -> Vec<u8> {
         let mut out = self.s.encode();
         out.reserve(8 + self.pairs.len() * 8 + self.unmatched.len() * 5);
@@ -279,7 +291,7 @@ impl Matched {
         out
     }
 
-    pub(crate) fn decode(bytes: &[u8]) -> Result<Matched, String> {
+    fn decode(bytes: &[u8]) -> Result<Matched, String> {
         let (s, at) = Sightings::decode(bytes)?;
         let mut r = Reader::new(bytes, at);
         let rows = s.rows.len() as u32;
@@ -517,10 +529,8 @@ pub fn match_partials(
     windows: Vec<(i64, i64)>,
 ) -> PyResult<Py<PyBytes>> {
     let partials = py.detach(|| -> PyResult<Partials> {
-        let m = Matched::decode(&kept)
-            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))?;
+        let (m, ctx) = Matched::read(&kept, &spans, &paths)?;
         let s = &m.s;
-        let ctx = Context::new(&spans, &paths)?;
         let mut out = Partials::default();
         let t_ref = |c: u16, ts: u64| -> i64 {
             ts as i64 - to_ref.get(usize::from(c)).copied().unwrap_or(0)

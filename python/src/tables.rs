@@ -379,9 +379,7 @@ pub fn match_tables(
     to_ref: Vec<i64>,
 ) -> PyResult<Vec<(&'static str, PyBatch)>> {
     let out = py.detach(|| {
-        let m = Matched::decode(&kept)
-            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))?;
-        let ctx = Context::new(&spans, &paths)?;
+        let (m, ctx) = Matched::read(&kept, &spans, &paths)?;
         tables(&m, &ctx, &to_ref)
     })?;
     Ok(out.into_iter().map(|(n, b)| (n, PyArrowType(b))).collect())
