@@ -23,8 +23,11 @@
 #   engine m/s/core matched transmissions / engine s
 #   rest s          the report assembled: fabric views, incidents, culprits
 #   x report        spark s / report s
-#   tables s        with --tables: a second run with --tables, its
-#                   "tables written" phase (the per-transmission tables)
+#   tables s        with --tables: what the tables add, from a second
+#                   run with --tables: its phases "between captures"
+#                   (pass 2, which writes the per-transmission tables)
+#                   and "tables written" (the report's lists) minus the
+#                   first run's "between captures"
 #   equal           between_captures of the job against report --json and
 #                   metaroce.report: "all" (percentiles included), or
 #                   "counts" (every count, offset and end margin; the
@@ -98,7 +101,10 @@ match_s = ph["map and load"] + ph["hosts read and matched"] + ph["clock offsets"
 rest = ph["fabric views and incidents"]
 tables = "-"
 if os.path.exists(f"{d}/out-tables/report.json"):
-    tables = f'{json.load(open(f"{d}/out-tables/report.json"))["phases_s"]["tables written"]:.1f}'
+    with_tables = json.load(open(f"{d}/out-tables/report.json"))["phases_s"]
+    tables = f'{with_tables["between captures"] + with_tables["tables written"] - ph["between captures"]:.1f}'
+    print("           phases with --tables: " + ", ".join(f"{k} {v:.1f} s" for k, v in with_tables.items()),
+          file=sys.stderr)
 report_s, spark_s = t1 - t0, t4 - t3
 engine = json.load(open(f"{d}/engine.json"))
 print(f"{size:>9} {packets:10,d} {matched:10,d} {report_s:9.2f} {t2 - t1:11.2f} {(t3 - t2) / hosts:10.2f} "

@@ -40,6 +40,8 @@ import uuid
 
 from pyspark import TaskContext
 
+from . import tables
+
 # The engine's MergeConfig default.
 WINDOW_NS = 1_000_000_000
 
@@ -264,11 +266,13 @@ def match_buckets(blobs, analysed, driver_version, window_ns=WINDOW_NS):
     return metaroce.merge_paths([paths for paths, _ in done]), job, infos, stalls
 
 
-def partials(blobs, job, spans, remap, paths, to_ref, windows, driver_version, window_ns=WINDOW_NS):
+def partials(blobs, job, spans, remap, paths, to_ref, windows, driver_version, window_ns=WINDOW_NS, tables_dir=None):
     """Pass 2: every bucket's partials (bytes, for ``metaroce.assemble``),
     from the bucket pass 1 kept on this executor; a task that runs
     elsewhere, or again, matches its bucket anew from the shuffled blobs
-    (the same matches: the engine is deterministic)."""
+    (the same matches: the engine is deterministic). With ``tables_dir``
+    (``--tables``), each task also writes its bucket's per-transmission
+    tables there (``metaroce.match_tables``, tables.py)."""
     shared = blobs.context.broadcast(paths)
 
     def run(i, it):
@@ -281,6 +285,8 @@ def partials(blobs, job, spans, remap, paths, to_ref, windows, driver_version, w
             parts = [v for _, v in it if isinstance(v, bytes)]
             _, kept = metaroce.match_paths(parts, spans, remap, window_ns=window_ns)
         out = metaroce.match_partials(kept, spans, shared.value, to_ref, windows)
+        if tables_dir is not None:
+            tables.write_parts(tables_dir, i, metaroce.match_tables(kept, spans, shared.value, to_ref))
         if os.path.exists(path):
             os.remove(path)
         _fail_first_attempt()

@@ -9,9 +9,6 @@ import shutil
 import subprocess
 import tempfile
 
-from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType
-
 
 def capture_stem(path):
     """The host name the analyzer gives a capture (its file stem, ``.gz``
@@ -169,39 +166,3 @@ def host_dirs(fs, root, table):
             out[child[len("host="):]] = posixpath.join(base, child)
     return out
 
-
-def read_table(spark, fs, roots, table, hosts_of_root):
-    """One table of every export root, with a ``host`` column holding the
-    unique host names (``hosts_of_root[i]``: ``{host dir name: unique
-    name}`` of root i). Unreadable files are skipped, not fatal: the
-    per-host checks report them."""
-    frames = []
-    for i, root in enumerate(roots):
-        dirs = host_dirs(fs, root, table)
-        wanted = {h: u for h, u in hosts_of_root[i].items() if h in dirs}
-        if not wanted:
-            continue
-        df = (
-            spark.read.option("ignoreCorruptFiles", "true")
-            .option("basePath", posixpath.join(root, f"table={table}"))
-            .parquet(*[dirs[h] for h in sorted(wanted)])
-        )
-        mapping = F.create_map(*[x for h, u in sorted(wanted.items()) for x in (F.lit(h), F.lit(u))])
-        frames.append(df.withColumn("host", mapping[F.col("host").cast("string")]))
-    if not frames:
-        return None
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f, allowMissingColumns=True)
-    return unsigned_as_long(out)
-
-
-def unsigned_as_long(df):
-    """Parquet's unsigned 64-bit integers reach Spark as decimal(20,0);
-    the export's (frame numbers, ns times, counts) fit a signed long."""
-    return df.select(
-        *[
-            F.col(f.name).cast("long") if isinstance(f.dataType, DecimalType) and f.dataType.scale == 0 else F.col(f.name)
-            for f in df.schema.fields
-        ]
-    )

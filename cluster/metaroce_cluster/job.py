@@ -47,7 +47,8 @@ def parse_args(argv):
                         "rows exceed 4 M per bucket). A bucket's "
                         "sightings are matched in one task's memory: about 150 bytes each")
     p.add_argument("--tables", action="store_true",
-                   help="also write DIR/tables/* (per-transmission Parquet tables: a second, row-by-row pass)")
+                   help="also write DIR/tables/* (Parquet: per-transmission tables, written by the reduce's second "
+                        "pass, and the report's lists)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="capture files or export directories")
     return p.parse_args(argv)
 
@@ -194,8 +195,9 @@ def run(spark, args):
     incidents = fabric.incidents(stalls)
     windows = [(i["start_ns"] - args.lookback_ns, i["end_ns"]) for i in incidents]
 
+    tables_dir = tables.prepare(args.out) if args.tables else None
     parts = between.partials(blobs, job, spans, remap, paths, [to_ref.get(c, 0) for c in range(len(hosts))], windows,
-                             version, args.window_ns)
+                             version, args.window_ns, tables_dir)
     done = json.loads(metaroce_module().assemble(spans, paths, parts, len(windows), top=args.top))
     phases.done("between captures")
 
@@ -227,7 +229,7 @@ def run(spark, args):
     report["incidents"] = incidents
     phases.done("fabric views and incidents")
     if args.tables:
-        tables.write(spark, args, roots, hosts_of_root, hosts, report, stalls, to_ref, version)
+        tables.write(spark, args.out, report, stalls)
         phases.done("tables written")
     report["phases_s"] = phases.times
     return report

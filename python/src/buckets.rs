@@ -25,7 +25,7 @@ use pyo3::types::PyBytes;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::blob::{Flow, FlowIndex, Reader, Sightings};
+use crate::blob::{Flow, FlowIndex, Reader, Row, Sightings};
 use crate::matching::value_error;
 use crate::packed::unpack;
 
@@ -303,6 +303,18 @@ impl Matched {
         })
     }
 
+    /// What pass 2 reads: the kept bucket decoded, and the context of
+    /// the summed paths ([`merge_paths`]'s bytes).
+    pub(crate) fn read(
+        kept: &[u8],
+        spans: &[(u64, u64)],
+        paths: &[u8],
+    ) -> PyResult<(Matched, Context)> {
+        let m = Matched::decode(kept)
+            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))?;
+        Ok((m, Context::new(spans, paths)?))
+    }
+
     fn encode(&self) -> Vec<u8> {
         let mut out = self.s.encode();
         out.reserve(8 + self.pairs.len() * 8 + self.unmatched.len() * 5);
@@ -412,7 +424,7 @@ pub fn match_paths(
 }
 
 /// The path of a match of rows `j` and `i` and its `ts_b - ts_a`.
-fn path_of(s: &Sightings, j: u32, i: u32) -> (PathKey, i64) {
+pub(crate) fn path_of(s: &Sightings, j: u32, i: u32) -> (PathKey, i64) {
     let (rj, ri) = (&s.rows[j as usize], &s.rows[i as usize]);
     let (a, b) = if rj.capture < ri.capture {
         (rj, ri)
@@ -462,7 +474,7 @@ impl Context {
         Context::of_list(spans, &path_list(paths)?)
     }
 
-    pub fn of_list(spans: &[(u64, u64)], paths: &PathList) -> PyResult<Context> {
+    fn of_list(spans: &[(u64, u64)], paths: &PathList) -> PyResult<Context> {
         let cross = matcher_of_paths(spans, paths)?;
         let offsets = cross.offsets();
         let mut direction = FxHashMap::default();
@@ -496,6 +508,42 @@ impl Context {
             downs,
         })
     }
+
+    /// A matched path's direction: (its packets reach a first, the pair's
+    /// clock offset).
+    pub fn direction_of(&self, key: &PathKey) -> PyResult<(bool, i64)> {
+        self.direction.get(key).copied().ok_or_else(|| {
+            value_error(format!(
+                "a match of a path the first pass did not sum: {key:?} (the two passes saw \
+                 different sightings)"
+            ))
+        })
+    }
+
+    /// What became of an unmatched transmission: `left` (the window) as
+    /// the matcher judged it, else the engine's rule at the end of the
+    /// captures; `None`: it counts in neither `lost_between` nor
+    /// `unknown`.
+    pub fn fate(&self, s: &Sightings, row: &Row, left: Option<Fate>) -> Option<Fate> {
+        left.or_else(|| {
+            self.cross.fate_at_end(
+                &self.offsets,
+                &row.transmission(s.flow(row)),
+                row.capture,
+                row.ts,
+            )
+        })
+    }
+
+    /// The downstream captures of a lost transmission of `flow` sent from
+    /// `up`: where its flow's other packets arrived (`None` when none
+    /// did).
+    pub fn downs_of(&self, up: u16, flow: &Flow) -> Vec<Option<u16>> {
+        match self.downs.get(&(up, *flow)) {
+            Some(d) => d.iter().map(|&d| Some(d)).collect(),
+            None => vec![None],
+        }
+    }
 }
 
 /// One path of a bucket in pass 2, its direction looked up once: what
@@ -525,10 +573,8 @@ pub fn match_partials(
     windows: Vec<(i64, i64)>,
 ) -> PyResult<Py<PyBytes>> {
     let partials = py.detach(|| -> PyResult<Partials> {
-        let m = Matched::decode(&kept)
-            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))?;
+        let (m, ctx) = Matched::read(&kept, &spans, &paths)?;
         let s = &m.s;
-        let ctx = Context::new(&spans, &paths)?;
         let mut out = Partials::default();
         let t_ref = |c: u16, ts: u64| -> i64 {
             ts as i64 - to_ref.get(usize::from(c)).copied().unwrap_or(0)
@@ -550,12 +596,7 @@ pub fn match_partials(
                 Some(&l) => l,
                 None => {
                     let (key, _) = path_of(s, j, i);
-                    let Some(&(a_first, offset)) = ctx.direction.get(&key) else {
-                        return Err(value_error(format!(
-                            "a match of a path the first pass did not sum: {key:?} (the two \
-                             passes saw different sightings)"
-                        )));
-                    };
+                    let (a_first, offset) = ctx.direction_of(&key)?;
                     let (up, down) = if a_first { (a, b) } else { (b, a) };
                     local.push(BucketPath {
                         key,
@@ -642,25 +683,16 @@ pub fn match_partials(
             let capture = row.capture;
             let flow = *s.flow(row);
             *out.unmatched.entry(capture).or_default() += 1;
-            let fate = match left {
-                Some(f) => Some(f),
-                None => {
-                    ctx.cross
-                        .fate_at_end(&ctx.offsets, &row.transmission(&flow), capture, row.ts)
-                }
+            let Some(fate) = ctx.fate(s, row, left) else {
+                continue;
             };
-            let Some(fate) = fate else { continue };
             let counts = out.fates.entry((capture, flow, row.ev)).or_default();
             match fate {
                 Fate::Lost => counts.0 += 1,
                 Fate::Unknown => counts.1 += 1,
             }
-            let downs: Vec<Option<u16>> = match ctx.downs.get(&(capture, flow)) {
-                Some(d) => d.iter().map(|&d| Some(d)).collect(),
-                None => vec![None],
-            };
             let t = t_ref(capture, row.ts);
-            for down in downs {
+            for down in ctx.downs_of(capture, &flow) {
                 let path = FabricPath {
                     up: capture,
                     down,

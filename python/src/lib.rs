@@ -9,10 +9,10 @@
 //!   `analyzer::engine::blob`, compressed to cross Spark: [`packed`]), [`buckets`]
 //!   matches one bucket of every host once and reads the match twice
 //!   (path sums, then mergeable partials), [`assemble`]
-//!   turns the summed partials into the report;
-//! - [`matching`]: `Matcher` and `Between`, the same matcher over Arrow
-//!   record batches row by row, for the per-transmission tables
-//!   (`--tables`).
+//!   turns the summed partials into the report, and [`tables`] reads
+//!   a bucket's match for its per-transmission tables (`--tables`);
+//! - [`matching`]: `Matcher`, the same matcher over Arrow record batches
+//!   row by row, for a caller that partitions the sightings itself.
 //!
 //! Arrow data crosses into and out of Python through the Arrow C data
 //! interface (`arrow-pyarrow`): columns, never a Python object per row.
@@ -29,6 +29,7 @@ mod packed;
 mod packets;
 mod report;
 mod shard;
+mod tables;
 
 use pyo3::prelude::*;
 
@@ -52,8 +53,8 @@ fn metaroce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(buckets::merge_paths, m)?)?;
     m.add_function(wrap_pyfunction!(buckets::offsets, m)?)?;
     m.add_function(wrap_pyfunction!(buckets::match_partials, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::match_tables, m)?)?;
     m.add_function(wrap_pyfunction!(assemble::assemble, m)?)?;
     m.add_class::<matching::Matcher>()?;
-    m.add_class::<matching::Between>()?;
     Ok(())
 }

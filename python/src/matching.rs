@@ -1,27 +1,20 @@
 //! The engine's cross-capture matcher over Arrow record batches, row by
-//! row: the Spark job's per-transmission tables (`--tables`,
-//! cluster/metaroce_cluster/tables.py). The job's report does not need
-//! them (crate::shard, crate::buckets).
+//! row ([`Matcher`]): the package's matching for a caller that partitions
+//! the sightings itself (every sighting of a transmission in the same
+//! partition, each partition in capture-time order, e.g. Spark's
+//! `mapInArrow`). One row per transmission: matched, left the window
+//! unmatched (lost), or still waiting at the end. The Spark job's reduce
+//! matches compact bucket blobs instead ([`crate::shard`],
+//! [`crate::buckets`]).
 //!
-//! The job partitions every host's sightings by transmission and orders
-//! each partition by capture time; then
-//!
-//! 1. a [`Matcher`] per partition runs `CrossCapture` in row mode over its
-//!    batches: matched transmissions, and those that left the window
-//!    unmatched (lost) or still wait at the end;
-//! 2. Spark sums the matches per path (count, min, max, sum of
-//!    `ts_b - ts_a`): a [`Between`] built from those sums estimates the
-//!    clock offsets as the engine does, gives each matched row its
-//!    one-way delay and histogram bucket, and judges the transmissions
-//!    still waiting at the end.
+//! Also the Arrow access the other modules share: typed columns whose
+//! errors name the column ([`Cols`]), string columns of any offsets, and
+//! addresses parsed once per distinct string.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use analyzer::engine::{
-    CrossCapture, Fate, FlowPath, Hist, MAX_CAPTURES, MergeConfig, PathSums, Transmission,
-    one_way_delay,
-};
+use analyzer::engine::{CrossCapture, Fate, FlowPath, MAX_CAPTURES, MergeConfig, Transmission};
 use arrow_array::builder::{BooleanBuilder, Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
@@ -31,9 +24,6 @@ use arrow_schema::{DataType, Field, Schema};
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
-
-use crate::blob::Flow;
-use crate::buckets::{Context, PathKey, PathList};
 
 pub(crate) type PyBatch = PyArrowType<RecordBatch>;
 
@@ -395,209 +385,4 @@ impl Matcher {
             );
         }
     }
-}
-
-/// The reduce's second step: the engine's estimates from the matches
-/// summed per path over every partition.
-///
-/// `spans[c]`: capture c's `(first_ts_ns, last_ts_ns)`; `paths`: per path
-/// between captures `ca < cb`, `(ca, cb, rocev2, src, dst, src_conn,
-/// dst_conn, ev, n, min, max, sum)` of `ts_b - ts_a` (`sum` as a decimal
-/// string: it may exceed 64 bits).
-#[pyclass]
-pub struct Between {
-    /// The bucket reduce's context of the same sums: offsets, each path's
-    /// direction.
-    ctx: Context,
-    ips: Ips,
-}
-
-type PathRow = (
-    i32,
-    i32,
-    bool,
-    String,
-    String,
-    i64,
-    i64,
-    i64,
-    u64,
-    i64,
-    i64,
-    String,
-);
-
-#[pymethods]
-impl Between {
-    #[new]
-    fn new(spans: Vec<(u64, u64)>, paths: Vec<PathRow>) -> PyResult<Self> {
-        let mut ips = Ips::default();
-        let mut list: PathList = Vec::with_capacity(paths.len());
-        for (ca, cb, rocev2, src, dst, src_conn, dst_conn, ev, n, min, max, sum) in &paths {
-            let flow = Flow {
-                rocev2: *rocev2,
-                src: ips.parse(src, "src")?,
-                dst: ips.parse(dst, "dst")?,
-                src_conn: *src_conn as u32,
-                dst_conn: *dst_conn as u32,
-            };
-            let sum: i128 = sum
-                .parse()
-                .map_err(|_| value_error(format!("path sum {sum:?} is not an integer")))?;
-            let key = PathKey {
-                a: capture_index(*ca)?,
-                b: capture_index(*cb)?,
-                flow,
-                ev: *ev as u16,
-            };
-            list.push((
-                key,
-                PathSums {
-                    n: *n,
-                    min: *min,
-                    max: *max,
-                    sum,
-                },
-            ));
-        }
-        Ok(Between {
-            ctx: Context::of_list(&spans, &list)?,
-            ips,
-        })
-    }
-
-    /// Matched rows (`ca, cb, rocev2, src, dst, src_conn, dst_conn, ev,
-    /// ts_a, ts_b`) with their path's direction and delay: the batch's
-    /// columns plus `up`, `down` (captures), `owd` (the offset-corrected
-    /// one-way delay, ns) and `owd_bucket` (its histogram bucket's lowest
-    /// value).
-    fn one_way_delays(&mut self, py: Python<'_>, batch: PyBatch) -> PyResult<PyBatch> {
-        let batch = batch.0;
-        py.detach(|| self.delays(&batch)).map(PyArrowType)
-    }
-
-    /// Unmatched rows (`state, ca, ts_a` and the flow) judged: the batch's
-    /// columns plus `fate`: `lost` for those that left the window (the
-    /// matcher counted them), for those waiting at the end the engine's
-    /// rule (`lost`, `unknown`, or null: they count in neither).
-    fn judge(&mut self, py: Python<'_>, batch: PyBatch) -> PyResult<PyBatch> {
-        let batch = batch.0;
-        py.detach(|| self.fates(&batch)).map(PyArrowType)
-    }
-}
-
-impl Between {
-    fn delays(&mut self, batch: &RecordBatch) -> PyResult<RecordBatch> {
-        let c = Cols(batch);
-        let flow = FlowCols::of(&c)?;
-        let (ca, cb) = (c.i32("ca")?, c.i32("cb")?);
-        let (ts_a, ts_b) = (c.i64("ts_a")?, c.i64("ts_b")?);
-        let n = batch.num_rows();
-        let (mut up, mut down) = (
-            Int32Builder::with_capacity(n),
-            Int32Builder::with_capacity(n),
-        );
-        let mut delta_col = Int64Builder::with_capacity(n);
-        let (mut owd, mut bucket) = (
-            Int64Builder::with_capacity(n),
-            Int64Builder::with_capacity(n),
-        );
-        for i in 0..n {
-            let (a, b) = (capture_index(ca.value(i))?, capture_index(cb.value(i))?);
-            let p = flow.path(i, &mut self.ips)?;
-            let key = PathKey {
-                a,
-                b,
-                flow: Flow::of_path(&p),
-                ev: p.ev,
-            };
-            let &(a_first, offset) = self.ctx.direction.get(&key).ok_or_else(|| {
-                value_error(format!(
-                    "a matched row of a path Between was not given: {a} {b} {p:?}"
-                ))
-            })?;
-            let delta = ts_b.value(i).saturating_sub(ts_a.value(i));
-            let d = one_way_delay(a_first, delta, offset);
-            let (u, w) = if a_first { (a, b) } else { (b, a) };
-            up.append_value(i32::from(u));
-            down.append_value(i32::from(w));
-            delta_col.append_value(delta);
-            owd.append_value(d as i64);
-            bucket.append_value(Hist::bucket_lowest(d) as i64);
-        }
-        let added: [(&str, DataType, ArrayRef); 5] = [
-            ("up", DataType::Int32, Arc::new(up.finish())),
-            ("down", DataType::Int32, Arc::new(down.finish())),
-            ("delta", DataType::Int64, Arc::new(delta_col.finish())),
-            ("owd", DataType::Int64, Arc::new(owd.finish())),
-            ("owd_bucket", DataType::Int64, Arc::new(bucket.finish())),
-        ];
-        extend(batch, added)
-    }
-
-    fn fates(&mut self, batch: &RecordBatch) -> PyResult<RecordBatch> {
-        let c = Cols(batch);
-        let flow = FlowCols::of(&c)?;
-        let state = c.str("state")?;
-        let (ca, ts_a) = (c.i32("ca")?, c.i64("ts_a")?);
-        let (ptype, psn, tx_ts, path_seq) = (
-            c.i64("ptype")?,
-            c.i64("psn")?,
-            c.i64("tx_ts")?,
-            c.i64("path_seq")?,
-        );
-        let mut fate = StringBuilder::new();
-        for i in 0..batch.num_rows() {
-            let judged = match state.value(i) {
-                "left" => Some(Fate::Lost),
-                "waiting" => {
-                    let p = flow.path(i, &mut self.ips)?;
-                    let tx = Transmission {
-                        rocev2: p.rocev2,
-                        src: p.src,
-                        dst: p.dst,
-                        src_conn: p.src_conn,
-                        dst_conn: p.dst_conn,
-                        ptype: ptype.value(i) as u8,
-                        psn: psn.value(i) as u32,
-                        tx_ts: tx_ts.value(i) as u32,
-                        ev: p.ev,
-                        path_seq: path_seq.value(i) as u16,
-                    };
-                    let capture = capture_index(ca.value(i))?;
-                    let ctx = &self.ctx;
-                    ctx.cross
-                        .fate_at_end(&ctx.offsets, &tx, capture, ts_a.value(i) as u64)
-                }
-                _ => None,
-            };
-            fate.append_option(judged.map(|f| match f {
-                Fate::Lost => "lost",
-                Fate::Unknown => "unknown",
-            }));
-        }
-        extend(
-            batch,
-            [("fate", DataType::Utf8, Arc::new(fate.finish()) as ArrayRef)],
-        )
-    }
-}
-
-/// `batch` with `added` columns after its own.
-fn extend<const N: usize>(
-    batch: &RecordBatch,
-    added: [(&str, DataType, ArrayRef); N],
-) -> PyResult<RecordBatch> {
-    let schema = batch.schema();
-    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    for (name, ty, array) in added {
-        fields.push(Field::new(
-            name,
-            ty,
-            array.null_count() > 0 || name == "fate",
-        ));
-        columns.push(array);
-    }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(value_error)
 }
