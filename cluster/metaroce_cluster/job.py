@@ -69,8 +69,8 @@ class Phases:
 
 
 def load(spark, args, messages):
-    """Runs the map step and names every host. Returns ``(items, roots,
-    hosts_of_root)``: ``items[i] = (host, packets dir, captures dir)`` in
+    """Runs the map step and names every host. Returns ``items``:
+    ``items[i] = (host, packets dir, captures dir)`` in
     host-name order (either dir None when missing)."""
     fs = inputs.Fs(spark)
     captures, roots = inputs.classify(fs, args.inputs, messages)
@@ -97,7 +97,7 @@ def load(spark, args, messages):
             continue
         packets, spans = inputs.host_dirs(fs, root, "packets"), inputs.host_dirs(fs, root, "captures")
         items += [(u, packets.get(h), spans.get(h)) for h, u in names.items()]
-    return sorted(items), roots, hosts_of_root
+    return sorted(items)
 
 
 def hosts_analysed(items, infos, version, messages):
@@ -155,7 +155,7 @@ def overlap_messages(hosts, messages):
 def run(spark, args):
     messages = []
     phases = Phases()
-    items, roots, hosts_of_root = load(spark, args, messages)
+    items = load(spark, args, messages)
     version = engine_version()
     buckets = args.buckets or between.default_buckets(items, spark.sparkContext.defaultParallelism)
     phases.done("map and load")
