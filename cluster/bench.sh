@@ -9,8 +9,9 @@
 #                   the tests use it; on a cluster each host exports its own)
 #   spark s         cluster/postmortem.sh --master 'local[2]' over the
 #                   exports: the whole reduce, Spark start included
-#   fixed s         Spark start to the end of its first task (spark-submit
-#                   started; the session made; a one-task job run)
+#   fixed s         Spark start to the end of its first job (spark-submit
+#                   started; the session made; a task per core has loaded
+#                   the engine)
 #   match s         the reduce's matching: the exports listed, hosts'
 #                   packets read and cut into bucket blobs, the blobs moved,
 #                   pass 1 (the matching) and pass 2 (the kept match read)
