@@ -71,7 +71,7 @@ def main():
     hosts, spans, remap, host_stalls = [], [], [], []
     for index, (host, packets_dir, _) in enumerate(items):
         problems = []
-        table = between._read(packets_dir, columns, problems)
+        table = between._read(packets_dir, columns, problems, dictionaries=between.STRING_COLUMNS)
         if problems or table is None or not table.num_rows:
             raise SystemExit(f"engine_bench: host {host}: no readable packets {problems}")
         table = between._packets(table)

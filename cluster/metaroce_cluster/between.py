@@ -100,9 +100,10 @@ def _files(path):
     return fs, sorted(i.path for i in infos if i.is_file and i.path.endswith(".parquet"))
 
 
-def _read(path, columns, problems):
+def _read(path, columns, problems, dictionaries=()):
     """The rows of every readable Parquet file under ``path``, only
-    ``columns`` of them (those the file has; all with None): a file that
+    ``columns`` of them (those the file has; all with None), the columns
+    ``dictionaries`` as dictionaries (no string per row): a file that
     cannot be read is named in ``problems`` and skipped."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -114,7 +115,7 @@ def _read(path, columns, problems):
     for f in files:
         try:
             with fs.open_input_file(f) as source:
-                pf = pq.ParquetFile(source)
+                pf = pq.ParquetFile(source, read_dictionary=list(dictionaries))
                 names = pf.schema_arrow.names
                 t = pf.read(columns=None if columns is None else [c for c in columns if c in names])
             tables.append(t)
@@ -139,8 +140,10 @@ def _packets(table):
             return pa.nulls(n, f.type)
         column = table.column(f.name)
         t = column.type
-        if f.type == pa.string() and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
-            # The engine reads every string layout: no copy.
+        if f.type == pa.string() and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+                                      or (pa.types.is_dictionary(t) and t.index_type == pa.int32()
+                                          and t.value_type == pa.string())):
+            # The engine reads these string layouts as they are: no copy.
             return column
         return column.cast(f.type)
 
@@ -195,7 +198,7 @@ def read_hosts(spark, items, buckets, driver_version):
         caps = _read(captures_dir, None, problems)
         if caps is not None and caps.num_rows:
             info["captures"] = {k: v[0] for k, v in caps.slice(0, 1).to_pydict().items()}
-        table = _read(packets_dir, columns, problems)
+        table = _read(packets_dir, columns, problems, dictionaries=STRING_COLUMNS)
         blobs, stalls = [], []
         if table is not None and table.num_rows:
             table = _packets(table)

@@ -69,18 +69,30 @@ impl<'a> Cols<'a> {
             DataType::Utf8 => Ok(Strings::Small(a.as_string::<i32>())),
             DataType::LargeUtf8 => Ok(Strings::Large(a.as_string::<i64>())),
             DataType::Utf8View => Ok(Strings::View(a.as_string_view())),
+            DataType::Dictionary(key, value)
+                if **key == DataType::Int32 && **value == DataType::Utf8 =>
+            {
+                let d = a.as_dictionary::<Int32Type>();
+                Ok(Strings::Dictionary(
+                    d.keys().values(),
+                    d.values().as_string::<i32>(),
+                ))
+            }
             _ => Err(PyTypeError::new_err(format!(
-                "column {name:?} must be a string"
+                "column {name:?} must be a string (or a dictionary of int32 to string)"
             ))),
         }
     }
 }
 
-/// A string column, whichever offsets Arrow gave it.
+/// A string column, whichever layout Arrow gave it: a dictionary (a few
+/// distinct values, such as addresses, read from Parquet without a
+/// string per row) is its keys and values.
 pub(crate) enum Strings<'a> {
     Small(&'a arrow_array::StringArray),
     Large(&'a arrow_array::LargeStringArray),
     View(&'a arrow_array::StringViewArray),
+    Dictionary(&'a [i32], &'a arrow_array::StringArray),
 }
 
 impl Strings<'_> {
@@ -89,6 +101,12 @@ impl Strings<'_> {
             Strings::Small(a) => a.value(i),
             Strings::Large(a) => a.value(i),
             Strings::View(a) => a.value(i),
+            // A null row's key may be any value: only keys of the
+            // dictionary name a value.
+            Strings::Dictionary(keys, values) => match usize::try_from(keys[i]) {
+                Ok(k) if k < values.len() => values.value(k),
+                _ => "",
+            },
         }
     }
 }
