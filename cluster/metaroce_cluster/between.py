@@ -92,10 +92,7 @@ def _files(path):
     """``(filesystem, [parquet files])`` under a local or remote directory."""
     import pyarrow.fs as pafs
 
-    if "://" in path:
-        fs, root = pafs.FileSystem.from_uri(path)
-    else:
-        fs, root = pafs.LocalFileSystem(), path
+    fs, root = tables.filesystem(path)
     infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
     return fs, sorted(i.path for i in infos if i.is_file and i.path.endswith(".parquet"))
 
@@ -285,7 +282,7 @@ def partials(blobs, job, spans, remap, paths, to_ref, windows, driver_version, w
             with open(path, "rb") as f:
                 kept = f.read()
         except FileNotFoundError:
-            parts = [v for _, v in it if isinstance(v, bytes)]
+            parts, _, _ = _split(v for _, v in it)
             _, kept = metaroce.match_paths(parts, spans, remap, window_ns=window_ns)
         out = metaroce.match_partials(kept, spans, shared.value, to_ref, windows)
         if tables_dir is not None:

@@ -19,8 +19,9 @@ import uuid
 PER_TRANSMISSION = ("matched", "lost", "transmissions", "hops")
 
 
-def _fs(path):
-    """``(filesystem, path in it)`` of a local or remote directory."""
+def filesystem(path):
+    """``(filesystem, path in it)`` of a local or remote directory (the
+    reduce's reads use it too)."""
     import pyarrow.fs as pafs
 
     if "://" in path:
@@ -37,7 +38,7 @@ def prepare(out):
     root = posixpath.join(out, "tables")
     if "://" not in root:
         root = os.path.abspath(root)
-    fs, path = _fs(root)
+    fs, path = filesystem(root)
     for table in PER_TRANSMISSION:
         fs.create_dir(posixpath.join(path, table), recursive=True)
         fs.delete_dir_contents(posixpath.join(path, table))
@@ -53,7 +54,7 @@ def write_parts(root, bucket, batches):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    fs, path = _fs(root)
+    fs, path = filesystem(root)
     for table, batch in batches:
         part = posixpath.join(path, table, f"part-{bucket:05d}.parquet")
         tmp = posixpath.join(path, table, f".part-{bucket:05d}.{uuid.uuid4().hex}.tmp")

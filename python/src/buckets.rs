@@ -423,19 +423,28 @@ pub fn match_paths(
     ))
 }
 
-/// The path of a match of rows `j` and `i` and its `ts_b - ts_a`.
-pub(crate) fn path_of(s: &Sightings, j: u32, i: u32) -> (PathKey, i64) {
-    let (rj, ri) = (&s.rows[j as usize], &s.rows[i as usize]);
-    let (a, b) = if rj.capture < ri.capture {
-        (rj, ri)
+/// The rows of a match of rows `j` and `i` in capture order, `(a's, b's)`,
+/// and its `ts_b - ts_a`.
+#[inline]
+pub(crate) fn in_capture_order(s: &Sightings, j: u32, i: u32) -> (u32, u32, i64) {
+    let (lo, hi) = if s.rows[j as usize].capture < s.rows[i as usize].capture {
+        (j, i)
     } else {
-        (ri, rj)
+        (i, j)
     };
+    let (a, b) = (&s.rows[lo as usize], &s.rows[hi as usize]);
     let delta =
         (i128::from(b.ts) - i128::from(a.ts)).clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+    (lo, hi, delta)
+}
+
+/// The path of a match of rows `j` and `i` and its `ts_b - ts_a`.
+pub(crate) fn path_of(s: &Sightings, j: u32, i: u32) -> (PathKey, i64) {
+    let (lo, hi, delta) = in_capture_order(s, j, i);
+    let ri = &s.rows[i as usize];
     let key = PathKey {
-        a: a.capture,
-        b: b.capture,
+        a: s.rows[lo as usize].capture,
+        b: s.rows[hi as usize].capture,
         flow: *s.flow(ri),
         ev: ri.ev,
     };
@@ -617,13 +626,8 @@ pub fn match_partials(
                 }
             };
             let p = &mut local[l];
-            let (lo, hi) = if rj.capture < ri.capture {
-                (rj, ri)
-            } else {
-                (ri, rj)
-            };
-            let delta = (i128::from(hi.ts) - i128::from(lo.ts))
-                .clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+            let (lo, hi, delta) = in_capture_order(s, j, i);
+            let (lo, hi) = (&s.rows[lo as usize], &s.rows[hi as usize]);
             let owd = one_way_delay(p.a_first, delta, p.offset);
             p.transmissions += 1;
             p.owd.record(owd);

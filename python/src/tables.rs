@@ -28,7 +28,7 @@ use pyo3::pybacked::PyBackedBytes;
 use rustc_hash::FxHashMap;
 
 use crate::blob::{Row, Sightings};
-use crate::buckets::{Context, Matched, path_of};
+use crate::buckets::{Context, Matched, in_capture_order, path_of};
 use crate::matching::{PyBatch, value_error};
 
 /// A match of the bucket: its copies' rows (`lo` the lower capture's),
@@ -66,12 +66,8 @@ fn matches(s: &Sightings, m: &Matched, ctx: &Context) -> PyResult<Vec<Match>> {
     m.pairs
         .iter()
         .map(|&(j, i)| {
-            let (rj, ri) = (&s.rows[j as usize], &s.rows[i as usize]);
-            let (lo, hi) = if rj.capture < ri.capture {
-                (j, i)
-            } else {
-                (i, j)
-            };
+            let (lo, hi, delta) = in_capture_order(s, j, i);
+            let ri = &s.rows[i as usize];
             let (a, b) = (&s.rows[lo as usize], &s.rows[hi as usize]);
             let local = (a.capture, b.capture, ri.flow, ri.ev);
             let (a_first, offset) = match direction.get(&local) {
@@ -82,8 +78,6 @@ fn matches(s: &Sightings, m: &Matched, ctx: &Context) -> PyResult<Vec<Match>> {
                     d
                 }
             };
-            let delta = (i128::from(b.ts) - i128::from(a.ts))
-                .clamp(i64::MIN.into(), i64::MAX.into()) as i64;
             Ok(Match {
                 lo,
                 hi,
