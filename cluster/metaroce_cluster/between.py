@@ -40,7 +40,7 @@ import uuid
 
 from pyspark import TaskContext
 
-from . import tables
+from . import tables, zip_imports
 
 # The engine's MergeConfig default.
 WINDOW_NS = 1_000_000_000
@@ -54,8 +54,12 @@ LIST_COLUMNS = ["hop_switch_id", "hop_queue_depth", "hop_latency_ns"]
 
 def _engine(driver_version):
     """The executor's ``metaroce`` module, checked against the driver's
-    engine: a mixed deployment fails naming the executor."""
+    engine: a mixed deployment fails naming the executor. Also makes this
+    Python worker's next tasks start without re-reading zip archives
+    (zip_imports)."""
     import metaroce
+
+    zip_imports.install()
 
     if metaroce.engine_version() != driver_version:
         raise RuntimeError(

@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import tempfile
 
+from . import zip_imports
+
 
 def capture_stem(path):
     """The host name the analyzer gives a capture (its file stem, ``.gz``
@@ -102,6 +104,7 @@ def run_map(spark, analyzer, named, out_dir, messages):
     tasks = spark.sparkContext.parallelize(named, len(named))
 
     def export(item):
+        zip_imports.install()
         host, capture = item
         binary = analyzer
         if not os.path.isabs(binary) and os.path.exists(binary):
