@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyarrow.compute as pc  # noqa: E402
 
 import metaroce  # noqa: E402
-from metaroce_cluster import between, fabric  # noqa: E402
+from metaroce_cluster import between, fabric, worker_process  # noqa: E402
 
 LOOKBACK_NS = 1_000_000  # job.py's --lookback-ns default
 TOP = 5  # job.py's --top default
@@ -59,6 +59,8 @@ def main():
     p.add_argument("--cores", type=int, default=2, help="the job's cores (its default bucket count)")
     p.add_argument("--report", help="write the assembled report (JSON) there")
     args = p.parse_args()
+    # The settings of the job's Python workers.
+    worker_process.install()
 
     packets = host_dirs(args.exports, "packets")
     captures = host_dirs(args.exports, "captures")

@@ -6,11 +6,14 @@ moves a few large values; no matching rule and no per-packet row is
 handled here.
 
 0. :func:`load_engine`: a task per core loads the engine (checked
-   against the driver's) in the Python worker the reduce's tasks reuse.
+   against the driver's) in the Python worker the reduce's tasks reuse,
+   warms it and pyarrow's Parquet reader up, and makes the worker's
+   settings (worker_process.py: no zip re-read per task, freed memory
+   kept).
 1. :func:`read_hosts`: tasks of several hosts each read a host's
    ``packets`` columns the engine needs (pyarrow) and ``metaroce.shard``
    cuts its sightings into buckets by a 64-bit hash of the transmission
-   key: one compact blob per (host, bucket), zstd-compressed. Every
+   key: one compact blob per (host, bucket), LZ4-compressed. Every
    bucket also receives each host's info (row count, span, ``captures``
    row: small), and bucket 0 its stalls. Spark moves them to one partition per bucket:
    every sighting of a transmission, whatever its host, lands in the
@@ -40,7 +43,7 @@ import uuid
 
 from pyspark import TaskContext
 
-from . import tables, zip_imports
+from . import tables, worker_process
 
 # The engine's MergeConfig default.
 WINDOW_NS = 1_000_000_000
@@ -55,11 +58,10 @@ LIST_COLUMNS = ["hop_switch_id", "hop_queue_depth", "hop_latency_ns"]
 def _engine(driver_version):
     """The executor's ``metaroce`` module, checked against the driver's
     engine: a mixed deployment fails naming the executor. Also makes this
-    Python worker's next tasks start without re-reading zip archives
-    (zip_imports)."""
+    Python worker's settings for the reduce (worker_process)."""
     import metaroce
 
-    zip_imports.install()
+    worker_process.install()
 
     if metaroce.engine_version() != driver_version:
         raise RuntimeError(
@@ -69,15 +71,33 @@ def _engine(driver_version):
     return metaroce
 
 
+def _warm_up(metaroce):
+    """One packet row written to Parquet in memory, read back and sharded
+    as a host's are: the reader's and the engine's first call in a
+    process costs a few tenths of a second (code paths and thread pools
+    set up), which the first host of each task would pay."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = {c: ["metaroce" if c == "proto" else "10.0.0.1" if c in ("src", "dst") else "DATA"]
+           for c in STRING_COLUMNS}
+    row.update({c: [1] for c in INT_COLUMNS}, malformed=[False], **{c: [[1]] for c in LIST_COLUMNS})
+    buffer = io.BytesIO()
+    pq.write_table(pa.table(row), buffer)
+    buffer.seek(0)
+    table = _packets(pq.ParquetFile(buffer, read_dictionary=STRING_COLUMNS).read())
+    metaroce.shard(table.to_batches(), 0, 1)
+
+
 def load_engine(spark, driver_version):
     """A task per core imports the engine (checked against the driver's)
-    and pyarrow's Parquet reader, so the reduce's first tasks start on
-    Python workers that hold them."""
+    and warms pyarrow's Parquet reader and the engine up, so the reduce's
+    first tasks start on Python workers that hold them."""
 
     def load(_):
-        import pyarrow.parquet  # noqa: F401 -- loaded for the tasks that follow
-
-        _engine(driver_version)
+        _warm_up(_engine(driver_version))
         return []
 
     sc = spark.sparkContext

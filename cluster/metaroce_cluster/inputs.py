@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import zip_imports
+from . import worker_process
 
 
 def capture_stem(path):
@@ -104,7 +104,7 @@ def run_map(spark, analyzer, named, out_dir, messages):
     tasks = spark.sparkContext.parallelize(named, len(named))
 
     def export(item):
-        zip_imports.install()
+        worker_process.install()
         host, capture = item
         binary = analyzer
         if not os.path.isabs(binary) and os.path.exists(binary):

@@ -25,7 +25,7 @@ use pyo3::types::PyBytes;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::blob::{Flow, FlowIndex, Reader, Row, Sightings};
+use crate::blob::{Flow, FlowIndex, Reader, Row, Sightings, Widths};
 use crate::matching::value_error;
 use crate::packed::unpack;
 
@@ -250,11 +250,7 @@ impl Matched {
         spans: &[(u64, u64)],
         window_ns: u64,
     ) -> Result<Matched, String> {
-        let mut s = Sightings {
-            host: Sightings::ALL,
-            ..Sightings::default()
-        };
-        let mut flows = FlowIndex::default();
+        let mut decoded = Vec::with_capacity(blobs.len());
         for bytes in blobs {
             let (blob, _) = unpack(bytes)
                 .and_then(|raw| Sightings::decode(&raw))
@@ -265,9 +261,22 @@ impl Matched {
                 })?,
                 _ => continue,
             };
+            decoded.push((blob, capture));
+        }
+        let mut s = Sightings {
+            host: Sightings::ALL,
+            rows: Vec::with_capacity(decoded.iter().map(|(b, _)| b.rows.len()).sum()),
+            hops: Vec::with_capacity(decoded.iter().map(|(b, _)| b.hops.len()).sum()),
+            ..Sightings::default()
+        };
+        let mut flows = FlowIndex::default();
+        for (blob, capture) in decoded {
             s.append(blob, capture, &mut flows);
         }
-        s.rows.sort_unstable_by_key(|r| (r.ts, r.capture, r.frame));
+        // Each host's rows come in its capture's order: a stable sort
+        // merges these runs instead of sorting from scratch (the key is
+        // unique, so any sort gives the same order).
+        s.rows.sort_by_key(|r| (r.ts, r.capture, r.frame));
         let cfg = MergeConfig {
             window_ns,
             max_pending: usize::MAX,
@@ -316,7 +325,7 @@ impl Matched {
     }
 
     fn encode(&self) -> Vec<u8> {
-        let mut out = self.s.encode();
+        let mut out = self.s.encode(Widths::Full);
         out.reserve(8 + self.pairs.len() * 8 + self.unmatched.len() * 5);
         out.extend_from_slice(&(self.pairs.len() as u32).to_le_bytes());
         for &(j, i) in &self.pairs {

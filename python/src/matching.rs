@@ -111,6 +111,43 @@ impl Strings<'_> {
     }
 }
 
+impl<'a> Strings<'a> {
+    /// Each distinct value turned into a `T` once: `(convert(v) per
+    /// dictionary value, then convert(""))`, looked up by
+    /// [`ByKey::get`]; `None` for a column that is not a dictionary.
+    pub(crate) fn by_key<T>(&self, mut convert: impl FnMut(&str) -> T) -> Option<ByKey<'a, T>> {
+        let Strings::Dictionary(keys, values) = *self else {
+            return None;
+        };
+        let mut converted: Vec<T> = (0..values.len())
+            .map(|k| convert(values.value(k)))
+            .collect();
+        converted.push(convert(""));
+        Some(ByKey { keys, converted })
+    }
+}
+
+/// A dictionary column's values converted once ([`Strings::by_key`]).
+pub(crate) struct ByKey<'a, T> {
+    keys: &'a [i32],
+    converted: Vec<T>,
+}
+
+impl<T> ByKey<'_, T> {
+    /// Row `i`'s value converted (a key outside the dictionary, such as
+    /// a null row's, reads as "", as [`Strings::value`] has it).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> &T {
+        let last = self.converted.len() - 1;
+        let k = usize::try_from(self.keys[i]).map_or(last, |k| k.min(last));
+        &self.converted[k]
+    }
+}
+
+pub(crate) fn not_an_address(column: &str, text: &str) -> PyErr {
+    value_error(format!("column {column:?}: {text:?} is not an IP address"))
+}
+
 /// Addresses parsed once per distinct string of a batch.
 #[derive(Default)]
 pub(crate) struct Ips(FxHashMap<String, IpAddr>);
@@ -120,9 +157,7 @@ impl Ips {
         if let Some(ip) = self.0.get(text) {
             return Ok(*ip);
         }
-        let ip: IpAddr = text.parse().map_err(|_| {
-            value_error(format!("column {column:?}: {text:?} is not an IP address"))
-        })?;
+        let ip: IpAddr = text.parse().map_err(|_| not_an_address(column, text))?;
         self.0.insert(text.to_string(), ip);
         Ok(ip)
     }

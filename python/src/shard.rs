@@ -11,6 +11,7 @@
 //! one row per stall, for the job's incidents.
 
 use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
 
 use analyzer::engine::Transmission;
 use arrow_array::cast::AsArray;
@@ -20,9 +21,47 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rustc_hash::{FxHashMap, FxHasher};
 
-use crate::blob::{Flow, FlowIndex, Row, Sightings};
-use crate::matching::{Cols, Ips, PyBatch, value_error};
+use crate::blob::{Flow, FlowIndex, Row, Sightings, Widths};
+use crate::matching::{ByKey, Cols, Ips, PyBatch, Strings, not_an_address, value_error};
 use crate::packed::pack;
+
+/// A row's `proto`: RoCEv2 or MetaRoCE (`None`: another protocol, not
+/// matched).
+fn rocev2_of(proto: &str) -> Option<bool> {
+    match proto {
+        "rocev2" => Some(true),
+        "metaroce" => Some(false),
+        _ => None,
+    }
+}
+
+/// An address column: parsed once per dictionary value, or per distinct
+/// string through the batch's cache for another layout.
+struct Addresses<'a> {
+    name: &'static str,
+    column: Strings<'a>,
+    by_key: Option<ByKey<'a, Result<IpAddr, ()>>>,
+}
+
+impl<'a> Addresses<'a> {
+    fn of(column: Strings<'a>, name: &'static str) -> Self {
+        let by_key = column.by_key(|text| text.parse().map_err(|_| ()));
+        Addresses {
+            name,
+            column,
+            by_key,
+        }
+    }
+
+    fn at(&self, i: usize, ips: &mut Ips) -> PyResult<IpAddr> {
+        match &self.by_key {
+            Some(by_key) => by_key
+                .get(i)
+                .map_err(|()| not_an_address(self.name, self.column.value(i))),
+            None => ips.parse(self.column.value(i), self.name),
+        }
+    }
+}
 
 /// The bucket of a transmission: the same on every executor (FxHash has
 /// no per-process seed).
@@ -90,6 +129,10 @@ pub fn shard(
             let batch = &batch.0;
             let c = Cols(batch);
             let (proto, src, dst) = (c.str("proto")?, c.str("src")?, c.str("dst")?);
+            // The job reads these as dictionaries: each distinct value is
+            // converted once, not per row.
+            let proto_by_key = proto.by_key(rocev2_of);
+            let (src, dst) = (Addresses::of(src, "src"), Addresses::of(dst, "dst"));
             let malformed = c.bool("malformed")?;
             let [
                 src_port,
@@ -130,15 +173,15 @@ pub fn shard(
             ];
             let has_hops = hop_cols[0].0.null_count() < batch.num_rows();
             for i in 0..batch.num_rows() {
-                let rocev2 = match proto.value(i) {
-                    "rocev2" => true,
-                    "metaroce" => false,
-                    _ => continue,
+                let rocev2 = match &proto_by_key {
+                    Some(by_key) => *by_key.get(i),
+                    None => rocev2_of(proto.value(i)),
                 };
+                let Some(rocev2) = rocev2 else { continue };
                 let row = Transmission {
                     rocev2,
-                    src: ips.parse(src.value(i), "src")?,
-                    dst: ips.parse(dst.value(i), "dst")?,
+                    src: src.at(i, &mut ips)?,
+                    dst: dst.at(i, &mut ips)?,
                     src_conn: if rocev2 {
                         0
                     } else {
@@ -188,11 +231,12 @@ pub fn shard(
                 });
             }
         }
-        out.into_iter()
+        Ok(out
+            .into_iter()
             .enumerate()
             .filter(|(_, b)| !b.rows.is_empty())
-            .map(|(i, b)| Ok((i as u32, pack(&b.encode()).map_err(value_error)?)))
-            .collect()
+            .map(|(i, b)| (i as u32, pack(&b.encode(Widths::Narrowest))))
+            .collect())
     })?;
     Ok(blobs
         .into_iter()

@@ -4,14 +4,15 @@
 //! engine's, beside the row mode that reads it ([`super::rows`]), so it
 //! is tested without Python.
 //!
-//! Fixed-width little-endian columns, not a self-describing format: a
-//! bucket holds millions of rows, and encoding or decoding them is a copy
-//! per field. The rows and the hops are stored column by column, and the
-//! row columns that grow along a capture (`ts`, `frame`, `hop_start`) as
-//! the difference from the row before: the job compresses the blobs to
-//! move them, and columns of small, alike values compress to a fraction
-//! of interleaved rows. Decoding checks every length and index and fails
-//! with a message naming what is wrong, never panics.
+//! Little-endian columns, not a self-describing format: a bucket holds
+//! millions of rows, and encoding or decoding them is a copy per field.
+//! Each column is stored at the narrowest width of 1, 2, 4 or 8 bytes that
+//! holds all its values (a byte in front says which), and the columns
+//! that grow along a capture (`ts`, `frame`, `hop_start`) as the
+//! zigzag-coded difference from the row before: a host's rows then take
+//! about half the bytes of their fields, before the job compresses them.
+//! Decoding checks every width, length and index and fails with a message
+//! naming what is wrong, never panics.
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -85,11 +86,18 @@ pub struct Row {
     pub frame: u64,
 }
 
-const ROW_BYTES: usize = 2 + 1 + 1 + 2 + 2 + 2 + 4 + 4 + 4 + 4 + 8 + 8;
+/// A row's columns and a hop's, each at least a byte wide: a count is
+/// checked against the bytes that follow before anything is allocated.
+const ROW_COLUMNS: usize = 12;
+/// The growing columns' first values.
+const FIRST_VALUES: usize = 3 * 8;
+const HOP_COLUMNS: usize = 3;
+/// A row's and a hop's bytes at their fields' full widths.
+const ROW_BYTES_AT_MOST: usize = 2 + 1 + 1 + 2 + 2 + 2 + 4 + 4 + 4 + 8 + 8 + 8;
+const HOP_BYTES_AT_MOST: usize = 4 + 2 + 2;
 const FLOW_BYTES: usize = 1 + 17 + 17 + 4 + 4;
-const HOP_BYTES: usize = 8;
-/// "MRS3": the format's tag and version (3: columns, differences).
-const MAGIC: u32 = 0x3353_524d;
+/// "MRS4": the format's tag and version (4: columns of chosen width).
+const MAGIC: u32 = 0x3453_524d;
 
 /// Sightings with their flows and hops: one host's sightings of one
 /// bucket (`host` its index in the job's list of hosts read, `capture`
@@ -194,32 +202,137 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// One fixed-width field of every item, in item order.
-fn put_column<T, const N: usize>(out: &mut Vec<u8>, items: &[T], field: impl Fn(&T) -> [u8; N]) {
-    for item in items {
-        out.extend_from_slice(&field(item));
+/// How wide [`Sightings::encode`] stores each column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Widths {
+    /// The narrowest that holds all of a column's values: fewer bytes to
+    /// compress and move (a host's blob, which crosses Spark).
+    Narrowest,
+    /// Each field's own width, with no pass to find a narrower one (a
+    /// kept bucket, which stays on its executor's disk).
+    Full,
+}
+
+/// A column of [`put_columns`]: its field's width in bytes, and whether
+/// it is stored as differences (a growing field: its first value, 8
+/// bytes, then the difference of each value from the one before,
+/// zigzag-coded, so that small steps either way take few bytes).
+#[derive(Clone, Copy)]
+struct ColumnKind {
+    field_width: usize,
+    differences: bool,
+}
+
+const fn plain(field_width: usize) -> ColumnKind {
+    ColumnKind {
+        field_width,
+        differences: false,
     }
 }
 
-/// A growing field as differences from the value before (the first from
-/// 0), each `width` bytes: the low bytes of the wrapping difference,
-/// which the wrapping sum of the decoder undoes.
-fn put_differences(out: &mut Vec<u8>, values: impl Iterator<Item = u64>, width: usize) {
-    let mut last = 0u64;
-    for v in values {
-        out.extend_from_slice(&v.wrapping_sub(last).to_le_bytes()[..width]);
-        last = v;
+const GROWING: ColumnKind = ColumnKind {
+    field_width: 8,
+    differences: true,
+};
+
+/// `items`' `N` fields as `N` columns, each its width's byte, then each
+/// value's low bytes, written in one pass over the items (a pass per
+/// column would read every item `N` times).
+fn put_columns<T, const N: usize>(
+    out: &mut Vec<u8>,
+    widths: Widths,
+    kinds: [ColumnKind; N],
+    items: &[T],
+    fields: impl Fn(&T) -> [u64; N],
+) {
+    let first = items.first().map_or([0; N], &fields);
+    // What each item stores, given the fields of the item before.
+    let stored = |before: &mut [u64; N], item: &T| {
+        let values = fields(item);
+        let mut out = values;
+        for k in 0..N {
+            if kinds[k].differences {
+                let d = values[k].wrapping_sub(before[k]) as i64;
+                out[k] = ((d << 1) ^ (d >> 63)) as u64;
+            }
+        }
+        *before = values;
+        out
+    };
+    let width: [usize; N] = match widths {
+        Widths::Full => kinds.map(|k| k.field_width),
+        Widths::Narrowest => {
+            // The highest bit set in any value (an OR of them all).
+            let (mut any, mut before) = ([0; N], first);
+            for item in items {
+                let values = stored(&mut before, item);
+                for k in 0..N {
+                    any[k] |= values[k];
+                }
+            }
+            any.map(|bits| {
+                WIDTHS
+                    .into_iter()
+                    .find(|&w| w == 8 || bits >> (8 * w) == 0)
+                    .unwrap_or(8)
+            })
+        }
+    };
+    let n = items.len();
+    let mut at = [0; N];
+    let mut end = out.len();
+    for k in 0..N {
+        if kinds[k].differences {
+            end += 8;
+        }
+        at[k] = end + 1;
+        end += 1 + n * width[k];
+    }
+    out.resize(end, 0);
+    for k in 0..N {
+        if kinds[k].differences {
+            out[at[k] - 9..at[k] - 1].copy_from_slice(&first[k].to_le_bytes());
+        }
+        out[at[k] - 1] = width[k] as u8;
+    }
+    let mut before = first;
+    for (i, item) in items.iter().enumerate() {
+        let values = stored(&mut before, item);
+        for k in 0..N {
+            let (w, v) = (width[k], values[k]);
+            let slot = &mut out[at[k] + i * w..at[k] + (i + 1) * w];
+            match w {
+                1 => slot[0] = v as u8,
+                2 => slot.copy_from_slice(&(v as u16).to_le_bytes()),
+                4 => slot.copy_from_slice(&(v as u32).to_le_bytes()),
+                _ => slot.copy_from_slice(&v.to_le_bytes()),
+            }
+        }
     }
 }
 
-/// The columns of a section whose length was checked: each taken in turn.
-struct Columns<'a>(&'a [u8]);
+fn undo_zigzag(z: u64) -> u64 {
+    ((z >> 1) as i64 ^ -((z & 1) as i64)) as u64
+}
 
-impl<'a> Columns<'a> {
-    fn next(&mut self, len: usize) -> &'a [u8] {
-        let (column, rest) = self.0.split_at(len);
-        self.0 = rest;
-        column
+const WIDTHS: [usize; 4] = [1, 2, 4, 8];
+
+/// One column as stored: `width` bytes per value.
+struct Column<'a> {
+    width: usize,
+    bytes: &'a [u8],
+}
+
+impl Column<'_> {
+    #[inline(always)]
+    fn get(&self, i: usize) -> u64 {
+        let at = i * self.width;
+        match self.width {
+            1 => u64::from(self.bytes[at]),
+            2 => u64::from(u16::from_le_bytes([self.bytes[at], self.bytes[at + 1]])),
+            4 => u64::from(u32::from_le_bytes(le(self.bytes, at))),
+            _ => u64::from_le_bytes(le(self.bytes, at)),
+        }
     }
 }
 
@@ -229,15 +342,33 @@ fn le<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
     a
 }
 
+impl<'a> Reader<'a> {
+    /// A column of `n` values of a field `max_width` bytes wide.
+    fn column(&mut self, n: usize, max_width: usize, what: &str) -> Result<Column<'a>, String> {
+        let at = self.at;
+        let width = usize::from(self.array::<1>(what)?[0]);
+        if !WIDTHS.contains(&width) || width > max_width {
+            return Err(format!(
+                "{what}: width {width} at byte {at} (legal: 1, 2, 4 or 8, at most {max_width})"
+            ));
+        }
+        let bytes = self.take(n * width, what)?;
+        Ok(Column { width, bytes })
+    }
+}
+
 impl Sightings {
     /// `host` of a bucket's sightings of every host.
     pub const ALL: u32 = u32::MAX;
 
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self, widths: Widths) -> Vec<u8> {
         let mut out = Vec::with_capacity(
-            16 + self.flows.len() * FLOW_BYTES
-                + self.rows.len() * ROW_BYTES
-                + self.hops.len() * HOP_BYTES,
+            20 + self.flows.len() * FLOW_BYTES
+                + FIRST_VALUES
+                + ROW_COLUMNS
+                + HOP_COLUMNS
+                + self.rows.len() * ROW_BYTES_AT_MOST
+                + self.hops.len() * HOP_BYTES_AT_MOST,
         );
         for n in [
             MAGIC,
@@ -255,22 +386,40 @@ impl Sightings {
             out.extend_from_slice(&f.src_conn.to_le_bytes());
             out.extend_from_slice(&f.dst_conn.to_le_bytes());
         }
-        let rows = &self.rows;
-        put_column(&mut out, rows, |r| r.capture.to_le_bytes());
-        put_column(&mut out, rows, |r| [r.ptype]);
-        put_column(&mut out, rows, |r| [r.ecn]);
-        put_column(&mut out, rows, |r| r.ev.to_le_bytes());
-        put_column(&mut out, rows, |r| r.path_seq.to_le_bytes());
-        put_column(&mut out, rows, |r| r.hop_count.to_le_bytes());
-        put_column(&mut out, rows, |r| r.flow.to_le_bytes());
-        put_column(&mut out, rows, |r| r.psn.to_le_bytes());
-        put_column(&mut out, rows, |r| r.tx_ts.to_le_bytes());
-        put_differences(&mut out, rows.iter().map(|r| u64::from(r.hop_start)), 4);
-        put_differences(&mut out, rows.iter().map(|r| r.ts), 8);
-        put_differences(&mut out, rows.iter().map(|r| r.frame), 8);
-        put_column(&mut out, &self.hops, |h| h.0.to_le_bytes());
-        put_column(&mut out, &self.hops, |h| h.1.to_le_bytes());
-        put_column(&mut out, &self.hops, |h| h.2.to_le_bytes());
+        let row_columns = [
+            plain(2), // capture
+            plain(1), // ptype
+            plain(1), // ecn
+            plain(2), // ev
+            plain(2), // path_seq
+            plain(2), // hop_count
+            plain(4), // flow
+            plain(4), // psn
+            plain(4), // tx_ts
+            GROWING,  // hop_start
+            GROWING,  // ts
+            GROWING,  // frame
+        ];
+        put_columns(&mut out, widths, row_columns, &self.rows, |r| {
+            [
+                r.capture.into(),
+                r.ptype.into(),
+                r.ecn.into(),
+                r.ev.into(),
+                r.path_seq.into(),
+                r.hop_count.into(),
+                r.flow.into(),
+                r.psn.into(),
+                r.tx_ts.into(),
+                r.hop_start.into(),
+                r.ts,
+                r.frame,
+            ]
+        });
+        let hop_columns = [plain(4), plain(2), plain(2)];
+        put_columns(&mut out, widths, hop_columns, &self.hops, |h| {
+            [h.0.into(), h.1.into(), h.2.into()]
+        });
         out
     }
 
@@ -288,13 +437,13 @@ impl Sightings {
         let [flows, rows, hops] = [(); 3].map(|_| r.u32("the header"));
         let (flows, rows, hops) = (flows? as usize, rows? as usize, hops? as usize);
         // Each count is checked against the bytes left before anything
-        // is allocated for it.
+        // is allocated for it (every column is at least a byte wide).
         let left = bytes.len() - r.at;
         let need = flows
             .checked_mul(FLOW_BYTES)
-            .zip(rows.checked_mul(ROW_BYTES))
-            .zip(hops.checked_mul(HOP_BYTES))
-            .and_then(|((f, r), h)| f.checked_add(r)?.checked_add(h));
+            .zip(rows.checked_mul(ROW_COLUMNS))
+            .zip(hops.checked_mul(HOP_COLUMNS))
+            .and_then(|((f, r), h)| f.checked_add(r)?.checked_add(h)?.checked_add(FIRST_VALUES));
         if need.is_none_or(|n| n > left) {
             return Err(format!(
                 "{flows} flows, {rows} rows and {hops} hops announced, {left} bytes follow"
@@ -320,43 +469,42 @@ impl Sightings {
                 dst_conn: r.u32("a flow")?,
             });
         }
-        let mut columns = Columns(r.take(rows * ROW_BYTES, "the rows")?);
-        let (capture, ptype, ecn) = (
-            columns.next(2 * rows),
-            columns.next(rows),
-            columns.next(rows),
-        );
-        let (ev, path_seq, hop_count) = (
-            columns.next(2 * rows),
-            columns.next(2 * rows),
-            columns.next(2 * rows),
-        );
-        let (flow, psn, tx_ts) = (
-            columns.next(4 * rows),
-            columns.next(4 * rows),
-            columns.next(4 * rows),
-        );
-        let (hop_start, ts, frame) = (
-            columns.next(4 * rows),
-            columns.next(8 * rows),
-            columns.next(8 * rows),
-        );
-        let (mut last_hop_start, mut last_ts, mut last_frame) = (0u32, 0u64, 0u64);
+        // A column's width is at most its field's, so each value fits
+        // its field: the casts below keep every bit.
+        let mut c = |max_width, what| r.column(rows, max_width, what);
+        let capture = c(2, "the capture column")?;
+        let ptype = c(1, "the ptype column")?;
+        let ecn = c(1, "the ecn column")?;
+        let ev = c(2, "the ev column")?;
+        let path_seq = c(2, "the path_seq column")?;
+        let hop_count = c(2, "the hop_count column")?;
+        let flow = c(4, "the flow column")?;
+        let psn = c(4, "the psn column")?;
+        let tx_ts = c(4, "the tx_ts column")?;
+        let mut d = |what| -> Result<(u64, Column<'_>), String> {
+            let first = u64::from_le_bytes(r.array::<8>(what)?);
+            Ok((first, r.column(rows, 8, what)?))
+        };
+        let (mut last_hop_start, hop_start) = d("the hop_start column")?;
+        let (mut last_ts, ts) = d("the ts column")?;
+        let (mut last_frame, frame) = d("the frame column")?;
         for i in 0..rows {
-            last_hop_start = last_hop_start.wrapping_add(u32::from_le_bytes(le(hop_start, 4 * i)));
-            last_ts = last_ts.wrapping_add(u64::from_le_bytes(le(ts, 8 * i)));
-            last_frame = last_frame.wrapping_add(u64::from_le_bytes(le(frame, 8 * i)));
+            last_hop_start = last_hop_start.wrapping_add(undo_zigzag(hop_start.get(i)));
+            last_ts = last_ts.wrapping_add(undo_zigzag(ts.get(i)));
+            last_frame = last_frame.wrapping_add(undo_zigzag(frame.get(i)));
             let row = Row {
-                capture: u16::from_le_bytes(le(capture, 2 * i)),
-                ptype: ptype[i],
-                ecn: ecn[i],
-                ev: u16::from_le_bytes(le(ev, 2 * i)),
-                path_seq: u16::from_le_bytes(le(path_seq, 2 * i)),
-                hop_count: u16::from_le_bytes(le(hop_count, 2 * i)),
-                flow: u32::from_le_bytes(le(flow, 4 * i)),
-                psn: u32::from_le_bytes(le(psn, 4 * i)),
-                tx_ts: u32::from_le_bytes(le(tx_ts, 4 * i)),
-                hop_start: last_hop_start,
+                capture: capture.get(i) as u16,
+                ptype: ptype.get(i) as u8,
+                ecn: ecn.get(i) as u8,
+                ev: ev.get(i) as u16,
+                path_seq: path_seq.get(i) as u16,
+                hop_count: hop_count.get(i) as u16,
+                flow: flow.get(i) as u32,
+                psn: psn.get(i) as u32,
+                tx_ts: tx_ts.get(i) as u32,
+                hop_start: u32::try_from(last_hop_start).map_err(|_| {
+                    format!("row {i}'s hops start at {last_hop_start}, past any count")
+                })?,
                 ts: last_ts,
                 frame: last_frame,
             };
@@ -371,17 +519,15 @@ impl Sightings {
             }
             out.rows.push(row);
         }
-        let mut columns = Columns(r.take(hops * HOP_BYTES, "the hops")?);
-        let (switch, queue, latency) = (
-            columns.next(4 * hops),
-            columns.next(2 * hops),
-            columns.next(2 * hops),
-        );
+        let mut c = |max_width, what| r.column(hops, max_width, what);
+        let switch = c(4, "the hops' switch column")?;
+        let queue = c(2, "the hops' queue column")?;
+        let latency = c(2, "the hops' latency column")?;
         out.hops.extend((0..hops).map(|i| {
             (
-                u32::from_le_bytes(le(switch, 4 * i)),
-                u16::from_le_bytes(le(queue, 2 * i)),
-                u16::from_le_bytes(le(latency, 2 * i)),
+                switch.get(i) as u32,
+                queue.get(i) as u16,
+                latency.get(i) as u16,
             )
         }));
         Ok((out, r.at))
@@ -414,16 +560,27 @@ impl Sightings {
     }
 }
 
-/// Each flow's index in a list of flows.
+/// Each flow's index in a list of flows. The last flow looked up is
+/// remembered: a capture's rows come in bursts of one flow.
 #[derive(Default)]
-pub struct FlowIndex(rustc_hash::FxHashMap<Flow, u32>);
+pub struct FlowIndex {
+    index: rustc_hash::FxHashMap<Flow, u32>,
+    last: Option<(Flow, u32)>,
+}
 
 impl FlowIndex {
     pub fn index(&mut self, flow: &Flow, flows: &mut Vec<Flow>) -> u32 {
-        *self.0.entry(*flow).or_insert_with(|| {
+        if let Some((last, i)) = &self.last
+            && last == flow
+        {
+            return *i;
+        }
+        let i = *self.index.entry(*flow).or_insert_with(|| {
             flows.push(*flow);
             (flows.len() - 1) as u32
-        })
+        });
+        self.last = Some((*flow, i));
+        i
     }
 }
 
@@ -486,17 +643,55 @@ mod tests {
     #[test]
     fn round_trip() {
         let s = sample();
-        let bytes = s.encode();
+        let bytes = s.encode(Widths::Narrowest);
         let (back, end) = Sightings::decode(&bytes).unwrap();
         assert_eq!(back, s);
         assert_eq!(end, bytes.len());
+        let full = s.encode(Widths::Full);
+        assert!(full.len() > bytes.len());
+        assert_eq!(Sightings::decode(&full).unwrap(), (sample(), full.len()));
         assert_eq!(back.hops(&back.rows[1]), &s.hops[0..2]);
         assert_eq!(back.flow(&back.rows[1]), &s.flows[1]);
     }
 
     #[test]
+    fn columns_take_the_width_of_their_largest_value() {
+        let s = sample();
+        let mut one_row = Sightings {
+            rows: vec![s.rows[0]],
+            hops: vec![],
+            ..s
+        };
+        one_row.rows[0].hop_count = 0;
+        let small = one_row.encode(Widths::Narrowest).len();
+        one_row.rows[0].psn = u32::MAX;
+        assert_eq!(
+            one_row.encode(Widths::Narrowest).len(),
+            small + 3,
+            "psn from 1 to 4 bytes"
+        );
+        // Differences either way are small.
+        one_row.rows = (0..100u64)
+            .map(|i| Row {
+                ts: 1_000_000 + (i % 2) * 200,
+                ..one_row.rows[0]
+            })
+            .collect();
+        let bytes = one_row.encode(Widths::Narrowest);
+        assert_eq!(Sightings::decode(&bytes).unwrap().0, one_row);
+        // Nine plain columns, then hop_start's first value and column,
+        // then ts's first value and its width.
+        let mut at = 20 + FLOW_BYTES * 2;
+        for k in 0..10 {
+            at += if k == 9 { 8 } else { 0 };
+            at += 1 + 100 * usize::from(bytes[at]);
+        }
+        assert_eq!(bytes[at + 8], 2, "steps of 200 either way take 2 bytes");
+    }
+
+    #[test]
     fn decode_stops_at_its_end() {
-        let mut bytes = sample().encode();
+        let mut bytes = sample().encode(Widths::Narrowest);
         let len = bytes.len();
         bytes.extend_from_slice(b"kept bucket");
         assert_eq!(Sightings::decode(&bytes).unwrap().1, len);
@@ -504,7 +699,7 @@ mod tests {
 
     #[test]
     fn every_truncation_is_an_error() {
-        let bytes = sample().encode();
+        let bytes = sample().encode(Widths::Narrowest);
         for n in 0..bytes.len() {
             let err = Sightings::decode(&bytes[..n]).expect_err("truncated blob decoded");
             assert!(!err.is_empty(), "{n}");
@@ -513,7 +708,7 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        let good = sample().encode();
+        let good = sample().encode(Widths::Narrowest);
         let mut tag = good.clone();
         tag[0] ^= 1;
         assert!(
@@ -521,19 +716,31 @@ mod tests {
                 .unwrap_err()
                 .contains("not a sightings blob")
         );
-        // Row 0's flow index (the flow column follows 10 bytes of
-        // columns per row) past the flows.
+        // Where the row column `k` starts (its width byte), and its
+        // width.
         let rows_at = 20 + 2 * FLOW_BYTES;
+        let column = |k: usize| (0..k).fold(rows_at, |at, _| at + 1 + 3 * usize::from(good[at]));
+        let flow_at = column(6);
+        assert_eq!(good[flow_at], 1, "the sample's flow indexes take a byte");
         let mut flow_ix = good.clone();
-        flow_ix[rows_at + 3 * 10] = 9;
+        flow_ix[flow_at + 1] = 9;
         let err = Sightings::decode(&flow_ix).unwrap_err();
         assert!(err.contains("row 0 names flow 9 of 2"), "{err}");
-        // Row 2's hop count (the column after 8 bytes per row) runs past
-        // the hops.
+        // Row 2's hop count runs past the hops.
+        let count_at = column(5);
         let mut hops = good.clone();
-        hops[rows_at + 3 * 8 + 2 * 2] = 5;
+        hops[count_at + 1 + 2 * usize::from(good[count_at])] = 5;
         let err = Sightings::decode(&hops).unwrap_err();
         assert!(err.contains("row 2's hops"), "{err}");
+        // A width that is not 1, 2, 4 or 8, and one wider than its field.
+        let mut width = good.clone();
+        width[rows_at] = 3;
+        let err = Sightings::decode(&width).unwrap_err();
+        assert!(err.contains("the capture column: width 3"), "{err}");
+        let mut wide = good.clone();
+        wide[column(1)] = 2;
+        let err = Sightings::decode(&wide).unwrap_err();
+        assert!(err.contains("the ptype column: width 2"), "{err}");
         // The first flow's address family.
         let mut family = good.clone();
         family[20 + 1] = 5;
@@ -584,8 +791,12 @@ mod tests {
                     ..row(i as u16, 0, i, 0, 0)
                 })
                 .collect();
-            let bytes = s.encode();
-            prop_assert_eq!(Sightings::decode(&bytes).unwrap(), (s, bytes.len()));
+            for widths in [Widths::Narrowest, Widths::Full] {
+                let bytes = s.encode(widths);
+                let (back, end) = Sightings::decode(&bytes).unwrap();
+                prop_assert_eq!(&back, &s);
+                prop_assert_eq!(end, bytes.len());
+            }
         }
 
         #[test]
@@ -595,7 +806,7 @@ mod tests {
 
         #[test]
         fn corrupted_blobs_never_panic(at in 0usize..200, byte in any::<u8>()) {
-            let mut bytes = sample().encode();
+            let mut bytes = sample().encode(Widths::Narrowest);
             let at = at % bytes.len();
             bytes[at] = byte;
             if let Ok((s, end)) = Sightings::decode(&bytes) {
