@@ -94,14 +94,22 @@ def _warm_up(metaroce):
 def load_engine(spark, driver_version):
     """A task per core imports the engine (checked against the driver's)
     and warms pyarrow's Parquet reader and the engine up, so the reduce's
-    first tasks start on Python workers that hold them."""
+    first tasks start on Python workers that hold them; the tasks' small
+    values then take the reduce's path through Spark (``partitionBy``, a
+    task per partition reading them), whose first use in a JVM sets up
+    its shuffle and compiles its code."""
+    n = spark.sparkContext.defaultParallelism
 
     def load(_):
         _warm_up(_engine(driver_version))
-        return []
+        return [(b, bytes(4096)) for b in range(n)]
 
-    sc = spark.sparkContext
-    sc.parallelize(range(sc.defaultParallelism), sc.defaultParallelism).foreachPartition(load)
+    def drain(_, values):
+        _engine(driver_version)
+        yield sum(len(v) for _, v in values)
+
+    spark.sparkContext.parallelize(range(n), n).flatMap(load).partitionBy(n, lambda b: b) \
+        .mapPartitionsWithIndex(drain).collect()
 
 
 def _fail_first_attempt():

@@ -76,9 +76,12 @@ def load(spark, args, messages):
     captures, roots = inputs.classify(fs, args.inputs, messages)
     out_exports = posixpath.join(args.out, "exports")
     # Every host name, from export roots and capture stems, made unique.
+    # Each root's tables listed once (a listing is many calls to the JVM).
+    listed = {root: (inputs.host_dirs(fs, root, "packets"), inputs.host_dirs(fs, root, "captures"))
+              for root in roots}
     named = []
     for i, root in enumerate(roots):
-        for h in sorted(set(inputs.host_dirs(fs, root, "packets")) | set(inputs.host_dirs(fs, root, "captures"))):
+        for h in sorted(set(listed[root][0]) | set(listed[root][1])):
             named.append((h, (i, root)))
     named += [(inputs.capture_stem(c), (len(roots), c)) for c in captures]
     unique = inputs.unique_names(named, messages)
@@ -95,7 +98,9 @@ def load(spark, args, messages):
     for root, names in zip(roots, hosts_of_root):
         if not names:
             continue
-        packets, spans = inputs.host_dirs(fs, root, "packets"), inputs.host_dirs(fs, root, "captures")
+        if root == out_exports:  # written by the map step since
+            listed[root] = (inputs.host_dirs(fs, root, "packets"), inputs.host_dirs(fs, root, "captures"))
+        packets, spans = listed[root]
         items += [(u, packets.get(h), spans.get(h)) for h, u in names.items()]
     return sorted(items)
 
@@ -246,6 +251,8 @@ def main(argv=None):
     spark = (
         SparkSession.builder.appName("metaroce-postmortem")
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        # What the reduce shuffles is the engine's LZ4 blocks already.
+        .config("spark.shuffle.compress", "false")
         .getOrCreate()
     )
     # The fixed cost: from spark-submit's start (postmortem.sh's clock) to
