@@ -119,6 +119,18 @@ impl Buckets {
         self.sum = self.sum.saturating_add(o.sum);
     }
 
+    /// Samples recorded in one pass: a bucket's samples are gathered per
+    /// path first and recorded here one histogram at a time (recorded
+    /// as they come, each would touch another path's histogram, most
+    /// often out of the cache).
+    pub fn of_samples(samples: &[u64]) -> Buckets {
+        let mut b = Buckets::default();
+        for &v in samples {
+            b.record(v);
+        }
+        b
+    }
+
     pub fn count(&self) -> u64 {
         self.hist.len()
     }
@@ -565,15 +577,24 @@ impl Context {
 }
 
 /// One path of a bucket in pass 2, its direction looked up once: what
-/// its matches add up to before they join the [`Partials`].
+/// its matches add up to before they join the [`Partials`] (delays and
+/// hop latencies as samples, recorded at the end: [`Buckets::of_samples`]).
 struct BucketPath {
     key: PathKey,
     a_first: bool,
     offset: i64,
     path: FabricPath,
     transmissions: u64,
-    owd: Buckets,
-    hops: Vec<(u32, HopStats)>,
+    owd: Vec<u64>,
+    hops: Vec<(u32, HopSamples)>,
+}
+
+/// A switch on a [`BucketPath`]: its hop latencies and queue sums.
+#[derive(Default)]
+struct HopSamples {
+    latency: Vec<u64>,
+    queue_sum: u64,
+    queue_max: u64,
 }
 
 /// Pass 2 over one bucket: [`Partials`]. `kept`: the bucket as
@@ -627,7 +648,7 @@ pub fn match_partials(
                             ev: key.ev,
                         },
                         transmissions: 0,
-                        owd: Buckets::default(),
+                        owd: Vec::new(),
                         hops: Vec::new(),
                     });
                     local_of.insert((a, b, ri.flow, ri.ev), local.len() - 1);
@@ -639,7 +660,7 @@ pub fn match_partials(
             let (lo, hi) = (&s.rows[lo as usize], &s.rows[hi as usize]);
             let owd = one_way_delay(p.a_first, delta, p.offset);
             p.transmissions += 1;
-            p.owd.record(owd);
+            p.owd.push(owd);
             // The copies upstream and downstream.
             let (up, down) = if p.a_first { (lo, hi) } else { (hi, lo) };
             let t = t_ref(up.capture, up.ts);
@@ -658,12 +679,12 @@ pub fn match_partials(
                 let k = match p.hops.iter().position(|(id, _)| *id == sw) {
                     Some(k) => k,
                     None => {
-                        p.hops.push((sw, HopStats::default()));
+                        p.hops.push((sw, HopSamples::default()));
                         p.hops.len() - 1
                     }
                 };
                 let h = &mut p.hops[k].1;
-                h.latency.record(u64::from(lat));
+                h.latency.push(u64::from(lat));
                 h.queue_sum += u64::from(q);
                 h.queue_max = h.queue_max.max(u64::from(q));
                 for w in inside(t) {
@@ -680,16 +701,17 @@ pub fn match_partials(
             }
         }
         for p in local {
+            let owd = Buckets::of_samples(&p.owd);
             let stats = out.paths.entry(p.path).or_default();
             stats.transmissions += p.transmissions;
-            stats.owd.add(&p.owd);
+            stats.owd.add(&owd);
             for (sw, h) in p.hops {
                 let e = out.hops.entry((p.path, sw)).or_default();
-                e.latency.add(&h.latency);
+                e.latency.add(&Buckets::of_samples(&h.latency));
                 e.queue_sum += h.queue_sum;
                 e.queue_max = e.queue_max.max(h.queue_max);
             }
-            out.owd.entry(p.key).or_default().add(&p.owd);
+            out.owd.entry(p.key).or_default().add(&owd);
         }
         for &(i, left) in &m.unmatched {
             let row = &s.rows[i as usize];
