@@ -283,12 +283,9 @@ def match_buckets(blobs, analysed, driver_version, window_ns=WINDOW_NS):
         parts, infos, stalls = _split(v for _, v in it)
         metaroce = _engine(driver_version)
         spans, remap = analysed(infos)
-        paths, kept = metaroce.match_paths(parts, spans, remap, window_ns=window_ns)
-        path = _kept_path(job, i)
-        # Written whole, then renamed: a reader sees all of it or nothing.
-        with open(f"{path}.{os.getpid()}", "wb") as f:
-            f.write(kept)
-        os.replace(f"{path}.{os.getpid()}", path)
+        # The engine writes the file whole, then renames it: a reader sees
+        # all of it or nothing.
+        paths, _ = metaroce.match_paths(parts, spans, remap, window_ns=window_ns, kept_file=_kept_path(job, i))
         yield paths, (infos, stalls) if i == 0 else None
 
     import metaroce
@@ -310,10 +307,8 @@ def partials(blobs, job, spans, remap, paths, to_ref, windows, driver_version, w
     def run(i, it):
         metaroce = _engine(driver_version)
         path = _kept_path(job, i)
-        try:
-            with open(path, "rb") as f:
-                kept = f.read()
-        except FileNotFoundError:
+        kept = path
+        if not os.path.exists(path):
             parts, _, _ = _split(v for _, v in it)
             _, kept = metaroce.match_paths(parts, spans, remap, window_ns=window_ns)
         out = metaroce.match_partials(kept, spans, shared.value, to_ref, windows)

@@ -19,6 +19,9 @@ use analyzer::engine::{
     CrossCapture, FRAME_NUMBER_MASK, Fate, FlowPath, Hist, MAX_CAPTURES, MergeConfig, Offsets,
     PathSums, one_way_delay,
 };
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
@@ -327,13 +330,11 @@ impl Matched {
     /// What pass 2 reads: the kept bucket decoded, and the context of
     /// the summed paths ([`merge_paths`]'s bytes).
     pub(crate) fn read(
-        kept: &[u8],
+        kept: &Kept,
         spans: &[(u64, u64)],
         paths: &[u8],
     ) -> PyResult<(Matched, Context)> {
-        let m = Matched::decode(kept)
-            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))?;
-        Ok((m, Context::new(spans, paths)?))
+        Ok((kept.read()?, Context::new(spans, paths)?))
     }
 
     fn encode(&self) -> Vec<u8> {
@@ -415,20 +416,23 @@ pub type PathList = Vec<(PathKey, PathSums)>;
 /// Pass 1 over one bucket: the engine's matcher over every host's
 /// sightings of it. Returns `(paths, kept)`: per path, the sums of
 /// `ts_b - ts_a` of its matches, and the bucket as matched, for
-/// [`match_partials`]. `blobs`: the bucket's blobs of every host;
-/// `remap[host]`: the capture of each host index the blobs name
-/// (negative: left out); `spans[c]`: capture c's `(first_ts_ns,
-/// last_ts_ns)`.
+/// [`match_partials`]: its bytes, or `None` when `kept_file` names a
+/// file to write them to (whole, then renamed: a reader sees all of it
+/// or nothing; no copy of them is made for Python). `blobs`: the
+/// bucket's blobs of every host; `remap[host]`: the capture of each host
+/// index the blobs name (negative: left out); `spans[c]`: capture c's
+/// `(first_ts_ns, last_ts_ns)`.
 #[pyfunction]
-#[pyo3(signature = (blobs, spans, remap, *, window_ns = 1_000_000_000))]
+#[pyo3(signature = (blobs, spans, remap, *, window_ns = 1_000_000_000, kept_file = None))]
 pub fn match_paths(
     py: Python<'_>,
     blobs: Vec<PyBackedBytes>,
     spans: Vec<(u64, u64)>,
     remap: Vec<i32>,
     window_ns: u64,
-) -> PyResult<(Py<PyBytes>, Py<PyBytes>)> {
-    let (paths, kept) = py.detach(|| -> PyResult<(Vec<u8>, Vec<u8>)> {
+    kept_file: Option<PathBuf>,
+) -> PyResult<(Py<PyBytes>, Option<Py<PyBytes>>)> {
+    let (paths, kept) = py.detach(|| -> PyResult<(Vec<u8>, Option<Vec<u8>>)> {
         let m = Matched::run(&blobs, &remap, &spans, window_ns).map_err(value_error)?;
         let mut sums: FxHashMap<PathKey, PathSums> = FxHashMap::default();
         for &(j, i) in &m.pairs {
@@ -436,12 +440,44 @@ pub fn match_paths(
             sums.entry(key).or_insert(PathSums::EMPTY).add_delta(delta);
         }
         let list: PathList = sums.into_iter().collect();
-        Ok((rmp_serde::to_vec(&list).map_err(value_error)?, m.encode()))
+        let paths = rmp_serde::to_vec(&list).map_err(value_error)?;
+        let Some(file) = kept_file else {
+            return Ok((paths, Some(m.encode())));
+        };
+        let partial = PathBuf::from(format!("{}.{}", file.display(), std::process::id()));
+        std::fs::write(&partial, m.encode())
+            .and_then(|()| std::fs::rename(&partial, &file))
+            .map_err(|e| PyOSError::new_err(format!("{}: {e}", file.display())))?;
+        Ok((paths, None))
     })?;
     Ok((
         PyBytes::new(py, &paths).unbind(),
-        PyBytes::new(py, &kept).unbind(),
+        kept.map(|k| PyBytes::new(py, &k).unbind()),
     ))
+}
+
+/// A bucket as [`match_paths`] kept it: its bytes, or the file it wrote.
+#[derive(FromPyObject)]
+pub enum Kept {
+    Bytes(PyBackedBytes),
+    File(PathBuf),
+}
+
+impl Kept {
+    /// The match, read (from its file) and decoded.
+    pub(crate) fn read(&self) -> PyResult<Matched> {
+        let from_file;
+        let bytes: &[u8] = match self {
+            Kept::Bytes(b) => b,
+            Kept::File(f) => {
+                from_file = std::fs::read(f)
+                    .map_err(|e| PyOSError::new_err(format!("{}: {e}", f.display())))?;
+                &from_file
+            }
+        };
+        Matched::decode(bytes)
+            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))
+    }
 }
 
 /// The rows of a match of rows `j` and `i` in capture order, `(a's, b's)`,
@@ -598,14 +634,14 @@ struct HopSamples {
 }
 
 /// Pass 2 over one bucket: [`Partials`]. `kept`: the bucket as
-/// [`match_paths`] matched it; `paths`: [`merge_paths`] of every
+/// [`match_paths`] kept it ([`Kept`]); `paths`: [`merge_paths`] of every
 /// bucket's first pass; `to_ref[c]`: capture c's clock minus the
 /// reference's (the fabric's one clock); `windows`: each incident's
 /// `(start, end)` on the reference clock, culprits looked for inside.
 #[pyfunction]
 pub fn match_partials(
     py: Python<'_>,
-    kept: PyBackedBytes,
+    kept: Kept,
     spans: Vec<(u64, u64)>,
     paths: PyBackedBytes,
     to_ref: Vec<i64>,

@@ -28,7 +28,7 @@ use pyo3::pybacked::PyBackedBytes;
 use rustc_hash::FxHashMap;
 
 use crate::blob::{Row, Sightings};
-use crate::buckets::{Context, Matched, in_capture_order, path_of};
+use crate::buckets::{Context, Kept, Matched, in_capture_order, path_of};
 use crate::matching::{PyBatch, value_error};
 
 /// A match of the bucket: its copies' rows (`lo` the lower capture's),
@@ -360,14 +360,15 @@ fn tables(
 
 /// The per-transmission tables of one bucket: `[(table, record batch)]`
 /// for `matched`, `lost`, `transmissions` and `hops` (module doc).
-/// `kept`: the bucket as [`crate::buckets::match_paths`] matched it;
+/// `kept`: the bucket as [`crate::buckets::match_paths`] kept it (its
+/// bytes or its file);
 /// `spans[c]`: capture c's `(first_ts_ns, last_ts_ns)`; `paths`:
 /// [`crate::buckets::merge_paths`] of every bucket's first pass;
 /// `to_ref[c]`: capture c's clock minus the reference's.
 #[pyfunction]
 pub fn match_tables(
     py: Python<'_>,
-    kept: PyBackedBytes,
+    kept: Kept,
     spans: Vec<(u64, u64)>,
     paths: PyBackedBytes,
     to_ref: Vec<i64>,
