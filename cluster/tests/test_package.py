@@ -4,6 +4,7 @@
 polars."""
 
 import polars as pl
+import pytest
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -66,12 +67,11 @@ def test_the_binary_and_the_wheel_run_one_engine(captures8, binaries, tmp_path):
     assert captures.column("engine_version").to_pylist() == [version]
 
 
-def test_bucket_blobs_are_packed_and_a_damaged_one_is_named(captures8):
-    """``shard``'s blobs cross Spark LZ4-compressed; the bucket step
-    unpacks them, and bytes that are not such a blob (cut, or raw) raise
-    an error that names them, never a crash."""
-    table = metaroce.read_packets(captures8["captures"][0])
-    # The columns as the job casts them (between._packets: int64, as Spark's longs).
+def shard(capture, buckets):
+    """``metaroce.shard`` of a capture's packets, their columns as the job
+    casts them (between._packets: int64, as Spark's longs)."""
+    table = metaroce.read_packets(capture)
+
     def as_job(field):
         if pa.types.is_integer(field.type):
             return pa.int64()
@@ -80,7 +80,14 @@ def test_bucket_blobs_are_packed_and_a_damaged_one_is_named(captures8):
         return field.type
 
     columns = {f.name: table.column(f.name).cast(as_job(f)) for f in table.schema}
-    blobs = metaroce.shard(pa.table(columns).to_batches(), 0, 2)
+    return metaroce.shard(pa.table(columns).to_batches(), 0, buckets)
+
+
+def test_bucket_blobs_are_packed_and_a_damaged_one_is_named(captures8):
+    """``shard``'s blobs cross Spark LZ4-compressed; the bucket step
+    unpacks them, and bytes that are not such a blob (cut, or raw) raise
+    an error that names them, never a crash."""
+    blobs = shard(captures8["captures"][0], 2)
     assert [b for b, _ in blobs] == [0, 1]
     for _, blob in blobs:
         # An LZ4 block of the encoded blob: its length in front, smaller.
@@ -97,3 +104,20 @@ def test_bucket_blobs_are_packed_and_a_damaged_one_is_named(captures8):
             assert "a bucket blob does not decode" in str(e) and "compressed bucket blob" in str(e), e
         else:
             raise AssertionError("a damaged blob must raise")
+
+
+def test_a_kept_bucket_is_the_same_in_its_file_and_a_missing_file_is_named(captures8, tmp_path):
+    """``match_paths(..., kept_file=)`` writes the kept bucket there (and
+    returns no bytes); pass 2 reads the file as it reads the bytes, and a
+    file that is not there raises an error that names it."""
+    blobs = [blob for _, blob in shard(captures8["captures"][0], 1)]
+    spans = [(0, 2**63)]
+    sums, kept = metaroce.match_paths(blobs, spans, [0])
+    path = tmp_path / "kept"
+    file_sums, nothing = metaroce.match_paths(blobs, spans, [0], kept_file=str(path))
+    assert nothing is None and file_sums == sums and path.read_bytes() == kept
+    paths = metaroce.merge_paths([sums])
+    assert metaroce.match_partials(str(path), spans, paths, [0], []) == metaroce.match_partials(kept, spans, paths,
+                                                                                                   [0], [])
+    with pytest.raises(OSError, match="missing-kept"):
+        metaroce.match_partials(str(tmp_path / "missing-kept"), spans, paths, [0], [])

@@ -447,13 +447,18 @@ pub fn match_paths(
         let partial = PathBuf::from(format!("{}.{}", file.display(), std::process::id()));
         std::fs::write(&partial, m.encode())
             .and_then(|()| std::fs::rename(&partial, &file))
-            .map_err(|e| PyOSError::new_err(format!("{}: {e}", file.display())))?;
+            .map_err(|e| os_error(&file, &e))?;
         Ok((paths, None))
     })?;
     Ok((
         PyBytes::new(py, &paths).unbind(),
         kept.map(|k| PyBytes::new(py, &k).unbind()),
     ))
+}
+
+/// An I/O error on a kept bucket's file, naming the file.
+fn os_error(file: &std::path::Path, e: &std::io::Error) -> PyErr {
+    PyOSError::new_err(format!("{}: {e}", file.display()))
 }
 
 /// A bucket as [`match_paths`] kept it: its bytes, or the file it wrote.
@@ -470,8 +475,7 @@ impl Kept {
         let bytes: &[u8] = match self {
             Kept::Bytes(b) => b,
             Kept::File(f) => {
-                from_file = std::fs::read(f)
-                    .map_err(|e| PyOSError::new_err(format!("{}: {e}", f.display())))?;
+                from_file = std::fs::read(f).map_err(|e| os_error(f, &e))?;
                 &from_file
             }
         };

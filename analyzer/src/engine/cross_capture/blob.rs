@@ -252,8 +252,7 @@ fn put_columns<T, const N: usize>(
         let mut out = values;
         for k in 0..N {
             if kinds[k].differences {
-                let d = values[k].wrapping_sub(before[k]) as i64;
-                out[k] = ((d << 1) ^ (d >> 63)) as u64;
+                out[k] = zigzag(values[k].wrapping_sub(before[k]) as i64);
             }
         }
         *before = values;
@@ -309,6 +308,12 @@ fn put_columns<T, const N: usize>(
             }
         }
     }
+}
+
+/// A difference either way as an unsigned number that small steps keep
+/// small (0, -1, 1, -2, ... as 0, 1, 2, 3, ...).
+fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
 }
 
 fn undo_zigzag(z: u64) -> u64 {
