@@ -65,7 +65,7 @@ def main():
     packets = host_dirs(args.exports, "packets")
     captures = host_dirs(args.exports, "captures")
     items = [(h, packets.get(h), captures.get(h)) for h in sorted(set(packets) | set(captures))]
-    buckets = between.default_buckets(items, args.cores)
+    buckets = between.default_buckets(between.packet_rows(items), args.cores)
     columns = between.STRING_COLUMNS + ["malformed"] + between.INT_COLUMNS + between.LIST_COLUMNS
 
     clock = Clock()

@@ -9,7 +9,7 @@ handled here.
    against the driver's) in the Python worker the reduce's tasks reuse,
    warms it and pyarrow's Parquet reader up, and makes the worker's
    settings (worker_process.py: no zip re-read per task, freed memory
-   kept).
+   kept, the heap a bucket needs reserved).
 1. :func:`read_hosts`: tasks of several hosts each read a host's
    ``packets`` columns the engine needs (pyarrow) and ``metaroce.shard``
    cuts its sightings into buckets by a 64-bit hash of the transmission
@@ -91,10 +91,11 @@ def _warm_up(metaroce):
     metaroce.shard(table.to_batches(), 0, 1)
 
 
-def load_engine(spark, driver_version):
-    """A task per core imports the engine (checked against the driver's)
-    and warms pyarrow's Parquet reader and the engine up, so the reduce's
-    first tasks start on Python workers that hold them; the tasks' small
+def load_engine(spark, driver_version, heap_bytes):
+    """A task per core imports the engine (checked against the driver's),
+    warms pyarrow's Parquet reader and the engine up and reserves
+    ``heap_bytes`` of heap (:func:`heap_per_task`), so the reduce's first
+    tasks start on Python workers that hold them; the tasks' small
     values then take the reduce's path through Spark (``partitionBy``, a
     task per partition reading them), whose first use in a JVM sets up
     its shuffle and compiles its code."""
@@ -102,6 +103,7 @@ def load_engine(spark, driver_version):
 
     def load(_):
         _warm_up(_engine(driver_version))
+        worker_process.reserve_heap(heap_bytes)
         return [(b, bytes(4096)) for b in range(n)]
 
     def drain(_, values):
@@ -180,16 +182,21 @@ def _packets(table):
 
 
 # Packet rows per bucket at most, by default: a bucket's sightings are
-# matched in one task's memory (about 150 bytes each with what pass 1
-# keeps).
+# matched in one task's memory.
 ROWS_PER_BUCKET = 4_000_000
+# A bucket's pass 1 peaks at about this many bytes of heap per packet row
+# (its blobs, their rows decoded and sorted, the matcher's window, the
+# kept match encoded: the workers' peak resident memory at 16x150 and
+# 32x150, less what the imports hold).
+HEAP_PER_ROW = 240
+# At most this much heap reserved per worker: glibc maps a larger block
+# on its own (worker_process), and gives it back when freed.
+HEAP_RESERVED_AT_MOST = 960 << 20
 
 
-def default_buckets(items, cores):
-    """One bucket per core (each pass then runs in one wave), more when
-    the hosts' packet rows (their Parquet footers) exceed
-    ``ROWS_PER_BUCKET`` per bucket. Unreadable files count nothing here:
-    their hosts' tasks name them."""
+def packet_rows(items):
+    """The hosts' packet rows, from their Parquet footers. Unreadable
+    files count nothing here: their hosts' tasks name them."""
     import pyarrow.parquet as pq
 
     rows = 0
@@ -203,7 +210,19 @@ def default_buckets(items, cores):
                     rows += pq.ParquetFile(source).metadata.num_rows
         except Exception:  # noqa: BLE001 -- counted by the host's task, which names the problem
             continue
+    return rows
+
+
+def default_buckets(rows, cores):
+    """One bucket per core (each pass then runs in one wave), more when
+    the hosts' ``rows`` exceed ``ROWS_PER_BUCKET`` per bucket."""
     return max(1, cores, -(-rows // ROWS_PER_BUCKET))
+
+
+def heap_per_task(rows, buckets):
+    """The heap a Python worker reserves (:func:`load_engine`) for a
+    bucket of ``rows`` packet rows in all of ``buckets``."""
+    return min(HEAP_RESERVED_AT_MOST, -(-rows // max(1, buckets)) * HEAP_PER_ROW)
 
 
 def read_hosts(spark, items, buckets, driver_version):

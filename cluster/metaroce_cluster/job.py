@@ -45,7 +45,7 @@ def parse_args(argv):
     p.add_argument("--buckets", type=int, default=0,
                    help="buckets of the reduce (partitions of the sightings; default: one per core, more when the packet "
                         "rows exceed 4 M per bucket). A bucket's "
-                        "sightings are matched in one task's memory: about 150 bytes each")
+                        "sightings are matched in one task's memory: about 240 bytes each")
     p.add_argument("--tables", action="store_true",
                    help="also write DIR/tables/* (Parquet: per-transmission tables, written by the reduce's second "
                         "pass, and the report's lists)")
@@ -160,10 +160,16 @@ def overlap_messages(hosts, messages):
 def run(spark, args):
     messages = []
     phases = Phases()
-    items = load(spark, args, messages)
     version = engine_version()
-    buckets = args.buckets or between.default_buckets(items, spark.sparkContext.defaultParallelism)
+    items = load(spark, args, messages)
+    rows = between.packet_rows(items)
+    buckets = args.buckets or between.default_buckets(rows, spark.sparkContext.defaultParallelism)
     phases.done("map and load")
+    # Part of the fixed cost: a task per core loads the engine and
+    # reserves the heap its buckets need (the Python workers are reused by
+    # the tasks that follow).
+    between.load_engine(spark, version, between.heap_per_task(rows, buckets))
+    phases.done("engine loaded")
     blobs = between.read_hosts(spark, items, buckets, version)
 
     def analysed(infos):
@@ -177,7 +183,7 @@ def run(spark, args):
     phases.done("hosts read and matched")
     overlap_messages(hosts, messages)
     report = {"capture": {"files": len(hosts)}, "hosts": hosts, "between_captures": [], "fabric": {},
-              "incidents": [], "messages": messages}
+              "incidents": [], "messages": messages, "phases_s": phases.times}
     if not any(h["packets"] for h in hosts):
         messages.append("no host has packets to analyse")
         return report
@@ -236,7 +242,6 @@ def run(spark, args):
     if args.tables:
         tables.write(spark, args.out, report, stalls)
         phases.done("tables written")
-    report["phases_s"] = phases.times
     return report
 
 
@@ -256,13 +261,12 @@ def main(argv=None):
         .getOrCreate()
     )
     # The fixed cost: from spark-submit's start (postmortem.sh's clock) to
-    # the end of a first job, a task per core that loads the engine (the
-    # Python workers are reused by the tasks that follow).
-    between.load_engine(spark, engine_version())
+    # the session, and the phase "engine loaded".
     submitted = os.environ.get("METAROCE_SUBMIT_EPOCH")
-    fixed = round(time.time() - float(submitted), 3) if submitted else None
+    started = time.time() - float(submitted) if submitted else None
     report = run(spark, args)
-    report.setdefault("phases_s", {})["spark start to first task"] = fixed
+    phases = report.setdefault("phases_s", {})
+    phases["fixed cost"] = round(started + phases.get("engine loaded", 0), 3) if started is not None else None
     text = json.dumps(report, indent=2, default=str) + "\n"
     path = posixpath.join(args.out, "report.json")
     if "://" in args.out:

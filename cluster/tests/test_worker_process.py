@@ -83,3 +83,44 @@ def test_freed_memory_stays_in_the_process(tmp_path):
             assert returned < 16 << 20, f"{setting}: {returned} bytes went back to the kernel"
         else:
             assert returned > 200 << 20, f"{setting}: only {returned} bytes went back to the kernel"
+
+
+def test_the_imports_objects_are_out_of_the_collectors_sight(tmp_path):
+    """After ``install``, the objects alive (the imports') are frozen: a
+    collection of the oldest generation no longer walks them."""
+    out = python("""
+        import gc
+        from metaroce_cluster import worker_process
+
+        before = gc.get_freeze_count()
+        worker_process.install()
+        print(before, gc.get_freeze_count())
+    """, tmp_path)
+    before, after = map(int, out.split())
+    assert before == 0 and after > 1000
+
+
+def test_a_reserved_heap_is_reused_without_page_faults(tmp_path):
+    """After ``reserve_heap(256 MiB)``, a 200 MiB buffer written whole
+    faults (almost) no page in; without it, every page of it faults."""
+    code = """
+        import resource, sys
+        from metaroce_cluster import worker_process
+
+        worker_process.install()
+        if sys.argv[-1] == "reserve":
+            worker_process.reserve_heap(256 << 20)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        buffer = bytearray(200 << 20)
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    """
+    faults = {}
+    for setting in ("none", "reserve"):
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), setting], cwd=tmp_path,
+                              capture_output=True, text=True, env={"PYTHONPATH": str(CLUSTER)})
+        assert done.returncode == 0, done.stderr
+        faults[setting] = int(done.stdout)
+    # 200 MiB is 51,200 pages of 4 KiB, or 100 huge pages where the
+    # kernel gives them to any allocation.
+    assert faults["none"] >= 100, faults
+    assert faults["reserve"] < faults["none"] / 10, faults
