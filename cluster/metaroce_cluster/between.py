@@ -287,12 +287,13 @@ def _split(values):
     return blobs, sorted(infos, key=lambda i: i["index"]), sorted(stalls)
 
 
-def match_buckets(blobs, analysed, driver_version, window_ns=WINDOW_NS):
+def match_buckets(blobs, analysed, driver_version, window_ns=WINDOW_NS, rows=False):
     """Pass 1: the engine's matcher over each bucket. Each task decides
     from the hosts' infos which hosts are analysed (``analysed(infos) ->
     (spans, remap)``, the function the driver runs on the same infos),
-    keeps its bucket as matched in a file of its executor for pass 2 and
-    returns the bucket's paths' sums. Returns ``(paths, job, infos,
+    keeps its bucket as matched in a file of its executor for pass 2
+    (what pass 2 reads of it; with ``rows``, every row, for the
+    per-transmission tables) and returns the bucket's paths' sums. Returns ``(paths, job, infos,
     stalls)``: the sums summed (bytes, for ``metaroce.offsets`` and pass
     2), the token that names the kept files, the hosts' infos and their
     stalls ``[(index, stalls)]``."""
@@ -304,7 +305,8 @@ def match_buckets(blobs, analysed, driver_version, window_ns=WINDOW_NS):
         spans, remap = analysed(infos)
         # The engine writes the file whole, then renames it: a reader sees
         # all of it or nothing.
-        paths, _ = metaroce.match_paths(parts, spans, remap, window_ns=window_ns, kept_file=_kept_path(job, i))
+        paths, _ = metaroce.match_paths(parts, spans, remap, window_ns=window_ns, kept_file=_kept_path(job, i),
+                                        rows=rows)
         yield paths, (infos, stalls) if i == 0 else None
 
     import metaroce
@@ -329,7 +331,7 @@ def partials(blobs, job, spans, remap, paths, to_ref, windows, driver_version, w
         kept = path
         if not os.path.exists(path):
             parts, _, _ = _split(v for _, v in it)
-            _, kept = metaroce.match_paths(parts, spans, remap, window_ns=window_ns)
+            _, kept = metaroce.match_paths(parts, spans, remap, window_ns=window_ns, rows=tables_dir is not None)
         out = metaroce.match_partials(kept, spans, shared.value, to_ref, windows)
         if tables_dir is not None:
             tables.write_parts(tables_dir, i, metaroce.match_tables(kept, spans, shared.value, to_ref))

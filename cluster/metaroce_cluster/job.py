@@ -178,7 +178,7 @@ def run(spark, args):
 
     # The hosts' tables read and matched in one job: its tasks decide
     # which hosts are analysed as the driver does below.
-    paths, job, infos, host_stalls = between.match_buckets(blobs, analysed, version, args.window_ns)
+    paths, job, infos, host_stalls = between.match_buckets(blobs, analysed, version, args.window_ns, rows=args.tables)
     hosts, remap = hosts_analysed(items, infos, version, messages)
     phases.done("hosts read and matched")
     overlap_messages(hosts, messages)

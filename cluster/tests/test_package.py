@@ -67,9 +67,10 @@ def test_the_binary_and_the_wheel_run_one_engine(captures8, binaries, tmp_path):
     assert captures.column("engine_version").to_pylist() == [version]
 
 
-def shard(capture, buckets):
-    """``metaroce.shard`` of a capture's packets, their columns as the job
-    casts them (between._packets: int64, as Spark's longs)."""
+def shard(capture, buckets, host=0):
+    """``metaroce.shard`` of a capture's packets (as host ``host``), their
+    columns as the job casts them (between._packets: int64, as Spark's
+    longs)."""
     table = metaroce.read_packets(capture)
 
     def as_job(field):
@@ -80,7 +81,7 @@ def shard(capture, buckets):
         return field.type
 
     columns = {f.name: table.column(f.name).cast(as_job(f)) for f in table.schema}
-    return metaroce.shard(pa.table(columns).to_batches(), 0, buckets)
+    return metaroce.shard(pa.table(columns).to_batches(), host, buckets)
 
 
 def test_bucket_blobs_are_packed_and_a_damaged_one_is_named(captures8):
@@ -121,3 +122,38 @@ def test_a_kept_bucket_is_the_same_in_its_file_and_a_missing_file_is_named(captu
                                                                                                    [0], [])
     with pytest.raises(OSError, match="missing-kept"):
         metaroce.match_partials(str(tmp_path / "missing-kept"), spans, paths, [0], [])
+
+
+def test_pass_2_reads_the_digest_as_it_reads_every_row(captures8):
+    """Pass 1 keeps what pass 2 reads (the digest) unless the rows are
+    asked for (``rows=True``, for the tables): both give the same
+    partials; the tables refuse a digest, naming the option; a digest cut
+    short is named, never a crash."""
+    blobs = [blob for _, blob in shard(captures8["captures"][0], 1)]
+    blobs += [blob for _, blob in shard(captures8["captures"][1], 1, host=1)]
+    spans = [(0, 2**63), (0, 2**63)]
+    sums, digest = metaroce.match_paths(blobs, spans, [0, 1])
+    same_sums, rows = metaroce.match_paths(blobs, spans, [0, 1], rows=True)
+    assert same_sums == sums and len(metaroce.offsets(spans, sums)) == 1
+    assert len(digest) < 0.75 * len(rows)
+    paths = metaroce.merge_paths([sums])
+    windows = [(0, 2**62)]
+    assert metaroce.match_partials(digest, spans, paths, [0, 0], windows) == metaroce.match_partials(
+        rows, spans, paths, [0, 0], windows)
+    assert metaroce.match_tables(rows, spans, paths, [0, 0])
+    with pytest.raises(ValueError, match="rows=True"):
+        metaroce.match_tables(digest, spans, paths, [0, 0])
+    with pytest.raises(ValueError, match="a kept bucket does not decode: .*truncated"):
+        metaroce.match_partials(digest[: len(digest) // 2], spans, paths, [0, 0], windows)
+    # Cut anywhere, or one byte changed in its header and counts: an error
+    # that says so, never a crash.
+    for cut in range(0, len(digest), len(digest) // 97):
+        with pytest.raises(ValueError, match="a kept bucket does not decode"):
+            metaroce.match_partials(digest[:cut], spans, paths, [0, 0], windows)
+    for at in range(0, 64):
+        damaged = bytearray(digest)
+        damaged[at] ^= 0xFF
+        try:
+            metaroce.match_partials(bytes(damaged), spans, paths, [0, 0], windows)
+        except ValueError:
+            pass

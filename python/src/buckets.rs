@@ -7,8 +7,10 @@
 //! 1. [`match_paths`]: per path between captures a < b, the count, min,
 //!    max and sum of `ts_b - ts_a` ([`PathSums`]): summed over the buckets
 //!    ([`merge_paths`]), they give the clock offsets as the engine
-//!    estimates them ([`offsets`]). Also the bucket as matched
-//!    ([`Matched`], bytes), which the job keeps for the second read.
+//!    estimates them ([`offsets`]). Also the bucket as matched, which
+//!    the job keeps for the second read: what pass 2 reads of it
+//!    ([`Digest`]), or every row ([`Matched`]) when the
+//!    per-transmission tables are asked for too ([`crate::tables`]).
 //! 2. [`match_partials`]: with the summed paths, each match of the kept
 //!    bucket gets its one-way delay and each unmatched transmission its
 //!    fate: [`Partials`] (delay histogram counts per path, fate counts,
@@ -29,6 +31,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::blob::{Flow, FlowIndex, Reader, Row, Sightings, Widths};
+use crate::digest::{self, Digest};
 use crate::matching::value_error;
 use crate::packed::unpack;
 
@@ -327,8 +330,8 @@ impl Matched {
         })
     }
 
-    /// What pass 2 reads: the kept bucket decoded, and the context of
-    /// the summed paths ([`merge_paths`]'s bytes).
+    /// What the tables read: the kept bucket's rows decoded, and the
+    /// context of the summed paths ([`merge_paths`]'s bytes).
     pub(crate) fn read(
         kept: &Kept,
         spans: &[(u64, u64)],
@@ -416,14 +419,15 @@ pub type PathList = Vec<(PathKey, PathSums)>;
 /// Pass 1 over one bucket: the engine's matcher over every host's
 /// sightings of it. Returns `(paths, kept)`: per path, the sums of
 /// `ts_b - ts_a` of its matches, and the bucket as matched, for
-/// [`match_partials`]: its bytes, or `None` when `kept_file` names a
-/// file to write them to (whole, then renamed: a reader sees all of it
-/// or nothing; no copy of them is made for Python). `blobs`: the
-/// bucket's blobs of every host; `remap[host]`: the capture of each host
-/// index the blobs name (negative: left out); `spans[c]`: capture c's
-/// `(first_ts_ns, last_ts_ns)`.
+/// [`match_partials`] (a [`Digest`]; with `rows`, every row, which
+/// [`crate::tables::match_tables`] reads too): its bytes, or `None` when
+/// `kept_file` names a file to write them to (whole, then renamed: a
+/// reader sees all of it or nothing; no copy of them is made for
+/// Python). `blobs`: the bucket's blobs of every host; `remap[host]`: the
+/// capture of each host index the blobs name (negative: left out);
+/// `spans[c]`: capture c's `(first_ts_ns, last_ts_ns)`.
 #[pyfunction]
-#[pyo3(signature = (blobs, spans, remap, *, window_ns = 1_000_000_000, kept_file = None))]
+#[pyo3(signature = (blobs, spans, remap, *, window_ns = 1_000_000_000, kept_file = None, rows = false))]
 pub fn match_paths(
     py: Python<'_>,
     blobs: Vec<PyBackedBytes>,
@@ -431,6 +435,7 @@ pub fn match_paths(
     remap: Vec<i32>,
     window_ns: u64,
     kept_file: Option<PathBuf>,
+    rows: bool,
 ) -> PyResult<(Py<PyBytes>, Option<Py<PyBytes>>)> {
     let (paths, kept) = py.detach(|| -> PyResult<(Vec<u8>, Option<Vec<u8>>)> {
         let m = Matched::run(&blobs, &remap, &spans, window_ns).map_err(value_error)?;
@@ -441,11 +446,16 @@ pub fn match_paths(
         }
         let list: PathList = sums.into_iter().collect();
         let paths = rmp_serde::to_vec(&list).map_err(value_error)?;
+        let kept = if rows {
+            m.encode()
+        } else {
+            Digest::of(&m).encode().map_err(value_error)?
+        };
         let Some(file) = kept_file else {
-            return Ok((paths, Some(m.encode())));
+            return Ok((paths, Some(kept)));
         };
         let partial = PathBuf::from(format!("{}.{}", file.display(), std::process::id()));
-        std::fs::write(&partial, m.encode())
+        std::fs::write(&partial, kept)
             .and_then(|()| std::fs::rename(&partial, &file))
             .map_err(|e| os_error(&file, &e))?;
         Ok((paths, None))
@@ -469,8 +479,8 @@ pub enum Kept {
 }
 
 impl Kept {
-    /// The match, read (from its file) and decoded.
-    pub(crate) fn read(&self) -> PyResult<Matched> {
+    /// Its bytes, read from its file.
+    fn with_bytes<T>(&self, decode: impl FnOnce(&[u8]) -> Result<T, String>) -> PyResult<T> {
         let from_file;
         let bytes: &[u8] = match self {
             Kept::Bytes(b) => b,
@@ -479,9 +489,37 @@ impl Kept {
                 &from_file
             }
         };
-        Matched::decode(bytes)
-            .map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))
+        decode(bytes).map_err(|e| value_error(format!("a kept bucket does not decode: {e}")))
     }
+
+    /// The match with every row (kept with `rows`).
+    pub(crate) fn read(&self) -> PyResult<Matched> {
+        self.with_bytes(|bytes| {
+            if is_digest(bytes) {
+                return Err(
+                    "it holds what pass 2 reads, not its rows: match_paths(..., \
+                            rows=True) keeps them"
+                        .into(),
+                );
+            }
+            Matched::decode(bytes)
+        })
+    }
+
+    /// What pass 2 reads, whichever way the bucket was kept.
+    pub(crate) fn digest(&self) -> PyResult<Digest> {
+        self.with_bytes(|bytes| {
+            if is_digest(bytes) {
+                Digest::decode(bytes)
+            } else {
+                Matched::decode(bytes).map(|m| Digest::of(&m))
+            }
+        })
+    }
+}
+
+fn is_digest(bytes: &[u8]) -> bool {
+    bytes.starts_with(&digest::MAGIC.to_le_bytes())
 }
 
 /// The rows of a match of rows `j` and `i` in capture order, `(a's, b's)`,
@@ -652,8 +690,7 @@ pub fn match_partials(
     windows: Vec<(i64, i64)>,
 ) -> PyResult<Py<PyBytes>> {
     let partials = py.detach(|| -> PyResult<Partials> {
-        let (m, ctx) = Matched::read(&kept, &spans, &paths)?;
-        let s = &m.s;
+        let (d, ctx) = (kept.digest()?, Context::new(&spans, &paths)?);
         let mut out = Partials::default();
         let t_ref = |c: u16, ts: u64| -> i64 {
             ts as i64 - to_ref.get(usize::from(c)).copied().unwrap_or(0)
@@ -665,45 +702,49 @@ pub fn match_partials(
                 .filter(move |(_, w)| w.0 <= t && t <= w.1)
                 .map(|(i, _)| i as u32)
         };
-        let mut local: Vec<BucketPath> = Vec::new();
-        // (a, b, flow, ev) -> its index in `local`.
-        let mut local_of: FxHashMap<(u16, u16, u32, u16), usize> = FxHashMap::default();
-        for &(j, i) in &m.pairs {
-            let (rj, ri) = (&s.rows[j as usize], &s.rows[i as usize]);
-            let (a, b) = (rj.capture.min(ri.capture), rj.capture.max(ri.capture));
-            let l = match local_of.get(&(a, b, ri.flow, ri.ev)) {
-                Some(&l) => l,
-                None => {
-                    let (key, _) = path_of(s, j, i);
-                    let (a_first, offset) = ctx.direction_of(&key)?;
-                    let (up, down) = if a_first { (a, b) } else { (b, a) };
-                    local.push(BucketPath {
-                        key,
-                        a_first,
-                        offset,
-                        path: FabricPath {
-                            up,
-                            down: Some(down),
-                            flow: key.flow,
-                            ev: key.ev,
-                        },
-                        transmissions: 0,
-                        owd: Vec::new(),
-                        hops: Vec::new(),
-                    });
-                    local_of.insert((a, b, ri.flow, ri.ev), local.len() - 1);
-                    local.len() - 1
-                }
-            };
-            let p = &mut local[l];
-            let (lo, hi, delta) = in_capture_order(s, j, i);
-            let (lo, hi) = (&s.rows[lo as usize], &s.rows[hi as usize]);
-            let owd = one_way_delay(p.a_first, delta, p.offset);
+        // The bucket's paths, each direction looked up once.
+        let mut local = d
+            .paths
+            .iter()
+            .map(|&key| {
+                let (a_first, offset) = ctx.direction_of(&key)?;
+                let (up, down) = if a_first {
+                    (key.a, key.b)
+                } else {
+                    (key.b, key.a)
+                };
+                Ok(BucketPath {
+                    key,
+                    a_first,
+                    offset,
+                    path: FabricPath {
+                        up,
+                        down: Some(down),
+                        flow: key.flow,
+                        ev: key.ev,
+                    },
+                    transmissions: 0,
+                    owd: Vec::new(),
+                    hops: Vec::new(),
+                })
+            })
+            .collect::<PyResult<Vec<BucketPath>>>()?;
+        let mut hop_at = 0;
+        for pair in &d.pairs {
+            let p = &mut local[pair.path as usize];
+            let owd = one_way_delay(p.a_first, pair.delta(), p.offset);
             p.transmissions += 1;
             p.owd.push(owd);
-            // The copies upstream and downstream.
-            let (up, down) = if p.a_first { (lo, hi) } else { (hi, lo) };
-            let t = t_ref(up.capture, up.ts);
+            // The copies upstream and downstream (a's hops come first).
+            let (in_a, in_b) = (usize::from(pair.hops_a), usize::from(pair.hops_b));
+            let (hops_a, hops_b) = d.hops[hop_at..hop_at + in_a + in_b].split_at(in_a);
+            hop_at += in_a + in_b;
+            let (up_ts, down_hops) = if p.a_first {
+                (pair.ts_a, hops_b)
+            } else {
+                (pair.ts_b, hops_a)
+            };
+            let t = t_ref(p.path.up, up_ts);
             for w in inside(t) {
                 out.window_paths
                     .entry((w, p.path))
@@ -715,7 +756,7 @@ pub fn match_partials(
                         delay_sum: owd,
                     });
             }
-            for &(sw, q, lat) in s.hops(down) {
+            for &(sw, q, lat) in down_hops {
                 let k = match p.hops.iter().position(|(id, _)| *id == sw) {
                     Some(k) => k,
                     None => {
@@ -753,8 +794,8 @@ pub fn match_partials(
             }
             out.owd.entry(p.key).or_default().add(&owd);
         }
-        for &(i, left) in &m.unmatched {
-            let row = &s.rows[i as usize];
+        let s = &d.unmatched;
+        for (row, &left) in s.rows.iter().zip(&d.fates) {
             let capture = row.capture;
             let flow = *s.flow(row);
             *out.unmatched.entry(capture).or_default() += 1;

@@ -24,6 +24,7 @@ mod assemble;
 use analyzer::engine::blob;
 mod buckets;
 mod columns;
+mod digest;
 mod matching;
 mod packed;
 mod packets;

@@ -152,6 +152,11 @@ impl<'a> Reader<'a> {
         Reader { bytes, at }
     }
 
+    /// Where the next read starts.
+    pub fn at(&self) -> usize {
+        self.at
+    }
+
     /// Fails unless every byte was read.
     pub fn end(&self) -> Result<(), String> {
         match self.bytes.len().saturating_sub(self.at) {
