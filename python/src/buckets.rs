@@ -18,8 +18,7 @@
 //!    the report by [`crate::assemble`].
 
 use analyzer::engine::{
-    CrossCapture, FRAME_NUMBER_MASK, Fate, FlowPath, Hist, MAX_CAPTURES, MergeConfig, Offsets,
-    PathSums, one_way_delay,
+    CrossCapture, Fate, FlowPath, Hist, MAX_CAPTURES, MergeConfig, Offsets, PathSums, one_way_delay,
 };
 use std::path::PathBuf;
 
@@ -301,27 +300,21 @@ impl Matched {
             ..MergeConfig::default()
         };
         let mut cross = CrossCapture::for_rows(cfg, spans);
-        // A copy is named by (capture, frame).
-        let mut index: FxHashMap<(u16, u64), u32> = FxHashMap::default();
+        // A copy is named by its row's index (in place of its frame
+        // number, which the matching never reads).
         let mut pairs = Vec::new();
         for (i, row) in s.rows.iter().enumerate() {
             let tx = row.transmission(s.flow(row));
-            let frame = row.frame & FRAME_NUMBER_MASK;
-            match cross.observe_transmission(row.capture, &tx, row.ts, frame, row.ecn) {
-                Some(other) => {
-                    if let Some(j) = index.remove(&(other.capture, other.frame)) {
-                        pairs.push((j, i as u32));
-                    }
-                }
-                None => {
-                    index.insert((row.capture, frame), i as u32);
-                }
+            if let Some(other) =
+                cross.observe_transmission(row.capture, &tx, row.ts, i as u64, row.ecn)
+            {
+                pairs.push((other.frame as u32, i as u32));
             }
         }
         let unmatched = cross
             .take_unmatched()
             .into_iter()
-            .filter_map(|(_, copy, fate)| Some((*index.get(&(copy.capture, copy.frame))?, fate)))
+            .map(|(_, copy, fate)| (copy.frame as u32, fate))
             .collect();
         Ok(Matched {
             s,
@@ -439,17 +432,19 @@ pub fn match_paths(
 ) -> PyResult<(Py<PyBytes>, Option<Py<PyBytes>>)> {
     let (paths, kept) = py.detach(|| -> PyResult<(Vec<u8>, Option<Vec<u8>>)> {
         let m = Matched::run(&blobs, &remap, &spans, window_ns).map_err(value_error)?;
-        let mut sums: FxHashMap<PathKey, PathSums> = FxHashMap::default();
-        for &(j, i) in &m.pairs {
-            let (key, delta) = path_of(&m.s, j, i);
-            sums.entry(key).or_insert(PathSums::EMPTY).add_delta(delta);
+        let (keys, path_of_match) = digest::paths(&m);
+        let mut sums = vec![PathSums::EMPTY; keys.len()];
+        for (&(j, i), &p) in m.pairs.iter().zip(&path_of_match) {
+            sums[p as usize].add_delta(in_capture_order(&m.s, j, i).2);
         }
-        let list: PathList = sums.into_iter().collect();
+        let list: PathList = keys.iter().copied().zip(sums).collect();
         let paths = rmp_serde::to_vec(&list).map_err(value_error)?;
         let kept = if rows {
             m.encode()
         } else {
-            Digest::of(&m).encode().map_err(value_error)?
+            Digest::of(&m, keys, &path_of_match)
+                .encode()
+                .map_err(value_error)?
         };
         let Some(file) = kept_file else {
             return Ok((paths, Some(kept)));
@@ -512,7 +507,10 @@ impl Kept {
             if is_digest(bytes) {
                 Digest::decode(bytes)
             } else {
-                Matched::decode(bytes).map(|m| Digest::of(&m))
+                Matched::decode(bytes).map(|m| {
+                    let (keys, path_of_match) = digest::paths(&m);
+                    Digest::of(&m, keys, &path_of_match)
+                })
             }
         })
     }

@@ -52,28 +52,45 @@ pub struct Digest {
     pub fates: Vec<Option<Fate>>,
 }
 
+/// The bucket's paths, and each match's (an index into them).
+pub fn paths(m: &Matched) -> (Vec<PathKey>, Vec<u32>) {
+    let s = &m.s;
+    let mut keys = Vec::new();
+    // (a, b, flow, ev) -> its index in `keys`.
+    let mut index: FxHashMap<(u16, u16, u32, u16), u32> = FxHashMap::default();
+    let of_match = m
+        .pairs
+        .iter()
+        .map(|&(j, i)| {
+            let (lo, hi, _) = in_capture_order(s, j, i);
+            let later = &s.rows[i as usize];
+            let local = (
+                s.rows[lo as usize].capture,
+                s.rows[hi as usize].capture,
+                later.flow,
+                later.ev,
+            );
+            *index.entry(local).or_insert_with(|| {
+                keys.push(path_of(s, j, i).0);
+                (keys.len() - 1) as u32
+            })
+        })
+        .collect();
+    (keys, of_match)
+}
+
 impl Digest {
-    pub fn of(m: &Matched) -> Digest {
+    /// `m` digested, its paths given ([`paths`]).
+    pub fn of(m: &Matched, paths: Vec<PathKey>, path_of_match: &[u32]) -> Digest {
         let s = &m.s;
         let mut d = Digest {
+            paths,
             pairs: Vec::with_capacity(m.pairs.len()),
             ..Digest::default()
         };
-        // (a, b, flow, ev) -> its index in `paths`.
-        let mut index: FxHashMap<(u16, u16, u32, u16), u32> = FxHashMap::default();
-        for &(j, i) in &m.pairs {
+        for (&(j, i), &path) in m.pairs.iter().zip(path_of_match) {
             let (lo, hi, _) = in_capture_order(s, j, i);
-            let (a, b, later) = (
-                &s.rows[lo as usize],
-                &s.rows[hi as usize],
-                &s.rows[i as usize],
-            );
-            let path = *index
-                .entry((a.capture, b.capture, later.flow, later.ev))
-                .or_insert_with(|| {
-                    d.paths.push(path_of(s, j, i).0);
-                    (d.paths.len() - 1) as u32
-                });
+            let (a, b) = (&s.rows[lo as usize], &s.rows[hi as usize]);
             d.hops.extend_from_slice(s.hops(a));
             d.hops.extend_from_slice(s.hops(b));
             d.pairs.push(Pair {

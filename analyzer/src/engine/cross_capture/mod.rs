@@ -283,9 +283,13 @@ impl CrossCapture {
     fn sighting(&mut self, tx: &Transmission, now: Sighting) -> Option<CaptureCopy> {
         let (dir, key, capture) = (tx.dir(), tx.key(), now.capture());
         self.expire();
-        match self.pending.get(&key).copied() {
+        match self.pending.remove(&key) {
             Some(seen) if seen.capture() != capture => {
-                self.pending.remove(&key);
+                // Row mode: the reduce sums the matches itself
+                // (`PathSums`), the matcher keeps no delays.
+                if self.rows.is_some() {
+                    return Some(seen.copy());
+                }
                 let seen_capture = seen.capture();
                 let (a, b, delta) = if seen_capture < capture {
                     (seen_capture, capture, now.ts as i128 - seen.ts as i128)
@@ -326,15 +330,23 @@ impl CrossCapture {
             // A MetaRoCE copy in the same capture is a duplicate: the first
             // sighting stands. A RoCEv2 one is a retransmission: it
             // replaces the first, which was not seen downstream.
-            Some(_) if !key.flow.rocev2 => None,
+            Some(seen) if !key.flow.rocev2 => {
+                self.pending.insert(key, seen);
+                None
+            }
             seen => {
-                if seen.is_some() {
-                    self.drop_pending(&key);
+                if let Some(seen) = seen {
+                    self.left_window(&key, seen);
                 }
                 if self.pending.len() >= self.cfg.max_pending
                     && let Some((old, ts)) = self.order.pop_front()
                 {
                     self.drop_sighting(&old, ts);
+                }
+                // Row mode names what stays unmatched: every transmission
+                // waits here once, its flow's addresses noted then.
+                if let Some(rows) = &mut self.rows {
+                    rows.flows.entry(key.flow).or_insert_with(|| tx.dir());
                 }
                 self.pending.insert(key, now);
                 self.order.push_back((key, now.ts));
@@ -364,9 +376,14 @@ impl CrossCapture {
     /// An unmatched transmission leaves the window: count it when every
     /// other capture was already running at its time.
     fn drop_pending(&mut self, key: &TxKey) {
-        let Some(seen) = self.pending.remove(key) else {
-            return;
-        };
+        if let Some(seen) = self.pending.remove(key) {
+            self.left_window(key, seen);
+        }
+    }
+
+    /// The pending sighting `seen` of `key`, taken out of `pending`,
+    /// leaves the window unmatched.
+    fn left_window(&mut self, key: &TxKey, seen: Sighting) {
         let others_running = self
             .first_ts
             .iter()

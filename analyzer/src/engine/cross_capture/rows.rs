@@ -110,7 +110,9 @@ impl CrossCapture {
     /// counting it. `spans[c]` is capture c's first and last time: a
     /// partition sees only some of each capture's packets, and a
     /// transmission that leaves the window counts as lost only when every
-    /// other capture had started before it.
+    /// other capture had started before it. A matcher in row mode keeps no
+    /// delays: the reduce sums each path's matches ([`PathSums`]) and
+    /// gives them to the matcher that reports ([`CrossCapture::add_path`]).
     pub fn for_rows(cfg: MergeConfig, spans: &[(u64, u64)]) -> Self {
         let mut m = CrossCapture::new(cfg);
         for (c, &(first, last)) in spans.iter().enumerate() {
@@ -122,7 +124,10 @@ impl CrossCapture {
 
     /// [`CrossCapture::observe`] for a transmission given as a row: its
     /// copy in capture `capture`, frame `frame`, captured at `ts_ns` with
-    /// the IP ECN codepoint `ecn`.
+    /// the IP ECN codepoint `ecn`. The matching never reads `frame`: it
+    /// names the copy in what this returns and in
+    /// [`CrossCapture::take_unmatched`] (a frame number, or the caller's
+    /// own index of its rows, below 2^40).
     pub fn observe_transmission(
         &mut self,
         capture: u16,
@@ -132,9 +137,6 @@ impl CrossCapture {
         ecn: u8,
     ) -> Option<CaptureCopy> {
         self.tick(capture, ts_ns);
-        if let Some(rows) = &mut self.rows {
-            rows.flows.entry(tx.flow()).or_insert_with(|| tx.dir());
-        }
         self.sighting(tx, Sighting::new(capture, ts_ns, frame, ecn))
     }
 
