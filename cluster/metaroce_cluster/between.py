@@ -293,10 +293,10 @@ def match_buckets(blobs, analysed, driver_version, window_ns=WINDOW_NS, rows=Fal
     (spans, remap)``, the function the driver runs on the same infos),
     keeps its bucket as matched in a file of its executor for pass 2
     (what pass 2 reads of it; with ``rows``, every row, for the
-    per-transmission tables) and returns the bucket's paths' sums. Returns ``(paths, job, infos,
-    stalls)``: the sums summed (bytes, for ``metaroce.offsets`` and pass
-    2), the token that names the kept files, the hosts' infos and their
-    stalls ``[(index, stalls)]``."""
+    per-transmission tables) and returns the bucket's paths' sums.
+    Returns ``(paths, job, infos, stalls)``: the sums summed (bytes, for
+    ``metaroce.offsets`` and pass 2), the token that names the kept
+    files, the hosts' infos and their stalls ``[(index, stalls)]``."""
     job = uuid.uuid4().hex
 
     def run(i, it):

@@ -474,7 +474,7 @@ pub enum Kept {
 }
 
 impl Kept {
-    /// Its bytes, read from its file.
+    /// `decode` of its bytes (read from its file), its error named.
     fn with_bytes<T>(&self, decode: impl FnOnce(&[u8]) -> Result<T, String>) -> PyResult<T> {
         let from_file;
         let bytes: &[u8] = match self {
