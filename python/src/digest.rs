@@ -40,6 +40,7 @@ impl Pair {
     }
 }
 
+/// A bucket as pass 2 reads it (the module's doc).
 #[derive(Debug, Default, PartialEq)]
 pub struct Digest {
     pub paths: Vec<PathKey>,
