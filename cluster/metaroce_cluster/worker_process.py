@@ -95,12 +95,17 @@ def reserve_heap(size):
     """Grows this process's heap to ``size`` bytes at least, every page
     touched, and frees it: with the settings of :func:`install`, glibc
     keeps it for the allocations that follow, which then fault no page
-    in. Once per process and size."""
+    in. Once per process and size. A worker whose memory is capped below
+    it (``spark.executor.pyspark.memory``) reserves nothing: the tasks
+    then grow the heap as they go."""
     global _reserved
     install()
     if size <= _reserved:
         return
-    # A bytearray's memory is set to zero, which writes every page.
-    block = bytearray(size)
+    try:
+        # A bytearray's memory is set to zero, which writes every page.
+        block = bytearray(size)
+    except MemoryError:
+        return
     del block
     _reserved = size

@@ -124,3 +124,20 @@ def test_a_reserved_heap_is_reused_without_page_faults(tmp_path):
     # kernel gives them to any allocation.
     assert faults["none"] >= 100, faults
     assert faults["reserve"] < faults["none"] / 10, faults
+
+
+def test_a_capped_worker_reserves_nothing_and_goes_on(tmp_path):
+    """A worker whose address space is capped below the reservation (as
+    ``spark.executor.pyspark.memory`` caps it) reserves nothing, without
+    an error, and can still allocate what fits."""
+    out = python("""
+        import resource
+        from metaroce_cluster import worker_process
+
+        worker_process.install()
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        worker_process.reserve_heap(8 << 30)
+        buffer = bytearray(64 << 20)
+        print(worker_process._reserved, len(buffer))
+    """, tmp_path)
+    assert out.split() == ["0", str(64 << 20)]
