@@ -21,9 +21,16 @@ def capture_stem(path):
     return name.rsplit(".", 1)[0] if "." in name else name
 
 
+def is_remote(path):
+    """Whether ``path`` names its storage by a scheme (``hdfs://``,
+    ``s3a://``, ``file://``): Hadoop's or pyarrow's filesystems then reach
+    it; a plain path is the local filesystem's."""
+    return "://" in path
+
+
 class Fs:
     """Listing through Hadoop's FileSystem, so HDFS and S3 paths work like
-    local ones. A local path (no scheme) is listed by the driver's own
+    local ones. A local path (no scheme) is listed and written by the driver's own
     calls: through Hadoop, every entry costs calls to the JVM, about as
     long as the driver's other work before the reduce starts."""
 
@@ -31,27 +38,28 @@ class Fs:
         self.jvm = spark._jvm
         self.conf = spark._jsc.hadoopConfiguration()
 
-    @staticmethod
-    def _local(path):
-        return "://" not in path
-
     def _fs(self, path):
         p = self.jvm.org.apache.hadoop.fs.Path(path)
         return p, p.getFileSystem(self.conf)
 
     def is_dir(self, path):
-        if self._local(path):
+        if not is_remote(path):
             return os.path.isdir(path)
         p, fs = self._fs(path)
         return fs.exists(p) and fs.getFileStatus(p).isDirectory()
 
     def exists(self, path):
-        if self._local(path):
+        if not is_remote(path):
             return os.path.exists(path)
         p, fs = self._fs(path)
         return fs.exists(p)
 
     def write_text(self, path, text):
+        if not is_remote(path):
+            os.makedirs(posixpath.dirname(path) or ".", exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+            return
         p, fs = self._fs(path)
         out = fs.create(p, True)
         try:
@@ -61,7 +69,7 @@ class Fs:
 
     def children(self, path):
         """Names of the entries of a directory (empty when missing)."""
-        if self._local(path):
+        if not is_remote(path):
             return sorted(os.listdir(path)) if os.path.isdir(path) else []
         p, fs = self._fs(path)
         if not fs.exists(p):

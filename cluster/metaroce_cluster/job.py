@@ -269,12 +269,7 @@ def main(argv=None):
     phases["fixed cost"] = round(started + phases.get("engine loaded", 0), 3) if started is not None else None
     text = json.dumps(report, indent=2, default=str) + "\n"
     path = posixpath.join(args.out, "report.json")
-    if "://" in args.out:
-        inputs.Fs(spark).write_text(path, text)
-    else:
-        os.makedirs(args.out, exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
+    inputs.Fs(spark).write_text(path, text)
     for m in report["messages"]:
         print(f"postmortem: {m}", file=sys.stderr, flush=True)
     first = report["incidents"][0]["culprit_switches"][:1] if report["incidents"] else []

@@ -16,6 +16,8 @@ import os
 import posixpath
 import uuid
 
+from .inputs import is_remote
+
 PER_TRANSMISSION = ("matched", "lost", "transmissions", "hops")
 
 
@@ -24,7 +26,7 @@ def filesystem(path):
     reduce's reads use it too)."""
     import pyarrow.fs as pafs
 
-    if "://" in path:
+    if is_remote(path):
         return pafs.FileSystem.from_uri(path)
     return pafs.LocalFileSystem(), path
 
@@ -36,7 +38,7 @@ def prepare(out):
     made absolute: the tasks may run elsewhere than the driver's working
     directory)."""
     root = posixpath.join(out, "tables")
-    if "://" not in root:
+    if not is_remote(root):
         root = os.path.abspath(root)
     fs, path = filesystem(root)
     for table in PER_TRANSMISSION:
@@ -70,7 +72,7 @@ def _rows_table(spark, rows, path):
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pylist(rows)
-    if "://" in path:
+    if is_remote(path):
         spark.createDataFrame(table.to_pandas()).write.mode("overwrite").parquet(path)
         return
     import shutil

@@ -9,10 +9,11 @@ from pathlib import Path
 CLUSTER = Path(__file__).resolve().parents[1]
 
 
-def python(code, tmp_path):
-    """Runs ``code`` in a fresh interpreter of this environment, with the
-    cluster package importable; returns its stdout."""
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, capture_output=True,
+def python(code, tmp_path, *argv):
+    """Runs ``code`` with arguments ``argv`` in a fresh interpreter of this
+    environment, with the cluster package importable; returns its
+    stdout."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *argv], cwd=tmp_path, capture_output=True,
                           text=True, env={"PYTHONPATH": str(CLUSTER)})
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -75,10 +76,7 @@ def test_freed_memory_stays_in_the_process(tmp_path):
         print(before - resident())
     """
     for setting, kept in (("default", False), ("install", True)):
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), setting], cwd=tmp_path,
-                              capture_output=True, text=True, env={"PYTHONPATH": str(CLUSTER)})
-        assert done.returncode == 0, done.stderr
-        returned = int(done.stdout)
+        returned = int(python(code, tmp_path, setting))
         if kept:
             assert returned < 16 << 20, f"{setting}: {returned} bytes went back to the kernel"
         else:
@@ -114,12 +112,7 @@ def test_a_reserved_heap_is_reused_without_page_faults(tmp_path):
         buffer = bytearray(200 << 20)
         print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
     """
-    faults = {}
-    for setting in ("none", "reserve"):
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), setting], cwd=tmp_path,
-                              capture_output=True, text=True, env={"PYTHONPATH": str(CLUSTER)})
-        assert done.returncode == 0, done.stderr
-        faults[setting] = int(done.stdout)
+    faults = {setting: int(python(code, tmp_path, setting)) for setting in ("none", "reserve")}
     # 200 MiB is 51,200 pages of 4 KiB, or 100 huge pages where the
     # kernel gives them to any allocation.
     assert faults["none"] >= 100, faults
